@@ -1,0 +1,17 @@
+"""Group coordinator settings, with Kafka's names and Kafka 4.0 defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_size: int = 2**31 - 1  # group.max.size (unlimited)
+    new_member_join_timeout_ms: int = 300_000  # Kafka's GroupCoordinator NewMemberJoinTimeoutMs (5 min)
+    offsets_retention_ms: int = 10_080 * 60_000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes

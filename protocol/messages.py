@@ -1,0 +1,141 @@
+"""Every request and response class kcoord speaks, generated from ``protocol/schemas``.
+
+``REQUESTS[api_key]`` / ``RESPONSES[api_key]`` map an API key to its generated class; the
+classes are also module attributes (``messages.JoinGroupRequest``). :data:`KCOORD_VERSIONS`
+holds the version ranges kcoord itself serves (DESIGN.md, Kafka 4.0), which may be narrower
+than the schema files allow.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from .codegen import Message, build_message_class
+from .schema import load_schema
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+
+# name stem -> whether kcoord answers it itself (True) or only needs to read/rewrite it.
+_STEMS = [
+    "ApiVersions",
+    "Metadata",
+    "FindCoordinator",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "OffsetCommit",
+    "OffsetFetch",
+    "DescribeGroups",
+    "ListGroups",
+    "DeleteGroups",
+    "OffsetDelete",
+    "TxnOffsetCommit",
+    "DescribeCluster",
+]
+
+# The ranges kcoord serves for the APIs it answers itself (DESIGN.md, Kafka 4.0).
+KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+}
+
+# APIs passed through whose responses kcoord rewrites (broker addresses): the versions it can decode.
+REWRITTEN_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.METADATA: (0, 13),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+}
+
+REQUESTS: dict[int, type[Message]] = {}
+RESPONSES: dict[int, type[Message]] = {}
+_by_name: dict[str, type[Message]] = {}
+
+for _stem in _STEMS:
+    for _kind, _table in (("Request", REQUESTS), ("Response", RESPONSES)):
+        _cls = build_message_class(load_schema(_stem + _kind))
+        _table[_cls.SCHEMA.api_key] = _cls  # type: ignore[index]
+        _by_name[_cls.__name__] = _cls
+
+RequestHeader = build_message_class(load_schema("RequestHeader"))
+ResponseHeader = build_message_class(load_schema("ResponseHeader"))
+ConsumerProtocolSubscription = build_message_class(load_schema("ConsumerProtocolSubscription"))
+ConsumerProtocolAssignment = build_message_class(load_schema("ConsumerProtocolAssignment"))
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        return _by_name[name]
+    except KeyError:
+        raise AttributeError(name) from None
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    cls = REQUESTS.get(api_key)
+    return cls is not None and version in cls.SCHEMA.flexible
+
+
+# Kafka's generated classes, exported for type checkers and readers.
+ApiVersionsRequest = _by_name["ApiVersionsRequest"]
+ApiVersionsResponse = _by_name["ApiVersionsResponse"]
+MetadataRequest = _by_name["MetadataRequest"]
+MetadataResponse = _by_name["MetadataResponse"]
+FindCoordinatorRequest = _by_name["FindCoordinatorRequest"]
+FindCoordinatorResponse = _by_name["FindCoordinatorResponse"]
+JoinGroupRequest = _by_name["JoinGroupRequest"]
+JoinGroupResponse = _by_name["JoinGroupResponse"]
+SyncGroupRequest = _by_name["SyncGroupRequest"]
+SyncGroupResponse = _by_name["SyncGroupResponse"]
+HeartbeatRequest = _by_name["HeartbeatRequest"]
+HeartbeatResponse = _by_name["HeartbeatResponse"]
+LeaveGroupRequest = _by_name["LeaveGroupRequest"]
+LeaveGroupResponse = _by_name["LeaveGroupResponse"]
+OffsetCommitRequest = _by_name["OffsetCommitRequest"]
+OffsetCommitResponse = _by_name["OffsetCommitResponse"]
+OffsetFetchRequest = _by_name["OffsetFetchRequest"]
+OffsetFetchResponse = _by_name["OffsetFetchResponse"]
+DescribeGroupsRequest = _by_name["DescribeGroupsRequest"]
+DescribeGroupsResponse = _by_name["DescribeGroupsResponse"]
+ListGroupsRequest = _by_name["ListGroupsRequest"]
+ListGroupsResponse = _by_name["ListGroupsResponse"]
+DeleteGroupsRequest = _by_name["DeleteGroupsRequest"]
+DeleteGroupsResponse = _by_name["DeleteGroupsResponse"]
+OffsetDeleteRequest = _by_name["OffsetDeleteRequest"]
+OffsetDeleteResponse = _by_name["OffsetDeleteResponse"]
+TxnOffsetCommitRequest = _by_name["TxnOffsetCommitRequest"]
+TxnOffsetCommitResponse = _by_name["TxnOffsetCommitResponse"]
+DescribeClusterRequest = _by_name["DescribeClusterRequest"]
+DescribeClusterResponse = _by_name["DescribeClusterResponse"]

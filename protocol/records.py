@@ -1,0 +1,99 @@
+"""The stored record formats of Kafka's ``__consumer_offsets`` topic, which kcoord writes too.
+
+A record key is ``int16 type`` followed by the key struct; a value is ``int16 version``
+followed by the value struct; a ``None`` value is a tombstone. kcoord writes:
+
+- type 1 :class:`OffsetCommitKey` → :class:`OffsetCommitValue` v3 (v1 when an explicit expire
+  timestamp applies);
+- type 2 :class:`GroupMetadataKey` → :class:`GroupMetadataValue` v3 ("member metadata V3",
+  with ``group.instance.id``).
+
+Byte layouts are exactly Kafka's, so Kafka's own tooling can read kcoord's topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .codegen import Message, build_message_class
+from .primitives import INT16, CodecError
+from .schema import load_schema
+
+OffsetCommitKey = build_message_class(load_schema("OffsetCommitKey"))
+OffsetCommitValue = build_message_class(load_schema("OffsetCommitValue"))
+GroupMetadataKey = build_message_class(load_schema("GroupMetadataKey"))
+GroupMetadataValue = build_message_class(load_schema("GroupMetadataValue"))
+MemberMetadata = GroupMetadataValue.MemberMetadata  # type: ignore[attr-defined]
+
+OFFSET_COMMIT_TYPE = 1
+GROUP_METADATA_TYPE = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+# record type -> key class (types 0 and 1 share the offset key layout)
+_KEY_CLASSES: dict[int, type[Message]] = {0: OffsetCommitKey, 1: OffsetCommitKey, 2: GroupMetadataKey}
+_VALUE_CLASSES: dict[type[Message], type[Message]] = {
+    OffsetCommitKey: OffsetCommitValue,
+    GroupMetadataKey: GroupMetadataValue,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One change to a shard's state: a key struct and a value struct, or ``None`` for a tombstone."""
+
+    key: Any
+    value: Any | None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+
+def encode_key(key: Any) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        return INT16.pack(OFFSET_COMMIT_TYPE) + key.encode(1)
+    if isinstance(key, GroupMetadataKey):
+        return INT16.pack(GROUP_METADATA_TYPE) + key.encode(2)
+    raise CodecError(f"not a record key: {type(key).__name__}")
+
+
+def encode_value(value: Any | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        version = (
+            OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if value.expire_timestamp != -1 else OFFSET_COMMIT_VALUE_VERSION
+        )
+        return INT16.pack(version) + value.encode(version)
+    if isinstance(value, GroupMetadataValue):
+        return INT16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
+    raise CodecError(f"not a record value: {type(value).__name__}")
+
+
+def encode_record(record: Record) -> tuple[bytes, bytes | None]:
+    return encode_key(record.key), encode_value(record.value)
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record | None:
+    """Decode a stored record; ``None`` for record types kcoord does not know (skipped on load)."""
+    if len(key) < 2:
+        raise CodecError("record key shorter than its type")
+    (rtype,) = INT16.unpack_from(key, 0)
+    key_cls = _KEY_CLASSES.get(rtype)
+    if key_cls is None:
+        return None
+    key_version = 1 if rtype in (0, 1) else rtype
+    k = key_cls.decode(key[2:], key_version)
+    if value is None:
+        return Record(k, None)
+    if len(value) < 2:
+        raise CodecError("record value shorter than its version")
+    (vversion,) = INT16.unpack_from(value, 0)
+    value_cls = _VALUE_CLASSES[key_cls]
+    # Versions newer than the schema may only add tagged fields (KIP-915); read them as our newest.
+    top = value_cls.SCHEMA.valid.high or 0
+    v = value_cls.decode_from(value, 2, min(vversion, top))[0]
+    return Record(k, v)
