@@ -222,7 +222,7 @@ class _Generator:
         flush_run()
         if flexible:
             for f in tagged:
-                src.emit(f"v_{f.name} = _MISSING")
+                src.emit(f"v_{f.name} = {'_MISSING' if self._needs_missing(f) else f'_D_{id(f)}'}")
             src.emit("unk = None")
             src.emit("n = buf[pos]")
             src.emit("if n < 128: pos += 1")
@@ -270,6 +270,8 @@ class _Generator:
 
     def decode_field(self, src: _Source, f: Field, target: str, version: int, flexible: bool) -> None:
         nullable = version in f.nullable
+        if f.flexible_override is not None:
+            flexible = flexible and version in f.flexible_override
         if f.is_array:
             self._read_length(src, "n", flexible, array=True)
             src.emit("if n < 0:")
@@ -426,6 +428,8 @@ class _Generator:
 
     def encode_field(self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool) -> None:
         nullable = version in f.nullable
+        if f.flexible_override is not None:
+            flexible = flexible and version in f.flexible_override
         if f.is_array:
             v = src.tmp("a")
             src.emit(f"{v} = {expr}")

@@ -16,8 +16,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
+_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 _COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 _CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
@@ -69,6 +70,9 @@ class Field:
     tag: int | None
     default: object
     fields: list[Field] = field(default_factory=list)  # for struct and array-of-struct
+    # A field may opt out of the message's flexible encoding (RequestHeader.ClientId keeps its
+    # int16 length in v2 so any broker can read the header of any ApiVersions request).
+    flexible_override: Versions | None = None
 
     @property
     def is_struct(self) -> bool:
@@ -136,6 +140,7 @@ def _parse_field(spec: dict, common: dict[str, list[dict]]) -> Field:
         tag=spec.get("tag"),
         default=_default_for(spec, type_name, is_array),
         fields=[_parse_field(s, common) for s in (sub_specs or [])],
+        flexible_override=Versions.parse(spec["flexibleVersions"]) if "flexibleVersions" in spec else None,
     )
 
 
@@ -155,5 +160,5 @@ def parse_schema(text: str) -> MessageSchema:
 @cache
 def load_schema(name: str) -> MessageSchema:
     """Load ``protocol/schemas/<name>.json``."""
-    text = resources.files("protocol").joinpath("schemas", f"{name}.json").read_text()
+    text = (_SCHEMA_DIR / f"{name}.json").read_text(encoding="utf-8")
     return parse_schema(text)

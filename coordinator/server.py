@@ -1,0 +1,162 @@
+"""Wiring: storage, shards, router, the cluster view and the listeners, with start and graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from storage.base import Storage
+from storage.memory import MemoryStorage
+
+from .clock import Clock, SystemClock
+from .connection import ClientConnection
+from .embedded import EmbeddedBroker
+from .gateway import Broker, ClusterView
+from .metrics import Metrics
+from .router import Router
+from .settings import Settings
+from .shard import ShardRuntime
+
+log = logging.getLogger("kcoord.server")
+
+
+class Listener:
+    """A listening socket: the coordinator listener (node_id None) or one upstream broker's port."""
+
+    def __init__(self, app: App, node_id: int | None) -> None:
+        self.app = app
+        self.node_id = node_id
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    @property
+    def is_coordinator(self) -> bool:
+        return self.node_id is None
+
+    async def start(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: ClientConnection(self), host, port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self.port
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
+        self.storage = storage
+        self.embedded: EmbeddedBroker | None = None
+        self.shards: list[ShardRuntime] = []
+        self.router = Router(self.shards)
+        self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
+        self.listeners: list[Listener] = []
+        self.connections: set[ClientConnection] = set()
+        self._broker_port_index = 0
+        self.stopped = asyncio.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        s = self.settings
+        bootstrap = list(s.bootstrap_servers)
+        if not bootstrap:
+            self.embedded = EmbeddedBroker()
+            await self.embedded.start()
+            bootstrap = [self.embedded.address]
+        coordinator = Listener(self, None)
+        port = await coordinator.start(s.listen[0], s.listen[1])
+        self.listeners.append(coordinator)
+        self.cluster = ClusterView(bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener)
+        if self.storage is None:
+            self.storage = self._make_storage(bootstrap)
+        await self.storage.open(s.shards)
+        self._make_shards()
+        await self.cluster.discover()
+        await asyncio.gather(*(shard.load() for shard in self.shards))
+        log.info(
+            "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
+            s.listen[0], port, s.advertised, s.shards, ",".join(f"{h}:{p}" for h, p in bootstrap),
+        )
+
+    def _make_storage(self, bootstrap: list[tuple[str, int]]) -> Storage:
+        if self.settings.storage == "memory":
+            return MemoryStorage()
+        if self.settings.storage == "kafka":
+            from storage.kafka import KafkaStorage  # noqa: PLC0415 - optional until the storage issue lands
+
+            return KafkaStorage(bootstrap, self.settings)  # type: ignore[call-arg]
+        raise ValueError(f"unknown storage {self.settings.storage!r}")
+
+    def _make_shards(self) -> None:
+        from .shard_state import GroupCoordinatorShard
+
+        assert self.storage is not None
+        for i in range(self.settings.shards):
+            def make_state(i: int = i) -> Any:
+                return GroupCoordinatorShard(self.settings.group, self.clock, shard_index=i)
+
+            self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.metrics))
+
+    async def _open_broker_listener(self, broker: Broker) -> int:
+        s = self.settings
+        if self._broker_port_index < len(s.broker_ports):
+            port = s.broker_ports[self._broker_port_index]
+        elif s.listen[1] != 0 and not s.broker_ports:
+            port = s.listen[1] + 1 + self._broker_port_index
+        else:
+            port = 0
+        self._broker_port_index += 1
+        listener = Listener(self, broker.node_id)
+        actual = await listener.start(s.listen[0], port)
+        self.listeners.append(listener)
+        return actual
+
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish, flush the shards' logs, shut down."""
+        for listener in self.listeners:
+            listener.close()
+        deadline = asyncio.get_running_loop().time() + grace
+        while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        for shard in self.shards:
+            await shard.drain()
+            shard.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for listener in self.listeners:
+            if listener.server is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(listener.server.wait_closed(), 2.0)
+        if self.storage is not None:
+            await self.storage.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+        self.stopped.set()
+
+    # -- connection bookkeeping -----------------------------------------------------------------------
+    def connection_opened(self, conn: ClientConnection) -> None:
+        self.connections.add(conn)
+        self.metrics.connections.inc()
+        self.metrics.connections_total.inc()
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.metrics.connections.dec()

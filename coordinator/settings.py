@@ -1,0 +1,40 @@
+"""Server settings: where kcoord listens, which cluster it fronts, and its limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.frames import DEFAULT_MAX_FRAME_SIZE
+
+from .group_config import GroupConfig
+
+
+def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):  # [ipv6]:port
+        host, _, port = text[1:].partition("]:")
+        return host, int(port or default_port)
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    return host, int(port)
+
+
+@dataclass
+class Settings:
+    listen: tuple[str, int] = ("127.0.0.1", 9092)
+    advertised_host: str | None = None  # defaults to the listen host
+    bootstrap_servers: list[tuple[str, int]] = field(default_factory=list)  # empty: embedded broker
+    broker_ports: list[int] = field(default_factory=list)  # explicit ports for upstream brokers, in node id order
+    coordinator_node_id: int = 1_000_000
+    shards: int = 50
+    storage: str = "memory"  # "memory" or "kafka"
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    max_inflight: int = 1000  # per connection; reading pauses beyond it
+    metrics: tuple[str, int] | None = None
+    group: GroupConfig = field(default_factory=GroupConfig)
+
+    @property
+    def advertised(self) -> str:
+        host = self.advertised_host or self.listen[0]
+        return "127.0.0.1" if host in ("0.0.0.0", "") else host

@@ -1,0 +1,230 @@
+"""The asyncio runtime around one shard's pure group state.
+
+Invariants:
+- Single writer: ``GroupCoordinatorShard.handle``/``poll`` run synchronously on the event loop, so
+  no two handlers of a shard ever interleave; there is no await inside a handler.
+- Write-then-reply: the records a handler returns are replayed into the state at once and
+  appended to the shard's log in order; every reply produced at or after that point is held
+  until the log acknowledged every record written before it (a "barrier" on the shard's write
+  sequence). A reply never reveals state the log does not hold.
+- Group commit: while one append is in flight, new records accumulate and go out together in
+  the next append, so a burst of commits costs a few round trips, not one each.
+- A failed append fails every request waiting on the shard with NOT_COORDINATOR (clients
+  rediscover and retry) and reloads the shard from its log, so it never serves state the log
+  does not hold. While a shard loads, its requests get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from protocol.errors import ErrorCode
+from protocol.records import Record
+from storage.base import ShardLog
+
+from .clock import Clock
+from .error_responses import error_response
+from .result import RequestContext, Result
+
+log = logging.getLogger("kcoord.shard")
+
+
+class ShardState(Protocol):
+    def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Result: ...
+    def replay(self, record: Record) -> None: ...
+    def poll(self, now_ms: int) -> Result: ...
+    def next_deadline(self) -> int | None: ...
+    def on_loaded(self) -> Result: ...
+
+
+class ShardObserver(Protocol):
+    """Hooks for metrics; every method is optional in effect (a no-op default is provided)."""
+
+    def append_done(self, shard: int, records: int, seconds: float) -> None: ...
+    def shard_loaded(self, shard: int, records: int, seconds: float) -> None: ...
+
+
+class _NoObserver:
+    def append_done(self, shard: int, records: int, seconds: float) -> None:
+        pass
+
+    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
+        pass
+
+
+class ShardRuntime:
+    def __init__(
+        self,
+        index: int,
+        make_state: Callable[[], ShardState],
+        shard_log: ShardLog,
+        clock: Clock,
+        observer: ShardObserver | None = None,
+    ) -> None:
+        self.index = index
+        self._make_state = make_state
+        self.state: ShardState = make_state()
+        self.log = shard_log
+        self.clock = clock
+        self.observer: ShardObserver = observer or _NoObserver()
+        self.loaded = False
+        self._waiting: dict[RequestContext, tuple[asyncio.Future[Any], int, Any]] = {}
+        self._pending_records: list[Record] = []
+        self._written_seq = 0  # records handed to the log so far (replayed into the state)
+        self._acked_seq = 0  # records the log acknowledged
+        self._deferred: deque[tuple[int, RequestContext, Any]] = deque()
+        self._flushing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._generation = 0  # bumps on every reload; stale flushes notice and stop
+
+    # -- loading ------------------------------------------------------------------------------------
+    async def load(self) -> None:
+        """Rebuild the state by replaying the shard's log from the start."""
+        self.loaded = False
+        started = time.perf_counter()
+        state = self._make_state()
+        count = 0
+        async for batch in self.log.read():
+            for record in batch:
+                state.replay(record)
+            count += len(batch)
+        self.state = state
+        self._pending_records = []
+        self._written_seq = self._acked_seq = 0
+        self.loaded = True
+        self.observer.shard_loaded(self.index, count, time.perf_counter() - started)
+        self._apply(state.on_loaded())
+
+    # -- requests -----------------------------------------------------------------------------------
+    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
+        """Hand a request to the state; the future resolves with its response once it may be sent."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not self.loaded:
+            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+            return fut
+        self._waiting[ctx] = (fut, api_key, request)
+        try:
+            result = self.state.handle(api_key, ctx, request)
+        except Exception:  # a bug must cost one request, never the shard
+            log.exception("shard %d: handler for api %d failed", self.index, api_key)
+            self._waiting.pop(ctx, None)
+            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
+            return fut
+        self._apply(result)
+        return fut
+
+    def _apply(self, result: Result) -> None:
+        if result.records:
+            for record in result.records:
+                self.state.replay(record)
+            self._pending_records.extend(result.records)
+            self._written_seq += len(result.records)
+            if not self._flushing:
+                self._flushing = True
+                asyncio.get_running_loop().create_task(self._flush(self._generation))
+        barrier = self._written_seq
+        for ctx, response in result.replies:
+            if barrier <= self._acked_seq:
+                self._resolve(ctx, response)
+            else:
+                self._deferred.append((barrier, ctx, response))
+        self._reschedule_timer()
+
+    def _resolve(self, ctx: RequestContext, response: Any) -> None:
+        entry = self._waiting.pop(ctx, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(response)
+
+    async def _flush(self, generation: int) -> None:
+        try:
+            await asyncio.sleep(0)  # let requests that arrived in the same loop tick join the batch
+            while self._pending_records and generation == self._generation:
+                batch = self._pending_records
+                self._pending_records = []
+                started = time.perf_counter()
+                try:
+                    await self.log.append(batch)
+                except Exception as exc:
+                    log.error("shard %d: append of %d records failed: %s; reloading", self.index, len(batch), exc)
+                    if generation == self._generation:
+                        await self._fail_and_reload()
+                    return
+                if generation != self._generation:
+                    return
+                self.observer.append_done(self.index, len(batch), time.perf_counter() - started)
+                self._acked_seq += len(batch)
+                while self._deferred and self._deferred[0][0] <= self._acked_seq:
+                    _, ctx, response = self._deferred.popleft()
+                    self._resolve(ctx, response)
+        finally:
+            if generation == self._generation:
+                self._flushing = False
+
+    async def _fail_and_reload(self) -> None:
+        self._generation += 1
+        self._flushing = False
+        self.loaded = False
+        self._cancel_timer()
+        waiting, self._waiting = self._waiting, {}
+        self._deferred.clear()
+        for ctx, (fut, api_key, request) in waiting.items():
+            if not fut.done():
+                fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+        while True:
+            try:
+                await self.load()
+                return
+            except Exception as exc:
+                log.error("shard %d: reload failed: %s; retrying in 1 s", self.index, exc)
+                await asyncio.sleep(1.0)
+
+    # -- timers -------------------------------------------------------------------------------------
+    def _reschedule_timer(self) -> None:
+        deadline = self.state.next_deadline()
+        if deadline == self._timer_deadline:
+            return
+        self._cancel_timer()
+        if deadline is None:
+            return
+        delay = max(0.0, (deadline - self.clock.now_ms()) / 1000.0)
+        self._timer_deadline = deadline
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._timer_deadline = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if not self.loaded:
+            return
+        try:
+            result = self.state.poll(self.clock.now_ms())
+        except Exception:
+            log.exception("shard %d: timer handling failed", self.index)
+            result = Result()
+        self._apply(result)
+
+    # -- shutdown -----------------------------------------------------------------------------------
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait until every record written so far is acknowledged (used on graceful shutdown)."""
+        end = time.monotonic() + timeout
+        while (self._pending_records or self._acked_seq < self._written_seq) and time.monotonic() < end:
+            await asyncio.sleep(0.01)
+
+    def close(self) -> None:
+        self._cancel_timer()
+        self._generation += 1
+        for ctx, (fut, api_key, request) in list(self._waiting.items()):
+            if not fut.done():
+                fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+        self._waiting.clear()

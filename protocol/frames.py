@@ -1,0 +1,184 @@
+"""Size-prefixed framing and request/response headers — bytes in, objects out, no sockets.
+
+Every Kafka message on a connection is ``int32 size`` + ``size`` bytes. A request frame starts
+with the request header (v1: api key, api version, correlation id, nullable client id with an
+int16 length even in flexible versions; v2 adds tagged fields); a response frame starts with
+the response header (v0: correlation id; v1 adds tagged fields). ApiVersions responses always
+use header v0 so a client can read them whatever version it asked for.
+
+:class:`FrameDecoder` never buffers more than one frame beyond ``max_frame_size``: a size prefix
+above the cap (or negative) raises :class:`FrameTooLarge` before any of the body is stored.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from .messages import REQUESTS, RESPONSES, ApiKey
+from .primitives import CodecError, decode_uvarint
+
+_SIZE = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhi")
+_HEADER_CLIENT_LEN = struct.Struct(">h")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+
+class FrameTooLarge(CodecError):
+    """A size prefix beyond the configured maximum (or negative)."""
+
+
+class FrameDecoder:
+    """Accumulate bytes and yield whole frames (without their size prefix)."""
+
+    __slots__ = ("_buf", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self.max_frame_size = max_frame_size
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame_size:
+                raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_size}")
+            if end - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int  # bytes of header; the body starts here
+
+    @property
+    def flexible(self) -> bool:
+        return request_is_flexible(self.api_key, self.api_version)
+
+
+def request_is_flexible(api_key: int, api_version: int) -> bool:
+    cls = REQUESTS.get(api_key)
+    return cls is not None and api_version in cls.SCHEMA.flexible
+
+
+def peek_header(frame_bytes: bytes) -> tuple[int, int, int]:
+    """Just (api_key, api_version, correlation_id): all a pass-through needs to know."""
+    if len(frame_bytes) < 8:
+        raise CodecError("request shorter than its header")
+    return _HEADER_FIXED.unpack_from(frame_bytes, 0)
+
+
+def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> RequestHeader:
+    """Parse a request header. ``flexible`` defaults to what our schemas say for the API version."""
+    api_key, api_version, correlation_id = peek_header(frame_bytes)
+    if len(frame_bytes) < 10:
+        raise CodecError("request header truncated before client id")
+    (n,) = _HEADER_CLIENT_LEN.unpack_from(frame_bytes, 8)
+    pos = 10
+    client_id: str | None = None
+    if n >= 0:
+        if pos + n > len(frame_bytes):
+            raise CodecError("client id runs past end of frame")
+        try:
+            client_id = frame_bytes[pos : pos + n].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"client id is not utf-8: {exc}") from exc
+        pos += n
+    if flexible is None:
+        flexible = request_is_flexible(api_key, api_version)
+    if flexible:
+        count, pos = decode_uvarint(frame_bytes, pos)
+        for _ in range(count):
+            _tag, pos = decode_uvarint(frame_bytes, pos)
+            size, pos = decode_uvarint(frame_bytes, pos)
+            pos += size
+            if pos > len(frame_bytes):
+                raise CodecError("request header tagged field past end of frame")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Any]:
+    """Decode a whole request frame of an API kcoord knows."""
+    header = parse_request_header(frame_bytes)
+    cls = REQUESTS.get(header.api_key)
+    if cls is None:
+        raise CodecError(f"unknown api key {header.api_key}")
+    body = cls.decode_from(frame_bytes, header.size, header.api_version)[0]
+    return header, body
+
+
+def response_header_flexible(api_key: int, api_version: int) -> bool:
+    if api_key == ApiKey.API_VERSIONS:
+        return False
+    cls = RESPONSES.get(api_key)
+    return cls is not None and api_version in cls.SCHEMA.flexible
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+    """A complete response frame, size prefix included."""
+    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))  # size is patched in below
+    if response_header_flexible(api_key, api_version):
+        out.append(0)  # no tagged fields in the header
+    response.encode_into(out, api_version)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Any) -> bytes:
+    """A complete request frame (used by our own clients: tests, load generator, storage)."""
+    out = bytearray(4)
+    out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
+    if client_id is None:
+        out += b"\xff\xff"
+    else:
+        cid = client_id.encode("utf-8")
+        out += _HEADER_CLIENT_LEN.pack(len(cid))
+        out += cid
+    if request_is_flexible(api_key, api_version):
+        out.append(0)
+    request.encode_into(out, api_version)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix) → (correlation_id, response)."""
+    if len(frame_bytes) < 4:
+        raise CodecError("response shorter than its header")
+    (correlation_id,) = _SIZE.unpack_from(frame_bytes, 0)
+    pos = 4
+    if response_header_flexible(api_key, api_version):
+        count, pos = decode_uvarint(frame_bytes, pos)
+        for _ in range(count):
+            _tag, pos = decode_uvarint(frame_bytes, pos)
+            size, pos = decode_uvarint(frame_bytes, pos)
+            pos += size
+    cls = RESPONSES[api_key]
+    body, end = cls.decode_from(frame_bytes, pos, api_version)
+    if end != len(frame_bytes):
+        raise CodecError(f"{cls.__name__} v{api_version}: {len(frame_bytes) - end} trailing bytes")
+    return correlation_id, body
