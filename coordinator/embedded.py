@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -23,6 +24,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: the broker gets SIGTERM when kcoord dies, even by SIGKILL, so it never outlives us."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class EmbeddedBroker:
@@ -46,7 +57,9 @@ class EmbeddedBroker:
             "--storage-engine", "memory://tansu/",
         ]
         log_file = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child, closed in stop()
-        self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
         log_file.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

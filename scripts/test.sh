@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's test command: installs everything it needs, then runs the linter and the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+# kcat is a Debian package; install it when we can (root + apt), otherwise its tests skip and say why.
+if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
+    || echo "note: could not install kcat; its tests will be skipped"
+fi
+.venv/bin/ruff check .
+exec .venv/bin/pytest "$@"

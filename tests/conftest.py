@@ -1,0 +1,3 @@
+"""Shared pytest setup: fixtures for real processes live in tests/support."""
+
+from __future__ import annotations

@@ -1,0 +1,90 @@
+"""Framing and headers: whole frames only, caps enforced before buffering, headers parsed per version."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from coordinator.connection import produce_acks
+from protocol import frames
+from protocol import messages as m
+from protocol.primitives import CodecError
+
+
+def test_frames_split_across_feeds() -> None:
+    a = frames.frame(b"hello")
+    b = frames.frame(b"")
+    c = frames.frame(b"x" * 1000)
+    data = a + b + c
+    dec = frames.FrameDecoder()
+    out: list[bytes] = []
+    for i in range(0, len(data), 7):
+        out += dec.feed(data[i : i + 7])
+    assert out == [b"hello", b"", b"x" * 1000]
+    assert dec.buffered == 0
+
+
+def test_oversized_prefix_rejected_before_body_arrives() -> None:
+    dec = frames.FrameDecoder(max_frame_size=1024)
+    with pytest.raises(frames.FrameTooLarge):
+        dec.feed(struct.pack(">i", 2**31 - 1))
+
+
+def test_negative_prefix_rejected() -> None:
+    with pytest.raises(frames.FrameTooLarge):
+        frames.FrameDecoder().feed(struct.pack(">i", -1))
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_request_round_trip_every_heartbeat_version(version: int) -> None:
+    req = m.HeartbeatRequest(group_id="g", generation_id=7, member_id="m", group_instance_id="i" if version >= 3 else None)
+    data = frames.encode_request(12, version, 42, "client-1", req)
+    (payload,) = frames.FrameDecoder().feed(data)
+    header, body = frames.decode_request(payload)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (12, version, 42, "client-1")
+    assert body == req
+
+
+def test_flexible_request_header_skips_tagged_fields() -> None:
+    req = m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    body = req.encode(4)
+    # header v2 with a null client id and one unknown tagged field (tag 5, 3 bytes)
+    header = struct.pack(">hhih", 12, 4, 9, -1) + bytes([1, 5, 3, 1, 2, 3])
+    h, decoded = frames.decode_request(header + body)
+    assert h.client_id is None and h.size == len(header)
+    assert decoded == req
+
+
+def test_api_versions_response_always_uses_header_v0() -> None:
+    resp = m.ApiVersionsResponse(error_code=0, api_keys=[])
+    data = frames.encode_response(18, 3, 5, resp)
+    assert data[8:10] == b"\x00\x00"  # error code right after the correlation id: no tagged-field byte
+    assert frames.decode_response(18, 3, data[4:]) == (5, resp)
+
+
+def test_flexible_response_header_has_tagged_fields() -> None:
+    data = frames.encode_response(12, 4, 5, m.HeartbeatResponse(error_code=0))
+    assert data[8] == 0  # empty tagged-field section of response header v1
+
+
+def test_truncated_header_is_a_codec_error() -> None:
+    with pytest.raises(CodecError):
+        frames.parse_request_header(b"\x00\x0c\x00")
+    with pytest.raises(CodecError):
+        frames.parse_request_header(struct.pack(">hhih", 12, 0, 1, 50) + b"short")
+
+
+@pytest.mark.parametrize(("version", "txn"), [(3, None), (3, "tx"), (8, "tx"), (9, None), (9, "transactional")])
+def test_produce_acks_parsed_after_transactional_id(version: int, txn: str | None) -> None:
+    flexible = version >= 9
+    header = struct.pack(">hhih", 0, version, 1, 1) + b"c" + (b"\x00" if flexible else b"")
+    if flexible:
+        tid = b"\x00" if txn is None else bytes([len(txn) + 1]) + txn.encode()
+    else:
+        tid = struct.pack(">h", -1) if txn is None else struct.pack(">h", len(txn)) + txn.encode()
+    payload = header + tid + struct.pack(">h", 0) + b"rest"
+    h = frames.parse_request_header(payload, flexible=flexible)
+    assert produce_acks(payload, h.size, version) == 0
+    payload = header + tid + struct.pack(">h", -1) + b"rest"
+    assert produce_acks(payload, h.size, version) == -1

@@ -1,0 +1,29 @@
+"""Group → shard placement must match Kafka's partitionFor exactly (golden values computed with Java 17)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.router import java_string_hash, shard_for_group
+
+# (group id, String.hashCode(), Utils.abs(hash) % 50) printed by a Java 17 program.
+GOLDEN = [
+    ("", 0, 0),
+    ("hello", 99162322, 22),
+    ("my-group", -1906497762, 12),
+    ("consumer-group-1", 147483020, 20),
+    ("grüppe", -1233264812, 12),
+    ("😀emoji", -1233692477, 27),  # a surrogate pair hashes as two UTF-16 code units
+    ("polygenelubricants", -(2**31), 0),  # Integer.MIN_VALUE: Kafka's Utils.abs maps it to 0
+    ("GydZG_", -(2**31), 0),
+]
+
+
+@pytest.mark.parametrize(("group", "hash_code", "partition"), GOLDEN)
+def test_matches_java(group: str, hash_code: int, partition: int) -> None:
+    assert java_string_hash(group) == hash_code
+    assert shard_for_group(group, 50) == partition
+
+
+def test_single_shard_takes_everything() -> None:
+    assert {shard_for_group(f"g{i}", 1) for i in range(100)} == {0}
