@@ -30,6 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--shards", type=int, default=50, help="coordinator shards (internal topic partitions)")
     serve.add_argument("--storage", choices=["memory", "kafka"], default="memory", help="where group state is kept")
+    serve.add_argument("--internal-topic", default="__kcoord_offsets", help="compacted topic for group state (--storage kafka)")
+    serve.add_argument(
+        "--replication-factor", type=int, default=None,
+        help="replication factor when creating the internal topic (default: min(3, brokers))",
+    )
     serve.add_argument("--max-frame-size", type=int, default=100 * 1024 * 1024, help="largest request accepted, bytes")
     serve.add_argument("--max-inflight", type=int, default=1000, help="requests in flight per connection")
     serve.add_argument("--log-level", default="INFO")
@@ -41,6 +46,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     broker_ports = [int(x) for x in args.broker_ports.split(",") if x.strip()]
     if args.shards < 1:
         raise SystemExit("kcoord: --shards must be at least 1")
+    if args.replication_factor is not None and args.replication_factor < 1:
+        raise SystemExit("kcoord: --replication-factor must be at least 1")
     if args.max_frame_size < 1024:
         raise SystemExit("kcoord: --max-frame-size must be at least 1024")
     return Settings(
@@ -50,6 +57,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         broker_ports=broker_ports,
         shards=args.shards,
         storage=args.storage,
+        internal_topic=args.internal_topic,
+        replication_factor=args.replication_factor,
         max_frame_size=args.max_frame_size,
         max_inflight=args.max_inflight,
     )

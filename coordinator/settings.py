@@ -29,6 +29,8 @@ class Settings:
     coordinator_node_id: int = 1_000_000
     shards: int = 50
     storage: str = "memory"  # "memory" or "kafka"
+    internal_topic: str = "__kcoord_offsets"  # the compacted topic holding group state (--storage kafka)
+    replication_factor: int | None = None  # of the internal topic when kcoord creates it; None: min(3, brokers)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     metrics: tuple[str, int] | None = None

@@ -1,0 +1,94 @@
+"""The client-side messages kcoord's Kafka storage speaks to the upstream cluster.
+
+These are the APIs kcoord *sends* (never serves): Produce, Fetch, ListOffsets, InitProducerId,
+CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, plus Metadata/FindCoordinator/
+ApiVersions reused from :mod:`protocol.messages`. They are kept out of
+``protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
+serves, and a storage-only class there would change what the server claims to understand.
+
+Because :func:`protocol.frames.encode_request` looks flexibility up in that registry, this
+module has its own :func:`encode_request`/:func:`decode_response` that take the message class
+explicitly. Header rules are Kafka's: request header v2 (tagged fields) iff the request
+version is flexible, client id always int16-length; response header v1 iff flexible, except
+ApiVersions which always answers with header v0.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from . import messages
+from .codegen import Message, build_message_class
+from .primitives import CodecError, decode_uvarint
+from .schema import load_schema
+
+
+def _build(stem: str) -> tuple[type[Message], type[Message]]:
+    return build_message_class(load_schema(stem + "Request")), build_message_class(load_schema(stem + "Response"))
+
+
+ProduceRequest, ProduceResponse = _build("Produce")
+FetchRequest, FetchResponse = _build("Fetch")
+ListOffsetsRequest, ListOffsetsResponse = _build("ListOffsets")
+InitProducerIdRequest, InitProducerIdResponse = _build("InitProducerId")
+CreateTopicsRequest, CreateTopicsResponse = _build("CreateTopics")
+DescribeConfigsRequest, DescribeConfigsResponse = _build("DescribeConfigs")
+AddPartitionsToTxnRequest, AddPartitionsToTxnResponse = _build("AddPartitionsToTxn")
+EndTxnRequest, EndTxnResponse = _build("EndTxn")
+MetadataRequest, MetadataResponse = messages.MetadataRequest, messages.MetadataResponse
+FindCoordinatorRequest, FindCoordinatorResponse = messages.FindCoordinatorRequest, messages.FindCoordinatorResponse
+ApiVersionsRequest, ApiVersionsResponse = messages.ApiVersionsRequest, messages.ApiVersionsResponse
+
+# request class -> response class
+RESPONSE_OF: dict[type[Message], type[Message]] = {
+    ProduceRequest: ProduceResponse,
+    FetchRequest: FetchResponse,
+    ListOffsetsRequest: ListOffsetsResponse,
+    InitProducerIdRequest: InitProducerIdResponse,
+    CreateTopicsRequest: CreateTopicsResponse,
+    DescribeConfigsRequest: DescribeConfigsResponse,
+    AddPartitionsToTxnRequest: AddPartitionsToTxnResponse,
+    EndTxnRequest: EndTxnResponse,
+    MetadataRequest: MetadataResponse,
+    FindCoordinatorRequest: FindCoordinatorResponse,
+    ApiVersionsRequest: ApiVersionsResponse,
+}
+
+_HEADER = struct.Struct(">ihhih")  # size placeholder, api key, version, correlation id, client id length
+_INT32 = struct.Struct(">i")
+_API_VERSIONS_KEY = 18
+
+
+def encode_request(request: Message, version: int, correlation_id: int, client_id: str) -> bytes:
+    """A complete request frame (size prefix included) for ``request`` at ``version``."""
+    schema = request.SCHEMA
+    if version not in schema.valid:
+        raise CodecError(f"{type(request).__name__} has no version {version}")
+    cid = client_id.encode("utf-8")
+    out = bytearray(_HEADER.pack(0, schema.api_key, version, correlation_id, len(cid)))
+    out += cid
+    if version in schema.flexible:
+        out.append(0)  # request header v2: no tagged fields
+    request.encode_into(out, version)
+    _INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(response_cls: type[Message], version: int, payload: bytes) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix) → ``(correlation_id, body)``."""
+    if len(payload) < 4:
+        raise CodecError("response shorter than its header")
+    (correlation_id,) = _INT32.unpack_from(payload, 0)
+    pos = 4
+    schema = response_cls.SCHEMA
+    if version in schema.flexible and schema.api_key != _API_VERSIONS_KEY:
+        count, pos = decode_uvarint(payload, pos)
+        for _ in range(count):
+            _tag, pos = decode_uvarint(payload, pos)
+            size, pos = decode_uvarint(payload, pos)
+            pos += size
+    body, end = response_cls.decode_from(payload, pos, version)
+    if end != len(payload):
+        raise CodecError(f"{response_cls.__name__} v{version}: {len(payload) - end} trailing bytes")
+    return correlation_id, body

@@ -1,0 +1,514 @@
+"""Group state on the upstream Kafka cluster: one compacted topic, one partition per shard.
+
+Speaks Kafka through kcoord's own codec (:mod:`protocol.storage_messages`,
+:mod:`protocol.record_batch`); no third-party Kafka client at run time.
+
+Topic (:meth:`KafkaStorage.open`): ``settings.internal_topic`` is created with ``num_shards``
+partitions, ``cleanup.policy=compact`` and ``settings.replication_factor`` (default
+``min(3, brokers)``) when missing; an existing topic with another partition count or a cleanup
+policy other than exactly ``compact`` stops startup with a :class:`StorageError` naming the
+mismatch (``delete`` would expire committed offsets; a different partition count would route
+groups to the wrong shard).
+
+Write path (:meth:`KafkaShardLog.append`): one Produce request with one RecordBatch v2 holding
+every record of the call (split only beyond ``max_batch_bytes``, see below), ``acks=-1``,
+idempotent: the shard's producer id/epoch and a per-partition base sequence. Retries after a
+lost connection, a timeout or a leadership change resend the *same* batch with the *same*
+sequence, so the broker deduplicates it (DUPLICATE_SEQUENCE_NUMBER on a retry means "already
+written"). Any other failure raises :class:`StorageError`; the shard then reloads, and the next
+read re-fences first (below) so a straggling copy of the failed batch can only land *before*
+the fence — inside what the reload reads — never after it.
+
+Fencing (issue 4, item 5): each shard owner uses the stable transactional id
+``kcoord:<topic>:<shard>``. Taking ownership = InitProducerId for that id (the transaction
+coordinator bumps the epoch and returns the same producer id), then an acknowledged *fence
+batch* at the new epoch: one tombstone with a kcoord-private record type
+(:data:`FENCE_RECORD_TYPE`, skipped by :func:`protocol.records.decode_record` and by Kafka's own
+loader as an unknown type). After that batch the partition leader knows the new epoch, so
+Apache Kafka rejects the previous owner's produces with INVALID_PRODUCER_EPOCH (or
+PRODUCER_FENCED); tansu already rejects them with PRODUCER_FENCED right after InitProducerId.
+Invariant: a shard reads (loads) only after its fence batch was acknowledged, so every write of
+a previous owner is either before the fence (and therefore read) or rejected. A fenced log stays
+fenced: append and read raise :class:`FencedError` until the process restarts — two kcoord
+processes never take a shard back and forth. Ownership is re-taken every
+``refence_interval`` seconds so the transactional id never reaches Kafka's
+``transactional.id.expiration.ms`` (7 days by default; an expired id would get a *new* producer
+id and leave a zombie's old id unfenced).
+
+Read path (:meth:`KafkaShardLog.read`): ListOffsets (earliest, latest = high watermark at call
+time), then Fetch from the log start up to that watermark. Control batches are skipped;
+transactional data (kcoord writes none, but the topic may hold some) is held per producer id
+until its commit marker and dropped on an abort marker or when no marker follows — the
+read_committed view. Records are compacted client-side as they stream in (latest value per key,
+tombstoned keys dropped) and only the survivors are decoded, so decoding and replay cost grows
+with live keys; with broker-side compaction the bytes fetched do too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from protocol import storage_messages as sm
+from protocol.primitives import INT16, CodecError
+from protocol.record_batch import CONTROL_COMMIT, decode_batches, encode_batch
+from protocol.records import Record, decode_record, encode_record
+
+from .base import FencedError, StorageError
+from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster
+
+log = logging.getLogger("kcoord.storage")
+
+FENCE_RECORD_TYPE = 0x4B43  # "KC": a record type Kafka's __consumer_offsets does not use
+FENCE_KEY = INT16.pack(FENCE_RECORD_TYPE) + b"kcoord-shard-owner"
+
+ERR_DUPLICATE_SEQUENCE = 46
+ERR_INVALID_PRODUCER_EPOCH = 47
+ERR_PRODUCER_FENCED = 90
+ERR_TOPIC_ALREADY_EXISTS = 36
+ERR_UNKNOWN_TOPIC = 3
+ERR_OFFSET_OUT_OF_RANGE = 1
+FENCING_ERRORS = frozenset({ERR_INVALID_PRODUCER_EPOCH, ERR_PRODUCER_FENCED})
+RESOURCE_TOPIC = 2
+
+
+def transactional_id(topic: str, shard: int) -> str:
+    return f"kcoord:{topic}:{shard}"
+
+
+class KafkaStorage:
+    """The :class:`storage.base.Storage` over the upstream cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap: list[tuple[str, int]],
+        settings: Any,
+        *,
+        request_timeout: float = 30.0,
+        append_timeout: float = 30.0,
+        max_batch_bytes: int = 900_000,
+        fetch_max_bytes: int = 8 << 20,
+        refence_interval: float = 3600.0,
+    ) -> None:
+        self.settings = settings
+        self.topic: str = getattr(settings, "internal_topic", "__kcoord_offsets")
+        self.replication_factor: int | None = getattr(settings, "replication_factor", None)
+        self.cluster = KafkaCluster(bootstrap, settings.max_frame_size, request_timeout=request_timeout)
+        self.request_timeout = request_timeout
+        self.append_timeout = append_timeout
+        self.max_batch_bytes = max_batch_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.refence_interval = refence_interval
+        self.logs: dict[int, KafkaShardLog] = {}
+        self._keepalive: asyncio.Task[None] | None = None
+
+    # -- Storage ----------------------------------------------------------------------------------------
+    async def open(self, num_shards: int) -> None:
+        await self._ensure_topic(num_shards)
+        self.logs = {i: KafkaShardLog(self, i) for i in range(num_shards)}
+        if self.refence_interval > 0:
+            self._keepalive = asyncio.get_running_loop().create_task(self._refence_loop())
+
+    def shard_log(self, shard: int) -> KafkaShardLog:
+        return self.logs[shard]
+
+    async def close(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+            self._keepalive = None
+        self.cluster.close()
+
+    # -- the internal topic -----------------------------------------------------------------------------
+    async def _ensure_topic(self, num_shards: int) -> None:
+        resp = await self.cluster.metadata(self.topic)
+        topic = next((t for t in resp.topics if t.name == self.topic), None)
+        error = ERR_UNKNOWN_TOPIC if topic is None else topic.error_code
+        if error == ERR_UNKNOWN_TOPIC:
+            await self._create_topic(num_shards, resp)
+        elif error != 0:
+            raise StorageError(f"internal topic {self.topic!r}: metadata error {error}")
+        await self._validate_topic(num_shards)
+
+    async def _create_topic(self, num_shards: int, metadata: Any) -> None:
+        rf = self.replication_factor or min(3, max(1, len(metadata.brokers)))
+        req = sm.CreateTopicsRequest(
+            topics=[
+                sm.CreateTopicsRequest.CreatableTopic(
+                    name=self.topic, num_partitions=num_shards, replication_factor=rf,
+                    configs=[sm.CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")],
+                )
+            ],
+            timeout_ms=int(self.request_timeout * 1000),
+        )
+        controller = getattr(metadata, "controller_id", -1)
+        conn = await (self.cluster.node(controller) if controller in self.cluster.brokers else self.cluster.any_node())
+        resp = await conn.request(req, self.request_timeout)
+        result = resp.topics[0]
+        if result.error_code == ERR_TOPIC_ALREADY_EXISTS:
+            return  # someone else created it meanwhile; validation decides
+        if result.error_code != 0:
+            raise StorageError(
+                f"cannot create internal topic {self.topic!r} ({num_shards} partitions, replication factor {rf}): "
+                f"error {result.error_code} {result.error_message or ''}".rstrip()
+            )
+        log.info("created internal topic %s: %d partitions, replication factor %d, compacted", self.topic, num_shards, rf)
+
+    async def _validate_topic(self, num_shards: int) -> None:
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            await self.cluster.refresh(self.topic)
+            count = self.cluster.partition_count
+            if count is not None and count != num_shards:
+                raise StorageError(
+                    f"internal topic {self.topic!r} has {count} partitions but kcoord runs {num_shards} shards; "
+                    f"start with --shards {count} or use another --internal-topic (a shard is a partition: "
+                    "changing the count would move groups to shards that do not hold their state)"
+                )
+            if count == num_shards and all(self.cluster.leaders.get(p, -1) >= 0 for p in range(num_shards)):
+                break
+            if time.monotonic() > deadline:
+                raise StorageError(f"internal topic {self.topic!r}: partitions without a leader after {self.request_timeout}s")
+            await asyncio.sleep(0.1)
+        policy = await self._cleanup_policy()
+        if policy is None or {p.strip() for p in policy.split(",")} != {"compact"}:
+            shown = "delete (the default)" if policy is None else policy
+            raise StorageError(
+                f"internal topic {self.topic!r} has cleanup.policy={shown}; kcoord needs cleanup.policy=compact "
+                "(a delete policy would expire committed offsets); fix the topic's config or use another --internal-topic"
+            )
+
+    async def _cleanup_policy(self) -> str | None:
+        conn = await self.cluster.any_node()
+        req = sm.DescribeConfigsRequest(
+            resources=[
+                sm.DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=RESOURCE_TOPIC, resource_name=self.topic, configuration_keys=None
+                )
+            ]
+        )
+        resp = await conn.request(req, self.request_timeout)
+        result = resp.results[0]
+        if result.error_code != 0:
+            raise StorageError(f"DescribeConfigs of {self.topic!r}: error {result.error_code} {result.error_message or ''}")
+        for entry in result.configs:
+            if entry.name == "cleanup.policy":
+                return entry.value
+        return None
+
+    # -- ownership keepalive ----------------------------------------------------------------------------
+    async def _refence_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refence_interval)
+            for shard_log in list(self.logs.values()):
+                try:
+                    await shard_log.refence_if_owner()
+                except StorageError as exc:  # the next append/read surfaces it; keep the others going
+                    log.warning("shard %d: periodic re-fence failed: %s", shard_log.partition, exc)
+
+
+class KafkaShardLog:
+    """One shard's partition: idempotent, fenced appends and read_committed loads."""
+
+    def __init__(self, storage: KafkaStorage, partition: int) -> None:
+        self.storage = storage
+        self.cluster = storage.cluster
+        self.topic = storage.topic
+        self.partition = partition
+        self.transactional_id = transactional_id(storage.topic, partition)
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequence = 0
+        self.owned = False  # fence batch acknowledged at the current epoch
+        self.fenced: FencedError | None = None
+        self._lock = asyncio.Lock()  # appends, fencing and ownership changes never interleave
+
+    # -- ownership ------------------------------------------------------------------------------------
+    async def _take_ownership(self) -> None:
+        """InitProducerId (epoch bump) + acknowledged fence batch. Caller holds the lock."""
+        self.owned = False
+        pid, epoch = await self._init_producer_id()
+        if self.producer_id not in (-1, pid):
+            log.warning("shard %d: transactional id %s got a new producer id %d (was %d)",
+                        self.partition, self.transactional_id, pid, self.producer_id)
+        self.producer_id, self.producer_epoch, self.sequence = pid, epoch, 0
+        await self._produce([(FENCE_KEY, None)])
+        self.owned = True
+        log.info("shard %d: owner of %s[%d] (producer id %d, epoch %d)", self.partition, self.topic, self.partition, pid, epoch)
+
+    async def _init_producer_id(self) -> tuple[int, int]:
+        deadline = time.monotonic() + self.storage.append_timeout
+        backoff = 0.05
+        last = "no attempt"
+        while time.monotonic() < deadline:
+            try:
+                conn = await self.cluster.transaction_coordinator(self.transactional_id)
+                resp = await conn.request(
+                    sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000),
+                    self.storage.request_timeout,
+                )
+            except StorageError as exc:
+                last = str(exc)
+            else:
+                if resp.error_code == 0:
+                    return resp.producer_id, resp.producer_epoch
+                if resp.error_code in FENCING_ERRORS:
+                    raise self._fence(f"InitProducerId error {resp.error_code}")
+                if resp.error_code not in TRANSIENT_ERRORS:
+                    raise StorageError(f"InitProducerId for {self.transactional_id!r}: error {resp.error_code}")
+                last = f"error {resp.error_code}"
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+        raise StorageError(f"InitProducerId for {self.transactional_id!r} failed until the deadline: {last}")
+
+    def _fence(self, why: str) -> FencedError:
+        self.owned = False
+        self.fenced = FencedError(
+            f"shard {self.partition}: another kcoord took over {self.topic}[{self.partition}] "
+            f"(transactional id {self.transactional_id!r}, {why}); this process no longer writes it"
+        )
+        log.error("%s", self.fenced)
+        return self.fenced
+
+    async def refence_if_owner(self) -> None:
+        async with self._lock:
+            if self.owned and self.fenced is None:
+                await self._take_ownership()
+
+    # -- append ---------------------------------------------------------------------------------------
+    async def append(self, records: list[Record]) -> None:
+        """Durably append ``records`` in order (acks=-1); raises StorageError/FencedError otherwise."""
+        if not records:
+            return
+        pairs = [encode_record(r) for r in records]
+        async with self._lock:
+            if self.fenced is not None:
+                raise self.fenced
+            if not self.owned:
+                await self._take_ownership()
+            for chunk in self._chunks(pairs):
+                await self._produce(chunk)
+
+    def _chunks(self, pairs: list[tuple[bytes, bytes | None]]) -> list[list[tuple[bytes, bytes | None]]]:
+        """One chunk unless the batch would pass ``max_batch_bytes`` (the broker's max.message.bytes).
+
+        Splitting is safe: a failure between chunks leaves a prefix in the log, and the shard's
+        reload after a failed append rebuilds its state from exactly what the log holds.
+        """
+        limit = self.storage.max_batch_bytes
+        size = sum(len(k) + (len(v) if v else 0) + 16 for k, v in pairs)
+        if size <= limit:
+            return [pairs]
+        chunks: list[list[tuple[bytes, bytes | None]]] = [[]]
+        used = 0
+        for k, v in pairs:
+            n = len(k) + (len(v) if v else 0) + 16
+            if chunks[-1] and used + n > limit:
+                chunks.append([])
+                used = 0
+            chunks[-1].append((k, v))
+            used += n
+        return chunks
+
+    async def _produce(self, pairs: list[tuple[bytes, bytes | None]]) -> int:
+        """Produce one idempotent batch at the current sequence; returns its base offset. Lock held."""
+        batch = encode_batch(
+            pairs, timestamp=int(time.time() * 1000), producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, base_sequence=self.sequence,
+        )
+        req = sm.ProduceRequest(
+            transactional_id=None, acks=-1, timeout_ms=int(self.storage.append_timeout * 1000),
+            topic_data=[
+                sm.ProduceRequest.TopicProduceData(
+                    name=self.topic,
+                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=self.partition, records=batch)],
+                )
+            ],
+        )
+        deadline = time.monotonic() + self.storage.append_timeout
+        attempt = 0
+        backoff = 0.02
+        last = ""
+        while True:
+            if attempt and time.monotonic() > deadline:
+                self.owned = False  # the outcome is unknown: re-fence before anything else
+                raise StorageError(f"append to {self.topic}[{self.partition}] failed: {last}")
+            try:
+                conn = await self.cluster.leader(self.partition)
+                resp = await conn.request(req, self.storage.append_timeout)
+            except StorageError as exc:
+                last = str(exc)
+                attempt += 1
+                await self._after_leadership_error(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            part = resp.responses[0].partition_responses[0]
+            err = part.error_code
+            if err == 0 or (err == ERR_DUPLICATE_SEQUENCE and attempt > 0):
+                self.sequence = (self.sequence + len(pairs)) & 0x7FFFFFFF
+                return part.base_offset
+            if err in FENCING_ERRORS:
+                raise self._fence(f"Produce error {err}")
+            attempt += 1
+            last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
+            if err in LEADERSHIP_ERRORS:
+                await self._after_leadership_error(backoff)
+            elif err in TRANSIENT_ERRORS:
+                await asyncio.sleep(backoff)
+            else:
+                self.owned = False
+                raise StorageError(f"append to {self.topic}[{self.partition}] rejected: {last}")
+            backoff = min(backoff * 2, 1.0)
+
+    async def _after_leadership_error(self, backoff: float) -> None:
+        await asyncio.sleep(backoff)
+        with contextlib.suppress(StorageError):
+            await self.cluster.refresh(self.topic)
+
+    # -- read -----------------------------------------------------------------------------------------
+    async def read(self) -> AsyncIterator[list[Record]]:
+        """Fence if needed, then the partition's live records (compacted view) up to the watermark."""
+        async with self._lock:
+            if self.fenced is not None:
+                raise self.fenced
+            if not self.owned:
+                await self._take_ownership()
+        latest = await self.read_latest()
+        batch: list[Record] = []
+        for key, value in latest.items():
+            try:
+                record = decode_record(key, value)
+            except CodecError as exc:
+                raise StorageError(f"{self.topic}[{self.partition}]: undecodable record key {key.hex()}: {exc}") from exc
+            if record is not None:
+                batch.append(record)
+                if len(batch) >= 1000:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    async def read_latest(self) -> dict[bytes, bytes]:
+        """Latest committed value per key from log start to the high watermark at call time.
+
+        Insertion order is the offset order of each key's latest write (what broker-side
+        compaction leaves); keys whose latest write is a tombstone are absent.
+        """
+        start, end = await self._bounds()
+        latest: dict[bytes, bytes | None] = {}
+        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}  # open transactions by producer id
+        offset = start
+        empty_fetches = 0
+        first = True
+        while offset < end:
+            records, high_watermark = await self._fetch(offset)
+            if first:
+                # tansu 0.6 answers ListOffsets(latest) with the last *batch's* base offset + 1; the
+                # first Fetch's high watermark is exact, and still "at call time" for a shard that is
+                # not writing while it loads.
+                end = max(end, high_watermark)
+                first = False
+            if records is None:  # offset below the log start (retention/DeleteRecords): restart there
+                offset = (await self._bounds())[0]
+                continue
+            progressed = False
+            for batch in decode_batches(records):
+                if batch.next_offset <= offset:
+                    continue
+                if batch.base_offset >= end:
+                    break
+                progressed = True
+                if batch.is_control:
+                    txn = pending.pop(batch.producer_id, None)
+                    if txn and batch.control_type() == CONTROL_COMMIT:
+                        for k, v in txn:
+                            latest.pop(k, None)
+                            latest[k] = v
+                elif batch.is_transactional:
+                    txn = pending.setdefault(batch.producer_id, [])
+                    txn.extend((r.key, r.value) for r in batch.records if offset <= r.offset < end and r.key is not None)
+                else:
+                    pop = latest.pop
+                    for off, _ts, k, v, _h in batch.records:
+                        if k is not None and offset <= off < end:
+                            pop(k, None)
+                            latest[k] = v
+                offset = batch.next_offset
+            if not progressed:
+                empty_fetches += 1
+                if empty_fetches >= 20:
+                    raise StorageError(f"{self.topic}[{self.partition}]: fetch at {offset} made no progress towards {end}")
+            else:
+                empty_fetches = 0
+        return {k: v for k, v in latest.items() if v is not None}
+
+    async def _bounds(self) -> tuple[int, int]:
+        start, end = await asyncio.gather(self._list_offset(-2), self._list_offset(-1))
+        return start, end
+
+    async def _list_offset(self, timestamp: int) -> int:
+        req = sm.ListOffsetsRequest(
+            replica_id=-1, isolation_level=0,
+            topics=[sm.ListOffsetsRequest.ListOffsetsTopic(
+                name=self.topic,
+                partitions=[sm.ListOffsetsRequest.ListOffsetsPartition(partition_index=self.partition, timestamp=timestamp)],
+            )],
+        )
+        resp = await self._leader_request(req, lambda r: r.topics[0].partitions[0].error_code)
+        return resp.topics[0].partitions[0].offset
+
+    async def _fetch(self, offset: int) -> tuple[bytes | None, int]:
+        """``(records, high_watermark)``; records is None when ``offset`` is below the log start."""
+        max_bytes = self.storage.fetch_max_bytes
+        req = sm.FetchRequest(
+            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            topics=[sm.FetchRequest.FetchTopic(
+                topic=self.topic,
+                partitions=[sm.FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
+            )],
+        )
+
+        def error_of(resp: Any) -> int:
+            if resp.error_code:
+                return resp.error_code
+            for t in resp.responses:
+                for p in t.partitions:
+                    if p.partition_index == self.partition:
+                        return 0 if p.error_code == ERR_OFFSET_OUT_OF_RANGE else p.error_code
+            return 0
+
+        resp = await self._leader_request(req, error_of)
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index == self.partition:
+                    if p.error_code == ERR_OFFSET_OUT_OF_RANGE:
+                        return None, p.high_watermark
+                    return p.records or b"", p.high_watermark
+        return b"", -1  # some brokers (tansu) answer an idle fetch with no partitions at all
+
+    async def _leader_request(self, req: Any, error_of: Any) -> Any:
+        """A request to the partition leader, retried on leadership and transient errors."""
+        deadline = time.monotonic() + self.storage.request_timeout
+        backoff = 0.02
+        while True:
+            try:
+                conn = await self.cluster.leader(self.partition)
+                resp = await conn.request(req, self.storage.request_timeout)
+                err = error_of(resp)
+            except StorageError as exc:
+                err, last = -1, str(exc)
+            else:
+                if err == 0:
+                    return resp
+                last = f"error {err}"
+                if err not in LEADERSHIP_ERRORS and err not in TRANSIENT_ERRORS:
+                    raise StorageError(f"{type(req).__name__} on {self.topic}[{self.partition}]: {last}")
+            if time.monotonic() > deadline:
+                raise StorageError(f"{type(req).__name__} on {self.topic}[{self.partition}] failed: {last}")
+            await self._after_leadership_error(backoff)
+            backoff = min(backoff * 2, 1.0)

