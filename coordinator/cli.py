@@ -29,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated kcoord ports for the upstream brokers, in node id order (default: listen port+1, +2, ...)",
     )
     serve.add_argument("--shards", type=int, default=50, help="coordinator shards (internal topic partitions)")
-    serve.add_argument("--storage", choices=["memory", "kafka"], default="memory", help="where group state is kept")
+    serve.add_argument(
+        "--storage", choices=["kafka", "memory"], default="kafka",
+        help="kafka: the internal compacted topic on the upstream cluster; memory: lost on exit",
+    )
     serve.add_argument("--internal-topic", default="__kcoord_offsets", help="compacted topic for group state (--storage kafka)")
     serve.add_argument(
         "--replication-factor", type=int, default=None,

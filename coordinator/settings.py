@@ -28,7 +28,7 @@ class Settings:
     broker_ports: list[int] = field(default_factory=list)  # explicit ports for upstream brokers, in node id order
     coordinator_node_id: int = 1_000_000
     shards: int = 50
-    storage: str = "memory"  # "memory" or "kafka"
+    storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)
     internal_topic: str = "__kcoord_offsets"  # the compacted topic holding group state (--storage kafka)
     replication_factor: int | None = None  # of the internal topic when kcoord creates it; None: min(3, brokers)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE

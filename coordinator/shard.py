@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.records import Record
-from storage.base import ShardLog
+from storage.base import FencedError, ShardLog
 
 from .clock import Clock
 from .error_responses import error_response
@@ -73,6 +73,7 @@ class ShardRuntime:
         self.clock = clock
         self.observer: ShardObserver = observer or _NoObserver()
         self.loaded = False
+        self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
         self._waiting: dict[RequestContext, tuple[asyncio.Future[Any], int, Any]] = {}
         self._pending_records: list[Record] = []
         self._written_seq = 0  # records handed to the log so far (replayed into the state)
@@ -106,7 +107,8 @@ class ShardRuntime:
         """Hand a request to the state; the future resolves with its response once it may be sent."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not self.loaded:
-            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+            error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            fut.set_result(error_response(api_key, ctx.api_version, request, error))
             return fut
         self._waiting[ctx] = (fut, api_key, request)
         try:
@@ -150,6 +152,11 @@ class ShardRuntime:
                 started = time.perf_counter()
                 try:
                     await self.log.append(batch)
+                except FencedError as exc:
+                    log.error("shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc)
+                    if generation == self._generation:
+                        self._fail_waiting(fenced=True)
+                    return
                 except Exception as exc:
                     log.error("shard %d: append of %d records failed: %s; reloading", self.index, len(batch), exc)
                     if generation == self._generation:
@@ -166,19 +173,29 @@ class ShardRuntime:
             if generation == self._generation:
                 self._flushing = False
 
-    async def _fail_and_reload(self) -> None:
+    def _fail_waiting(self, fenced: bool = False) -> None:
+        """Stop serving: every waiting request gets NOT_COORDINATOR, so clients rediscover and retry."""
         self._generation += 1
         self._flushing = False
         self.loaded = False
+        self.fenced = self.fenced or fenced
         self._cancel_timer()
         waiting, self._waiting = self._waiting, {}
         self._deferred.clear()
+        self._pending_records = []
         for ctx, (fut, api_key, request) in waiting.items():
             if not fut.done():
                 fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+
+    async def _fail_and_reload(self) -> None:
+        self._fail_waiting()
         while True:
             try:
                 await self.load()
+                return
+            except FencedError as exc:
+                log.error("shard %d: fenced while reloading (%s); this process stops serving it", self.index, exc)
+                self.fenced = True
                 return
             except Exception as exc:
                 log.error("shard %d: reload failed: %s; retrying in 1 s", self.index, exc)
@@ -222,9 +239,4 @@ class ShardRuntime:
             await asyncio.sleep(0.01)
 
     def close(self) -> None:
-        self._cancel_timer()
-        self._generation += 1
-        for ctx, (fut, api_key, request) in list(self._waiting.items()):
-            if not fut.done():
-                fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
-        self._waiting.clear()
+        self._fail_waiting()

@@ -79,10 +79,10 @@ def test_api_versions_report_group_ranges(kcoord_embedded: KcoordProcess) -> Non
 def test_kafka_python_sees_kcoord_versions(kcoord_embedded: KcoordProcess) -> None:
     admin = KafkaAdminClient(bootstrap_servers=kcoord_embedded.bootstrap)
     try:
-        versions = admin._client.get_api_versions()
+        versions = admin.api_versions()  # what kafka-python negotiated with kcoord
     finally:
         admin.close()
-    ranges = {k: (v[0], v[1]) if isinstance(v, tuple) else (v.min_version, v.max_version) for k, v in versions.items()}
+    ranges = {int(k): (v[0], v[1]) if isinstance(v, tuple) else (v.min_version, v.max_version) for k, v in versions.items()}
     for key, rng in GROUP_API_RANGES.items():
         assert ranges[key] == rng, key
 

@@ -1,0 +1,153 @@
+"""The asyncio shard runtime: replies wait for the log, appends are batched, failures reload.
+
+These drive the real group state (GroupCoordinatorShard) over the in-memory log, whose appends a
+test can hold open or make fail, to check DESIGN.md rule 2: a response that depends on new state is
+sent only after the records behind it are acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from coordinator.clock import SystemClock
+from coordinator.group_config import GroupConfig
+from coordinator.result import RequestContext
+from coordinator.shard import ShardRuntime
+from coordinator.shard_state import GroupCoordinatorShard
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from storage.memory import MemoryShardLog
+
+
+class GatedLog(MemoryShardLog):
+    """An in-memory log whose appends block until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.batches: list[int] = []
+
+    async def append(self, records):  # type: ignore[no-untyped-def]
+        await self.gate.wait()
+        self.batches.append(len(records))
+        await super().append(records)
+
+
+def make_runtime(log: MemoryShardLog, config: GroupConfig | None = None) -> ShardRuntime:
+    clock = SystemClock()
+    cfg = config or GroupConfig()
+    return ShardRuntime(0, lambda: GroupCoordinatorShard(cfg, clock, shard_index=0), log, clock)
+
+
+def commit_request(group: str, partition: int, offset: int) -> m.OffsetCommitRequest:
+    R = m.OffsetCommitRequest
+    return R(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            R.OffsetCommitRequestTopic(
+                name="t",
+                partitions=[R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)],
+            )
+        ],
+    )
+
+
+def fetch_request(group: str) -> m.OffsetFetchRequest:
+    R = m.OffsetFetchRequest
+    return R(group_id=group, topics=[R.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1, 2])])
+
+
+def committed(resp: m.OffsetFetchResponse) -> dict[int, int]:
+    return {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
+
+
+def commit_errors(resp: m.OffsetCommitResponse) -> list[int]:
+    return [p.error_code for t in resp.topics for p in t.partitions]
+
+
+async def test_commit_reply_waits_for_the_log() -> None:
+    log = GatedLog()
+    rt = make_runtime(log)
+    await rt.load()
+    fut = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))
+    await asyncio.sleep(0.05)
+    assert not fut.done()  # not acknowledged yet: no reply
+    # A read issued after the write also waits: it may reveal the unacknowledged offset.
+    read = rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))
+    await asyncio.sleep(0.01)
+    assert not read.done()
+    log.gate.set()
+    assert commit_errors(await fut) == [0]
+    assert committed(await read)[0] == 10
+
+
+async def test_concurrent_commits_share_appends() -> None:
+    log = GatedLog()
+    rt = make_runtime(log)
+    await rt.load()
+    futs = [rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request(f"g{i}", 0, i)) for i in range(200)]
+    await asyncio.sleep(0.01)
+    log.gate.set()
+    results = await asyncio.gather(*futs)
+    assert all(commit_errors(r) == [0] for r in results)
+    assert sum(log.batches) == 200
+    assert len(log.batches) <= 2  # group commit: one append, or one plus the stragglers
+
+
+async def test_failed_append_answers_not_coordinator_and_reloads() -> None:
+    log = MemoryShardLog()
+    rt = make_runtime(log)
+    await rt.load()
+    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 5))) == [0]
+    log.fail_next_appends = 1
+    failed = await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 99))
+    assert commit_errors(failed) == [ErrorCode.NOT_COORDINATOR]
+    for _ in range(100):
+        if rt.loaded:
+            break
+        await asyncio.sleep(0.01)
+    assert rt.loaded
+    # The reloaded shard serves only what the log holds: the failed commit is not visible.
+    assert committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g")))[0] == 5
+
+
+async def test_requests_before_load_get_load_in_progress() -> None:
+    rt = make_runtime(MemoryShardLog())
+    resp = await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 1))
+    assert commit_errors(resp) == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+
+
+async def test_reload_from_log_rebuilds_offsets() -> None:
+    log = MemoryShardLog()
+    rt = make_runtime(log)
+    await rt.load()
+    for p in range(3):
+        await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", p, 100 + p))
+    fresh = make_runtime(log)
+    await fresh.load()
+    resp = await fresh.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))
+    assert committed(resp) == {0: 100, 1: 101, 2: 102}
+
+
+async def test_session_timeout_fires_on_the_event_loop() -> None:
+    """Timers run through the same write path: a silent member is expired by the runtime's timer."""
+    cfg = GroupConfig(min_session_timeout_ms=50, initial_rebalance_delay_ms=0)
+    rt = make_runtime(MemoryShardLog(), cfg)
+    await rt.load()
+    J = m.JoinGroupRequest
+    join = J(
+        group_id="g", session_timeout_ms=100, rebalance_timeout_ms=100, member_id="", protocol_type="consumer",
+        protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")],
+    )
+    first = await rt.submit(ApiKey.JOIN_GROUP, RequestContext(3), join)  # v3: joins at once
+    assert first.error_code == 0
+    sync = m.SyncGroupRequest(group_id="g", generation_id=first.generation_id, member_id=first.member_id, assignments=[])
+    assert (await rt.submit(ApiKey.SYNC_GROUP, RequestContext(3), sync)).error_code == 0
+    await asyncio.sleep(0.4)  # no heartbeats: the session times out
+    hb = m.HeartbeatRequest(group_id="g", generation_id=first.generation_id, member_id=first.member_id)
+    resp = await rt.submit(ApiKey.HEARTBEAT, RequestContext(3), hb)
+    assert resp.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
