@@ -213,7 +213,10 @@ public final class ConsumerPeer {
 
         /** "partitions" is what the callback got (incremental under cooperative-sticky); "current" the full set. */
         private void emit(String event, Collection<TopicPartition> partitions) {
-            PeerIO.emit(event, "partitions", names(partitions), "current", names(consumer.assignment()));
+            // groupMetadata() is valid inside the callback: it names the generation being joined.
+            var meta = consumer.groupMetadata();
+            PeerIO.emit(event, "partitions", names(partitions), "current", names(consumer.assignment()),
+                    "generation", meta.generationId(), "memberId", meta.memberId());
         }
 
         @Override
