@@ -1,0 +1,406 @@
+"""The state of one classic group: membership, generation, protocol, and its durable snapshot.
+
+This is a data structure with invariants, not a protocol handler (that is
+:mod:`coordinator.classic.manager`). It mirrors Kafka's ``ClassicGroup``:
+
+- ``static_members`` maps every instance id of a member to that member's id, and nothing else:
+  at most one member per instance id.
+- ``leader_id`` names a member whenever the group has members, and is None only when it has none.
+- ``protocol_type`` is fixed by the first member of a generation; every member supports at least
+  one protocol that every other member supports (``supported_protocols`` counts them).
+- ``snapshot`` is the last GroupMetadata value replayed for the group — the durable part. The live
+  fields run ahead of it during a rebalance, exactly like Kafka, which persists a group only when a
+  generation completes its sync, when it becomes Empty, or when a static member is replaced.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from protocol import messages as m
+from protocol.codegen import Message
+from protocol.records import GroupMetadataValue, MemberMetadata
+
+from .member import ClassicMember, Protocols
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class ClassicGroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_VALID_PREVIOUS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    ClassicGroupState.EMPTY: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.PREPARING_REBALANCE: frozenset(
+        {ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.EMPTY}
+    ),
+    ClassicGroupState.COMPLETING_REBALANCE: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.STABLE: frozenset({ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.DEAD: frozenset(ClassicGroupState),
+}
+
+
+class IllegalGroupTransition(RuntimeError):
+    pass
+
+
+class ClassicGroup:
+    def __init__(
+        self,
+        group_id: str,
+        now_ms: int,
+        state: ClassicGroupState = ClassicGroupState.EMPTY,
+        generation_id: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader_id: str | None = None,
+        current_state_timestamp: int | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.state = state
+        self.previous_state = ClassicGroupState.DEAD
+        self.current_state_timestamp: int | None = (
+            now_ms if current_state_timestamp is None else current_state_timestamp
+        )
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader_id = leader_id
+        self.members: dict[str, ClassicMember] = {}  # insertion order = Kafka's "first member"
+        self.static_members: dict[str, str] = {}
+        self.pending_join_members: set[str] = set()
+        self.pending_sync_members: set[str] = set()
+        self.supported_protocols: Counter[str] = Counter()
+        self.subscribed_topics: frozenset[str] | None = None
+        self.new_member_added = False
+        # Durable side: the last GroupMetadata value replayed, and the values this shard's own
+        # handlers wrote that are still on their way to replay (recognised by identity).
+        self.snapshot: Any | None = None
+        self.unreplayed_values: list[Any] = []
+
+    # -- simple views -------------------------------------------------------------------------------
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_in(self, *states: ClassicGroupState) -> bool:
+        return self.state in states
+
+    @property
+    def is_empty(self) -> bool:
+        return self.state is ClassicGroupState.EMPTY
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def member(self, member_id: str) -> ClassicMember:
+        return self.members[member_id]
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id is not None and self.leader_id == member_id
+
+    @property
+    def num_members(self) -> int:
+        return len(self.members)
+
+    @property
+    def num_static_members(self) -> int:
+        return len(self.static_members)
+
+    @property
+    def num_dynamic_members(self) -> int:
+        return len(self.members) - len(self.static_members)
+
+    def num_awaiting_join(self) -> int:
+        return sum(1 for member in self.members.values() if member.is_awaiting_join)
+
+    def has_all_members_joined(self) -> bool:
+        return self.num_awaiting_join() == len(self.members) and not self.pending_join_members
+
+    def not_yet_rejoined(self) -> list[ClassicMember]:
+        return [member for member in self.members.values() if not member.is_awaiting_join]
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
+
+    def static_member_id(self, instance_id: str) -> str | None:
+        return self.static_members.get(instance_id)
+
+    def is_pending_member(self, member_id: str) -> bool:
+        return member_id in self.pending_join_members
+
+    @property
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def can_rebalance(self) -> bool:
+        return self.state in _VALID_PREVIOUS[ClassicGroupState.PREPARING_REBALANCE]
+
+    # -- transitions --------------------------------------------------------------------------------
+    def transition_to(self, target: ClassicGroupState, now_ms: int) -> None:
+        if self.state not in _VALID_PREVIOUS[target]:
+            raise IllegalGroupTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
+        self.previous_state = self.state
+        self.state = target
+        self.current_state_timestamp = now_ms
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """Start the next generation once the join phase is over: Kafka's ``initNextGeneration``."""
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(ClassicGroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(ClassicGroupState.EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
+    # -- membership ---------------------------------------------------------------------------------
+    def add(self, member: ClassicMember) -> None:
+        if member.group_instance_id is not None:
+            if member.group_instance_id in self.static_members:
+                raise ValueError(f"instance id {member.group_instance_id} is already a member")
+            self.static_members[member.group_instance_id] = member.member_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.protocol_type != member.protocol_type:
+            raise ValueError("the group's and the member's protocol types differ")
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self.supported_protocols.update(member.protocol_names())
+        self.pending_join_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> ClassicMember | None:
+        removed = self.members.pop(member_id, None)
+        if removed is not None:
+            self.supported_protocols.subtract(removed.protocol_names())
+            if removed.group_instance_id is not None:
+                self.static_members.pop(removed.group_instance_id, None)
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+        self.pending_join_members.discard(member_id)
+        self.pending_sync_members.discard(member_id)
+        return removed
+
+    def update_member(
+        self,
+        member: ClassicMember,
+        protocols: Protocols,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+    ) -> None:
+        self.supported_protocols.subtract(member.protocol_names())
+        member.protocols = protocols
+        self.supported_protocols.update(member.protocol_names())
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+
+    def replace_static_member(
+        self, instance_id: str, old_member_id: str, new_member_id: str
+    ) -> ClassicMember:
+        """Give a static member a new member id, keeping everything else. The caller answers any
+        request the old id had parked (FENCED_INSTANCE_ID)."""
+        old = self.members.pop(old_member_id)
+        new = ClassicMember(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=old.client_id,
+            client_host=old.client_host,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            session_timeout_ms=old.session_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=old.protocols,
+            assignment=old.assignment,
+        )
+        self.members[new_member_id] = new
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        self.static_members[instance_id] = new_member_id
+        self.pending_sync_members.discard(old_member_id)
+        return new
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keep the leader if it rejoined, else pick any member that did; False if none did."""
+        if self.leader_id is None:
+            return False
+        if self.members[self.leader_id].is_awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    # -- protocols ----------------------------------------------------------------------------------
+    def candidate_protocols(self) -> set[str]:
+        size = len(self.members)
+        return {name for name, count in self.supported_protocols.items() if count == size and size > 0}
+
+    def supports_protocols(self, protocol_type: str, protocol_names: set[str]) -> bool:
+        """Whether a member with these protocols could join: any type and protocols to an Empty
+        group (but not empty ones); else the same type and one protocol every member supports."""
+        if self.is_empty:
+            return bool(protocol_type) and bool(protocol_names)
+        size = len(self.members)
+        return self.protocol_type == protocol_type and any(
+            self.supported_protocols.get(name, 0) == size for name in protocol_names
+        )
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred common protocol; the most votes wins (ties go
+        to the protocol voted first, so the choice is deterministic)."""
+        if not self.members:
+            raise ValueError(f"cannot select a protocol for empty group {self.group_id}")
+        candidates = self.candidate_protocols()
+        votes: Counter[str] = Counter(member.vote(candidates) for member in self.members.values())
+        return max(votes, key=lambda name: votes[name])  # Counter keeps first-vote order on ties
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """Topics the members subscribe to, when the group speaks the consumer protocol and its
+        subscriptions parse (v0 is a prefix of every version); None when unknown."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                data = member.metadata(self.protocol_name)
+                subscription, _ = m.ConsumerProtocolSubscription.decode_from(data, 2, 0)
+                topics.update(subscription.topics)
+        except Exception:  # noqa: BLE001 - any malformed subscription means "unknown", as in Kafka
+            return None
+        return frozenset(topics)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if self.subscribed_topics is None:
+            return self.uses_consumer_protocol
+        return topic in self.subscribed_topics
+
+    def offset_expiration_base(self) -> Callable[[int], int] | None:
+        """Kafka's ``offsetExpirationCondition``: a function from an offset's commit timestamp to the
+        time its retention counts from, or None when the group's offsets must not expire now.
+
+        - Empty group with a protocol type: retention counts from when it became Empty.
+        - Stable consumer-protocol group with known subscriptions: from the commit (and the caller
+          skips subscribed topics).
+        - No protocol type (a "simple" group that only stores offsets): from the commit.
+        """
+        if self.protocol_type:
+            if self.is_empty:
+                became_empty = self.current_state_timestamp
+                return lambda commit_ts: became_empty if became_empty is not None else commit_ts
+            if (
+                self.uses_consumer_protocol
+                and self.subscribed_topics is not None
+                and self.is_in(ClassicGroupState.STABLE)
+            ):
+                return lambda commit_ts: commit_ts
+            return None
+        return lambda commit_ts: commit_ts
+
+    # -- responses ----------------------------------------------------------------------------------
+    def join_response_members(self) -> list[Any]:
+        JoinMember = m.JoinGroupResponse.JoinGroupResponseMember
+        return [
+            JoinMember(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                metadata=member.metadata(self.protocol_name),
+            )
+            for member in self.members.values()
+        ]
+
+    def assignments(self) -> dict[str, bytes]:
+        return {member_id: member.assignment for member_id, member in self.members.items()}
+
+    # -- durable snapshot ---------------------------------------------------------------------------
+    def metadata_value(self, assignment: dict[str, bytes]) -> Message:
+        """The GroupMetadata value for the current generation (Kafka's ``newGroupMetadataRecord``)."""
+        members = [
+            MemberMetadata(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout=member.rebalance_timeout_ms,
+                session_timeout=member.session_timeout_ms,
+                subscription=member.metadata(self.protocol_name),
+                assignment=assignment.get(member.member_id, b""),
+            )
+            for member in self.members.values()
+        ]
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=self.protocol_name,
+            leader=self.leader_id,
+            current_state_timestamp=self._state_timestamp_or_default(),
+            members=members,
+        )
+
+    def empty_metadata_value(self) -> Message:
+        """The value Kafka writes when a JoinGroup creates a group (``newEmptyGroupMetadataRecord``)."""
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=0,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=self._state_timestamp_or_default(),
+            members=[],
+        )
+
+    def _state_timestamp_or_default(self) -> int:
+        return -1 if self.current_state_timestamp is None else self.current_state_timestamp
+
+    @classmethod
+    def from_metadata_value(cls, group_id: str, value: Any, now_ms: int) -> ClassicGroup:
+        """Rebuild a group from its stored snapshot: Stable when it has members, else Empty."""
+        group = cls(
+            group_id,
+            now_ms,
+            state=ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY,
+            generation_id=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol,
+            leader_id=value.leader,
+            current_state_timestamp=None
+            if value.current_state_timestamp == -1
+            else value.current_state_timestamp,
+        )
+        if value.current_state_timestamp == -1:
+            group.current_state_timestamp = None
+        for stored in value.members:
+            group.add(
+                ClassicMember(
+                    member_id=stored.member_id,
+                    group_instance_id=stored.group_instance_id,
+                    client_id=stored.client_id,
+                    client_host=stored.client_host,
+                    rebalance_timeout_ms=stored.session_timeout
+                    if stored.rebalance_timeout == -1
+                    else stored.rebalance_timeout,
+                    session_timeout_ms=stored.session_timeout,
+                    protocol_type=value.protocol_type,
+                    protocols=[(value.protocol or "", stored.subscription)],
+                    assignment=stored.assignment,
+                )
+            )
+        if group.leader_id is not None and group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.snapshot = value
+        return group

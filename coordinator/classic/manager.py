@@ -1,0 +1,842 @@
+"""The classic group membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and its timers.
+
+Behaviour follows Kafka 4.x's ``GroupMetadataManager`` (classic-group parts). Every handler takes
+the :class:`~coordinator.result.Result` being built and appends to it: records to write, and
+replies — possibly for requests parked earlier (a completed join phase answers every parked
+JoinGroup; the leader's SyncGroup answers every parked follower SyncGroup).
+
+Invariants:
+- Soft state (who joined this round, parked requests, pending members, deadlines) changes here;
+  the durable snapshot of a group (``ClassicGroup.snapshot``) changes only in :meth:`replay`.
+  A value this module writes is remembered in ``group.unreplayed_values`` so that replaying it
+  on the write path adopts it as the snapshot instead of rebuilding the live group.
+- Every parked request is answered exactly once (see :mod:`coordinator.classic.member`).
+- Timer callbacks look their group up by id and do nothing if it is gone: a timer never keeps a
+  deleted group alive, and stale timers are harmless.
+- Replies reveal records only after the runtime had them acknowledged, so answering in the same
+  Result as the record (e.g. the static-member replacement) is "write, then answer".
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.group_config import GroupConfig
+from coordinator.result import RequestContext, Result
+from coordinator.timer import TimerQueue
+from protocol.errors import ErrorCode
+from protocol.records import GroupMetadataKey, Record
+
+from . import responses as r
+from .group import ClassicGroup, ClassicGroupState
+from .member import ClassicMember, Protocols
+
+S = ClassicGroupState
+Clock = Callable[[], int]
+
+
+def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("classic-heartbeat", group_id, member_id)
+
+
+def join_key(group_id: str) -> tuple[str, str]:
+    return ("classic-join", group_id)
+
+
+def sync_key(group_id: str) -> tuple[str, str]:
+    return ("classic-sync", group_id)
+
+
+def _protocols(request: Any) -> Protocols:
+    """The request's protocols in preference order; a repeated name keeps its first entry."""
+    seen: set[str] = set()
+    out: Protocols = []
+    for p in request.protocols:
+        if p.name not in seen:
+            seen.add(p.name)
+            out.append((p.name, p.metadata))
+    return out
+
+
+class ClassicGroupManager:
+    def __init__(
+        self,
+        config: GroupConfig,
+        now_ms: Clock,
+        timers: TimerQueue,
+        log: logging.Logger,
+        new_member_id: Callable[[str], str] | None = None,
+    ) -> None:
+        self.config = config
+        self.now_ms = now_ms
+        self.timers = timers
+        self.log = log
+        self.groups: dict[str, ClassicGroup] = {}
+        self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
+        self.rebalances_prepared = 0
+        self.rebalances_completed = 0
+
+    # ===============================================================================================
+    # JoinGroup
+    # ===============================================================================================
+    def join(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        version = ctx.api_version
+        if not req.group_id:
+            out.reply(ctx, r.join_response(version, ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
+            return
+        if (
+            not self.config.min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            out.reply(
+                ctx, r.join_response(version, ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+            )
+            return
+        if req.reason:
+            self.log.info(
+                "group %s: member %r joins; client reason: %s", req.group_id, req.member_id, req.reason
+            )
+
+        group = self.groups.get(req.group_id)
+        is_new_group = group is None
+        unknown_member = req.member_id == ""
+        if group is None:
+            if not unknown_member:
+                out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
+                return
+            group = ClassicGroup(req.group_id, self.now_ms())
+            self.groups[req.group_id] = group
+
+        records_before = len(out.records)
+        if not self._accept_joining_member(group, req.member_id):
+            if group.has_member(req.member_id):
+                self._remove_member(group, req.member_id, out)
+            elif group.is_pending_member(req.member_id):
+                group.pending_join_members.discard(req.member_id)
+                self.timers.cancel(heartbeat_key(group.group_id, req.member_id))
+            out.reply(ctx, r.join_response(version, ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=""))
+        elif unknown_member:
+            self._join_new_member(ctx, req, group, out)
+        else:
+            self._join_existing_member(ctx, req, group, out)
+
+        if is_new_group and len(out.records) == records_before:
+            # Kafka commits a newly created group with an empty snapshot.
+            self._write_snapshot(group, group.empty_metadata_value(), out)
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        max_size = self.config.max_size
+        if group.is_in(S.EMPTY, S.DEAD):
+            return True
+        if group.is_in(S.PREPARING_REBALANCE):
+            # Counting members awaiting join (not all members) lets the last rejoiners be turned
+            # away when the group is over a (lowered) max size.
+            already_waiting = group.has_member(member_id) and group.member(member_id).is_awaiting_join
+            return already_waiting or group.num_awaiting_join() < max_size
+        return group.has_member(member_id) or group.num_members < max_size
+
+    def _join_new_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+        version = ctx.api_version
+        protocols = _protocols(req)
+        if group.is_in(S.DEAD):
+            out.reply(ctx, r.join_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in protocols}):
+            out.reply(ctx, r.join_response(version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        instance_id = req.group_instance_id
+        new_member_id = self._new_member_id(instance_id if instance_id is not None else ctx.client_id)
+        if instance_id is not None:
+            existing = group.static_member_id(instance_id)
+            if existing is not None:
+                self.log.info(
+                    "group %s: static member %s rejoins with an unknown member id in state %s; replacing %s with %s",
+                    group.group_id, instance_id, group.state_name, existing, new_member_id,
+                )  # fmt: skip
+                self._replace_static_member(ctx, req, group, existing, new_member_id, out)
+            else:
+                self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, out)
+        elif version >= 4:
+            # KIP-394: hand out the id first; the member exists once it joins again with it.
+            group.pending_join_members.add(new_member_id)
+            self._schedule_heartbeat(group.group_id, new_member_id, req.session_timeout_ms)
+            out.reply(ctx, r.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id))
+        else:
+            self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, out)
+
+    def _join_existing_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+        version = ctx.api_version
+        member_id = req.member_id
+        protocols = _protocols(req)
+        if group.is_in(S.DEAD):
+            out.reply(ctx, r.join_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            return
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in protocols}):
+            out.reply(
+                ctx, r.join_response(version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            )
+            return
+        if group.is_pending_member(member_id):
+            if req.group_instance_id is not None:
+                # Pending members are dynamic by construction; Kafka fails this with an
+                # IllegalStateException, which clients see as UNKNOWN_SERVER_ERROR.
+                out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=member_id))
+                return
+            self._add_member_then_rebalance_or_complete_join(ctx, req, group, member_id, out)
+            return
+        error = self.validate_member(group, member_id, req.group_instance_id, "join-group")
+        if error is not None:
+            out.reply(ctx, r.join_response(version, error, member_id=member_id))
+            return
+        member = group.member(member_id)
+        if group.is_in(S.PREPARING_REBALANCE):
+            self._update_member_then_rebalance_or_complete_join(
+                ctx, req, group, member, "member rejoins", out
+            )
+        elif group.is_in(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # The member probably lost its JoinGroup response: repeat it.
+                members = group.join_response_members() if group.is_leader(member_id) else []
+                out.reply(ctx, self._current_generation_join_response(version, group, member_id, members))
+            else:
+                self._update_member_then_rebalance_or_complete_join(
+                    ctx, req, group, member, "metadata changed", out
+                )
+        elif group.is_in(S.STABLE):
+            if group.is_leader(member_id):
+                # A leader's JoinGroup always rebalances: it may have seen a metadata change.
+                self._update_member_then_rebalance_or_complete_join(
+                    ctx, req, group, member, "leader rejoins", out
+                )
+            elif not member.matches(protocols):
+                self._update_member_then_rebalance_or_complete_join(
+                    ctx, req, group, member, "metadata changed", out
+                )
+            else:
+                out.reply(ctx, self._current_generation_join_response(version, group, member_id, []))
+        else:
+            self.log.warning(
+                "group %s: member %s rejoins an %s group", group.group_id, member_id, group.state_name
+            )
+            out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _current_generation_join_response(
+        self,
+        version: int,
+        group: ClassicGroup,
+        member_id: str,
+        members: list[Any],
+        *,
+        leader: str | None = None,
+        skip_assignment: bool = False,
+    ) -> Any:
+        return r.join_response(
+            version,
+            member_id=member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id if leader is None else leader,
+            members=members,
+            skip_assignment=skip_assignment,
+        )
+
+    def _rebalance_timeout(self, ctx: RequestContext, req: Any) -> int:
+        # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+        return req.session_timeout_ms if ctx.api_version == 0 else req.rebalance_timeout_ms
+
+    def _add_member_then_rebalance_or_complete_join(
+        self, ctx: RequestContext, req: Any, group: ClassicGroup, member_id: str, out: Result
+    ) -> None:
+        member = ClassicMember(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id,
+            client_id=ctx.client_id,
+            client_host=ctx.client_host,
+            rebalance_timeout_ms=self._rebalance_timeout(ctx, req),
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=_protocols(req),
+            is_new=True,
+        )
+        if group.is_in(S.PREPARING_REBALANCE) and group.previous_state is S.EMPTY:
+            group.new_member_added = True  # extends the initial rebalance delay
+        group.add(member)
+        member.awaiting_join = ctx
+        # A parked JoinGroup cannot heartbeat, so new members get the (long) new-member join
+        # timeout; a client that gave up and retries must not leave a defunct member forever.
+        self._schedule_heartbeat(group.group_id, member_id, self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance_or_complete_join(
+            group, f"adding new member {member_id} with group instance id {req.group_instance_id}", out
+        )
+
+    def _update_member_then_rebalance_or_complete_join(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        group: ClassicGroup,
+        member: ClassicMember,
+        reason: str,
+        out: Result,
+    ) -> None:
+        group.update_member(
+            member, _protocols(req), self._rebalance_timeout(ctx, req), req.session_timeout_ms
+        )
+        self._park_join(member, ctx, out)
+        self._maybe_prepare_rebalance_or_complete_join(group, f"{reason}: {member.member_id}", out)
+
+    def _replace_static_member(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        group: ClassicGroup,
+        old_member_id: str,
+        new_member_id: str,
+        out: Result,
+    ) -> None:
+        """A known instance id joins with an empty member id: it gets a new id and the old one is
+        fenced. In a Stable group whose protocol would not change, persist and answer with the
+        current generation (no rebalance); otherwise rebalance."""
+        version = ctx.api_version
+        instance_id: str = req.group_instance_id
+        old_leader = group.leader_id
+        old = group.member(old_member_id)
+        self._answer_parked(
+            old,
+            out,
+            join=lambda v: r.join_response(v, ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id),
+            sync=r.sync_response(ErrorCode.FENCED_INSTANCE_ID),
+        )
+        self.timers.cancel(heartbeat_key(group.group_id, old_member_id))
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
+        group.update_member(
+            member, _protocols(req), self._rebalance_timeout(ctx, req), req.session_timeout_ms
+        )
+        member.client_id = ctx.client_id
+        member.client_host = ctx.client_host
+        member.awaiting_join = ctx
+
+        if group.is_in(S.STABLE):
+            if group.protocol_name == group.select_protocol():
+                self.log.info(
+                    "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
+                    group.group_id, instance_id, new_member_id,
+                )  # fmt: skip
+                self._write_snapshot(group, group.metadata_value(group.assignments()), out)
+                member.awaiting_join = None
+                if version >= 9:
+                    # KIP-814: a static leader learns it is the leader but must not reassign.
+                    is_leader = group.is_leader(new_member_id)
+                    members = group.join_response_members() if is_leader else []
+                    response = self._current_generation_join_response(
+                        version, group, new_member_id, members, skip_assignment=is_leader
+                    )
+                else:
+                    # Older clients would reassign if told they lead: name the old leader id.
+                    response = self._current_generation_join_response(
+                        version, group, new_member_id, [], leader=old_leader or ""
+                    )
+                out.reply(ctx, response)
+                return
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"static member {instance_id} rejoined with a protocol change", out
+            )
+            return
+        if group.is_in(S.COMPLETING_REBALANCE):
+            # The leader may already be assigning to the old id: rebalance so the new id gets one.
+            self._prepare_rebalance(
+                group, f"static member {instance_id} rejoined during CompletingRebalance", out
+            )
+            return
+        self._maybe_complete_join_phase(group, out)
+
+    # ===============================================================================================
+    # Rebalance machinery
+    # ===============================================================================================
+    def _maybe_prepare_rebalance_or_complete_join(
+        self, group: ClassicGroup, reason: str, out: Result
+    ) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason, out)
+        else:
+            self._maybe_complete_join_phase(group, out)
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup, out: Result) -> None:
+        if not group.is_in(S.PREPARING_REBALANCE):
+            return
+        if group.previous_state is S.EMPTY:
+            return  # the initial rebalance waits for its delay timer
+        if not group.has_all_members_joined():
+            return
+        self._complete_join(group, out)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str, out: Result) -> None:
+        if group.is_in(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, out)
+        self._remove_sync_expiration(group)
+        initial = group.is_empty
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_initial_rebalance(group.group_id, delay, remaining)
+        group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
+        self.rebalances_prepared += 1
+        self.log.info(
+            "group %s: preparing to rebalance, old generation %d (reason: %s)",
+            group.group_id, group.generation_id, reason,
+        )  # fmt: skip
+        if not initial:
+            if group.has_all_members_joined():
+                self._complete_join(group, out)
+            else:
+                self._schedule_join_timeout(group)
+
+    def _schedule_join_timeout(self, group: ClassicGroup) -> None:
+        group_id = group.group_id
+        self.timers.schedule(
+            join_key(group_id),
+            self.now_ms() + group.rebalance_timeout_ms(),
+            lambda out: self._on_join_timeout(group_id, out),
+        )
+
+    def _schedule_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+        self.timers.schedule(
+            join_key(group_id),
+            self.now_ms() + delay_ms,
+            lambda out: self._on_initial_rebalance_delay(group_id, delay_ms, remaining_ms, out),
+        )
+
+    def _on_initial_rebalance_delay(
+        self, group_id: str, delay_ms: int, remaining_ms: int, out: Result
+    ) -> None:
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        if group.new_member_added and remaining_ms != 0:
+            # Members are still arriving: wait another delay, within the rebalance timeout.
+            group.new_member_added = False
+            self._schedule_initial_rebalance(
+                group_id,
+                min(self.config.initial_rebalance_delay_ms, remaining_ms),
+                max(remaining_ms - delay_ms, 0),
+            )
+        else:
+            self._complete_join(group, out)
+
+    def _on_join_timeout(self, group_id: str, out: Result) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._complete_join(group, out)
+
+    def _complete_join(self, group: ClassicGroup, out: Result) -> None:
+        """End the join phase: drop dynamic members that did not rejoin (static ones stay), then
+        start the next generation — Empty (persisted) or CompletingRebalance (answer the joins)."""
+        self.timers.cancel(join_key(group.group_id))
+        if not group.is_in(S.PREPARING_REBALANCE):
+            self.log.debug("group %s: not completing join in state %s", group.group_id, group.state_name)
+            return
+        gone = [member.member_id for member in group.not_yet_rejoined() if not member.is_static]
+        for member_id in gone:
+            self._remove_member(group, member_id, out)
+        if gone:
+            self.log.info("group %s: removed dynamic members that did not rejoin: %s", group.group_id, gone)
+
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Nobody rejoined, but static members remain: wait for them or their session expiry.
+            self.log.error("group %s: cannot complete the rebalance, no member rejoined", group.group_id)
+            self._schedule_join_timeout(group)
+            return
+
+        group.init_next_generation(self.now_ms())
+        if group.is_empty:
+            self.log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            self._write_snapshot(group, group.metadata_value({}), out)
+            return
+        self.log.info(
+            "group %s: generation %d with %d members, protocol %s",
+            group.group_id, group.generation_id, group.num_members, group.protocol_name,
+        )  # fmt: skip
+        leader_members = group.join_response_members()
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                ctx = member.awaiting_join
+                member.awaiting_join = None
+                members = leader_members if group.is_leader(member.member_id) else []
+                out.reply(
+                    ctx,
+                    self._current_generation_join_response(ctx.api_version, group, member.member_id, members),
+                )
+            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._schedule_pending_sync(group)
+
+    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
+        group_id, generation = group.group_id, group.generation_id
+        self.timers.schedule(
+            sync_key(group_id),
+            self.now_ms() + group.rebalance_timeout_ms(),
+            lambda out: self._on_pending_sync_expired(group_id, generation, out),
+        )
+
+    def _remove_sync_expiration(self, group: ClassicGroup) -> None:
+        group.pending_sync_members.clear()
+        self.timers.cancel(sync_key(group.group_id))
+
+    def _on_pending_sync_expired(self, group_id: str, generation: int, out: Result) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.generation_id != generation:
+            return
+        if group.is_in(S.COMPLETING_REBALANCE, S.STABLE) and group.pending_sync_members:
+            missing = sorted(group.pending_sync_members)
+            for member_id in missing:
+                self._remove_member(group, member_id, out)
+            self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time", out)
+
+    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: int, out: Result) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error, out)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: int, out: Result) -> None:
+        ok = error == ErrorCode.NONE
+        for member in group.members.values():
+            if member.awaiting_sync is None:
+                continue
+            ctx = member.awaiting_sync
+            member.awaiting_sync = None
+            out.reply(
+                ctx,
+                r.sync_response(
+                    error,
+                    protocol_type=group.protocol_type if ok else None,
+                    protocol_name=group.protocol_name if ok else None,
+                    assignment=member.assignment,
+                ),
+            )
+            # A session that ran out while the member waited is reset now that it has its answer.
+            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+
+    # ===============================================================================================
+    # SyncGroup
+    # ===============================================================================================
+    def sync(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        if not req.group_id:
+            out.reply(ctx, r.sync_response(ErrorCode.INVALID_GROUP_ID))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None or group.is_empty:
+            out.reply(ctx, r.sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        error = self._validate_sync(group, req)
+        if error is not None:
+            out.reply(ctx, r.sync_response(error))
+            return
+        if group.is_in(S.PREPARING_REBALANCE):
+            out.reply(ctx, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+            return
+        member = group.member(req.member_id)
+        if group.is_in(S.COMPLETING_REBALANCE):
+            self._park_sync(member, ctx, out)
+            self._remove_pending_sync_member(group, member.member_id)
+            if group.is_leader(member.member_id):
+                self._complete_sync(group, req, out)
+            return
+        # Stable: hand back the assignment of the current generation.
+        self._remove_pending_sync_member(group, member.member_id)
+        out.reply(
+            ctx,
+            r.sync_response(
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                assignment=member.assignment,
+            ),
+        )
+
+    def _complete_sync(self, group: ClassicGroup, req: Any, out: Result) -> None:
+        """The leader's assignment arrived: persist the generation, answer every waiting member."""
+        assignment = {a.member_id: a.assignment for a in req.assignments}
+        missing = [member_id for member_id in group.members if member_id not in assignment]
+        if missing:
+            self.log.warning(
+                "group %s: empty assignments for members %s in generation %d",
+                group.group_id, missing, group.generation_id,
+            )  # fmt: skip
+        self.log.info(
+            "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
+            group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
+        )  # fmt: skip
+        self._write_snapshot(group, group.metadata_value(assignment), out)
+        for member_id, member in group.members.items():
+            member.assignment = assignment.get(member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NONE, out)
+        group.transition_to(S.STABLE, self.now_ms())
+        self.rebalances_completed += 1
+
+    def _validate_sync(self, group: ClassicGroup, req: Any) -> int | None:
+        if group.is_in(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self.validate_member(group, req.member_id, req.group_instance_id, "sync-group")
+        if error is not None:
+            return error
+        if req.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if _inconsistent(req.protocol_type, group.protocol_type) or _inconsistent(
+            req.protocol_name, group.protocol_name
+        ):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.is_in(S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync_members:
+            self.timers.cancel(sync_key(group.group_id))
+
+    # ===============================================================================================
+    # Heartbeat
+    # ===============================================================================================
+    def heartbeat(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        if not req.group_id:
+            out.reply(ctx, r.heartbeat_response(ErrorCode.INVALID_GROUP_ID))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None:
+            out.reply(ctx, r.heartbeat_response(ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        if group.is_in(S.DEAD):
+            out.reply(ctx, r.heartbeat_response(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        error = self.validate_member(group, req.member_id, req.group_instance_id, "heartbeat")
+        if error is None and req.generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            out.reply(ctx, r.heartbeat_response(error))
+            return
+        if group.is_empty:
+            out.reply(ctx, r.heartbeat_response(ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        member = group.member(req.member_id)
+        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+        if group.is_in(S.PREPARING_REBALANCE):
+            out.reply(ctx, r.heartbeat_response(ErrorCode.REBALANCE_IN_PROGRESS))
+        else:
+            # CompletingRebalance too: clients heartbeat between their JoinGroup and SyncGroup.
+            out.reply(ctx, r.heartbeat_response(ErrorCode.NONE))
+
+    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+        self.timers.schedule(
+            heartbeat_key(group_id, member_id),
+            self.now_ms() + timeout_ms,
+            lambda out: self._on_heartbeat_expired(group_id, member_id, out),
+        )
+
+    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
+        """Push a member's session deadline back (used by offset commits, as in Kafka)."""
+        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+
+    def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(S.DEAD):
+            return
+        if group.is_pending_member(member_id):
+            self.log.info("group %s: pending member %s expired", group_id, member_id)
+            group.pending_join_members.discard(member_id)
+            if group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
+                self._complete_join(group, out)
+            return
+        if not group.has_member(member_id):
+            return
+        member = group.member(member_id)
+        if member.has_satisfied_heartbeat():
+            return
+        self.log.info("group %s: member %s session expired, removing it", group_id, member_id)
+        self._remove_member(group, member_id, out)
+        self._after_member_removed(group, f"member {member_id} session expired", out)
+
+    def _after_member_removed(self, group: ClassicGroup, reason: str, out: Result) -> None:
+        if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance_or_complete_join(group, reason, out)
+        elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
+            self._complete_join(group, out)
+
+    # ===============================================================================================
+    # LeaveGroup
+    # ===============================================================================================
+    def leave(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        version = ctx.api_version
+        if not req.group_id:
+            out.reply(ctx, r.leave_response(version, ErrorCode.INVALID_GROUP_ID, []))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None:
+            out.reply(ctx, r.leave_response(version, ErrorCode.UNKNOWN_MEMBER_ID, []))
+            return
+        if group.is_in(S.DEAD):
+            out.reply(ctx, r.leave_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
+            return
+        identities = (
+            [(req.member_id, None, None)]
+            if version <= 2
+            else [(i.member_id, i.group_instance_id, i.reason) for i in req.members]
+        )
+        responses: list[Any] = []
+        left: list[str] = []
+        for member_id, instance_id, reason in identities:
+            reason = reason or "not provided"
+            if member_id == "":
+                # Admin removal by instance id (KIP-345).
+                current = group.static_member_id(instance_id) if instance_id is not None else None
+                if current is None:
+                    responses.append(
+                        r.leave_member_response(member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                    )
+                    continue
+                self._leave_member(group, current, reason, out)
+                left.append(current)
+                responses.append(r.leave_member_response(member_id, instance_id))
+            elif group.is_pending_member(member_id):
+                group.pending_join_members.discard(member_id)
+                self.timers.cancel(heartbeat_key(group.group_id, member_id))
+                self.log.info(
+                    "group %s: pending member %s left; reason: %s", group.group_id, member_id, reason
+                )
+                left.append(member_id)
+                responses.append(r.leave_member_response(member_id, instance_id))
+            else:
+                error = self.validate_member(group, member_id, instance_id, "leave-group")
+                if error is not None:
+                    responses.append(r.leave_member_response(member_id, instance_id, error))
+                    continue
+                self._leave_member(group, member_id, reason, out)
+                left.append(member_id)
+                responses.append(r.leave_member_response(member_id, instance_id))
+        if left:
+            if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
+                self._maybe_prepare_rebalance_or_complete_join(group, f"members {left} left the group", out)
+            elif group.is_in(S.PREPARING_REBALANCE):
+                self._maybe_complete_join_phase(group, out)
+        out.reply(ctx, r.leave_response(version, ErrorCode.NONE, responses))
+
+    def _leave_member(self, group: ClassicGroup, member_id: str, reason: str, out: Result) -> None:
+        self.log.info("group %s: member %s left; client reason: %s", group.group_id, member_id, reason)
+        self._remove_member(group, member_id, out)
+
+    # ===============================================================================================
+    # Shared helpers
+    # ===============================================================================================
+    def validate_member(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, operation: str
+    ) -> int | None:
+        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID checks of Kafka's ``ClassicGroup.validateMember``."""
+        if instance_id is not None:
+            current = group.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                self.log.info(
+                    "group %s: %s by member %s of instance %s is fenced by member %s",
+                    group.group_id, operation, member_id, instance_id, current,
+                )  # fmt: skip
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has_member(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def _remove_member(self, group: ClassicGroup, member_id: str, out: Result) -> None:
+        """Remove a member, answering its parked requests with UNKNOWN_MEMBER_ID so a still-live
+        client rejoins."""
+        member = group.members.get(member_id)
+        if member is not None:
+            self._answer_parked(
+                member,
+                out,
+                join=lambda v: r.join_response(v, ErrorCode.UNKNOWN_MEMBER_ID, member_id=""),
+                sync=r.sync_response(ErrorCode.UNKNOWN_MEMBER_ID),
+            )
+        self.timers.cancel(heartbeat_key(group.group_id, member_id))
+        group.remove(member_id)
+
+    def _answer_parked(
+        self, member: ClassicMember, out: Result, join: Callable[[int], Any], sync: Any
+    ) -> None:
+        if member.awaiting_join is not None:
+            ctx = member.awaiting_join
+            member.awaiting_join = None
+            out.reply(ctx, join(ctx.api_version))
+        if member.awaiting_sync is not None:
+            ctx = member.awaiting_sync
+            member.awaiting_sync = None
+            out.reply(ctx, sync)
+
+    def _park_join(self, member: ClassicMember, ctx: RequestContext, out: Result) -> None:
+        previous = member.awaiting_join
+        if previous is not None and previous is not ctx:
+            # Kafka silently drops the older future; our runtime needs every context answered.
+            out.reply(previous, r.join_response(previous.api_version, ErrorCode.REBALANCE_IN_PROGRESS,
+                                                member_id=member.member_id))  # fmt: skip
+        member.awaiting_join = ctx
+
+    def _park_sync(self, member: ClassicMember, ctx: RequestContext, out: Result) -> None:
+        previous = member.awaiting_sync
+        if previous is not None and previous is not ctx:
+            out.reply(previous, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.awaiting_sync = ctx
+
+    def _write_snapshot(self, group: ClassicGroup, value: Any, out: Result) -> None:
+        group.unreplayed_values.append(value)
+        out.records.append(Record(GroupMetadataKey(group=group.group_id), value))
+
+    # ===============================================================================================
+    # Loading and replay
+    # ===============================================================================================
+    def replay(self, key: Any, value: Any | None) -> None:
+        group_id = key.group
+        if value is None:
+            self.remove_group(group_id)
+            return
+        live = self.groups.get(group_id)
+        if live is not None:
+            for i, written in enumerate(live.unreplayed_values):
+                if written is value:
+                    del live.unreplayed_values[i]
+                    live.snapshot = value
+                    return
+            if live.members or live.pending_join_members:
+                self.log.warning("group %s: replaying a snapshot over a live group rebuilds it", group_id)
+        self.groups[group_id] = ClassicGroup.from_metadata_value(group_id, value, self.now_ms())
+
+    def ensure_simple_group(self, group_id: str) -> None:
+        """An offset commit for an unknown group creates a "simple" Empty group with no protocol."""
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+
+    def remove_group(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        for member_id in list(group.members) + list(group.pending_join_members):
+            self.timers.cancel(heartbeat_key(group_id, member_id))
+        self.timers.cancel(join_key(group_id))
+        self.timers.cancel(sync_key(group_id))
+        group.state = S.DEAD
+
+    def on_loaded(self, out: Result) -> None:
+        """Give every loaded member a fresh session, so members that died while we were down expire
+        and static members that come back in time rejoin without a rebalance."""
+        for group in list(self.groups.values()):
+            self.log.info("loaded classic group %s with %d members", group.group_id, group.num_members)
+            for member in group.members.values():
+                self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+            if group.num_members > self.config.max_size:
+                self._prepare_rebalance(
+                    group, f"loaded group is over the max size {self.config.max_size}", out
+                )
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current

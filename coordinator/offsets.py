@@ -1,0 +1,325 @@
+"""Committed offsets of one shard: OffsetCommit, OffsetFetch, OffsetDelete, and offset retention.
+
+Behaviour follows Kafka 4.x's ``OffsetMetadataManager`` for classic groups.
+
+Invariants:
+- :class:`OffsetStore` changes only in :meth:`OffsetManager.replay`. Handlers validate, answer and
+  return records; a commit is visible to OffsetFetch once its record was replayed (the runtime
+  replays before it acknowledges anything, and answers only after the log acknowledged it).
+- Replaying a commit for a group that does not exist creates a "simple" Empty group with no
+  protocol type, as Kafka does for consumers that store offsets without group management — so
+  loading the log rebuilds exactly the groups the live shard had.
+- Every offset removal (OffsetDelete, DeleteGroups, retention) is a tombstone record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+
+from .classic.group import ClassicGroup, ClassicGroupState
+from .classic.manager import ClassicGroupManager
+from .group_config import GroupConfig
+from .result import RequestContext, Result
+
+S = ClassicGroupState
+DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
+
+
+class OffsetStore:
+    """group -> topic -> partition -> OffsetCommitValue, in first-commit order."""
+
+    def __init__(self) -> None:
+        self._by_group: dict[str, dict[str, dict[int, Any]]] = {}
+
+    def get(self, group_id: str, topic: str, partition: int) -> Any | None:
+        return self._by_group.get(group_id, {}).get(topic, {}).get(partition)
+
+    def group(self, group_id: str) -> dict[str, dict[int, Any]] | None:
+        return self._by_group.get(group_id)
+
+    def put(self, group_id: str, topic: str, partition: int, value: Any) -> None:
+        self._by_group.setdefault(group_id, {}).setdefault(topic, {})[partition] = value
+
+    def remove(self, group_id: str, topic: str, partition: int) -> None:
+        topics = self._by_group.get(group_id)
+        if topics is None or topic not in topics:
+            return
+        topics[topic].pop(partition, None)
+        if not topics[topic]:
+            del topics[topic]
+        if not topics:
+            del self._by_group[group_id]
+
+    def partitions(self, group_id: str) -> Iterator[tuple[str, int, Any]]:
+        for topic, partitions in list(self._by_group.get(group_id, {}).items()):
+            for partition, value in list(partitions.items()):
+                yield topic, partition, value
+
+    def view(self) -> dict[str, dict[str, dict[int, dict[str, Any]]]]:
+        return {
+            group_id: {
+                topic: {partition: value.to_dict() for partition, value in partitions.items()}
+                for topic, partitions in topics.items()
+            }
+            for group_id, topics in self._by_group.items()
+        }
+
+
+def offset_tombstone(group_id: str, topic: str, partition: int) -> Record:
+    return Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
+
+
+class OffsetManager:
+    def __init__(
+        self,
+        config: GroupConfig,
+        now_ms: Callable[[], int],
+        classic: ClassicGroupManager,
+        log: logging.Logger,
+    ) -> None:
+        self.config = config
+        self.now_ms = now_ms
+        self.classic = classic
+        self.log = log
+        self.store = OffsetStore()
+
+    # -- OffsetCommit -------------------------------------------------------------------------------
+    def commit(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        error = self._validate_commit(ctx, req)
+        R = m.OffsetCommitResponse
+        topics = []
+        if error is not None:
+            for topic in req.topics:
+                partitions = [R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error))
+                              for p in topic.partitions]  # fmt: skip
+                topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+            out.reply(ctx, R(topics=topics))
+            return
+        now = self.now_ms()
+        retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
+        expire = -1 if retention == DEFAULT_RETENTION_TIME else now + retention
+        for topic in req.topics:
+            partitions = []
+            for p in topic.partitions:
+                metadata = p.committed_metadata
+                if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    code = ErrorCode.NONE
+                    value = OffsetCommitValue(
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch,
+                        metadata=metadata or "",
+                        commit_timestamp=now,
+                        expire_timestamp=expire,
+                    )
+                    key = OffsetCommitKey(group=req.group_id, topic=topic.name, partition=p.partition_index)
+                    out.records.append(Record(key, value))
+                partitions.append(
+                    R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+                )
+            topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+        out.reply(ctx, R(topics=topics))
+
+    def _validate_commit(self, ctx: RequestContext, req: Any) -> int | None:
+        """Kafka's ``validateOffsetCommit`` for classic groups: generation fencing, static fencing,
+        and "simple" commits (generation -1, no member) only to an Empty or unknown group."""
+        if req.group_id is None:
+            return ErrorCode.INVALID_GROUP_ID
+        generation = req.generation_id_or_member_epoch
+        instance_id = req.group_instance_id
+        group = self.classic.groups.get(req.group_id)
+        if group is None:
+            if generation < 0:
+                return None  # a simple group; replaying the commit creates it
+            return ErrorCode.GROUP_ID_NOT_FOUND if ctx.api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.is_empty:
+            return None
+        if generation >= 0 or req.member_id or instance_id is not None:
+            error = self.classic.validate_member(group, req.member_id, instance_id, "offset-commit")
+            if error is not None:
+                return error
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_empty:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(S.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            # A commit from a member keeps its session alive, as in Kafka.
+            self.classic.reschedule_heartbeat(group, group.member(req.member_id))
+        return None
+
+    # -- TxnOffsetCommit ------------------------------------------------------------------------------
+    def txn_commit(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        """Transactional commits need transaction markers from the cluster, which kcoord does not
+        follow yet: every partition gets COORDINATOR_NOT_AVAILABLE (retriable for producers) until
+        transactions are implemented."""
+        R = m.TxnOffsetCommitResponse
+        topics = [
+            R.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+        out.reply(ctx, R(topics=topics))
+
+    # -- OffsetFetch --------------------------------------------------------------------------------
+    def fetch(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        R = m.OffsetFetchResponse
+        if ctx.api_version >= 8:
+            groups = []
+            for g in req.groups:
+                requested = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+                topics = self._fetch_group(g.group_id, requested)
+                groups.append(
+                    R.OffsetFetchResponseGroup(
+                        group_id=g.group_id,
+                        topics=[
+                            R.OffsetFetchResponseTopics(
+                                name=name,
+                                partitions=[
+                                    R.OffsetFetchResponsePartitions(
+                                        partition_index=p,
+                                        committed_offset=o,
+                                        committed_leader_epoch=e,
+                                        metadata=md,
+                                    )
+                                    for p, o, e, md in parts
+                                ],  # fmt: skip
+                            )
+                            for name, parts in topics
+                        ],
+                    )
+                )
+            out.reply(ctx, R(groups=groups))
+            return
+        requested = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
+        topics = self._fetch_group(req.group_id, requested)
+        out.reply(
+            ctx,
+            R(
+                topics=[
+                    R.OffsetFetchResponseTopic(
+                        name=name,
+                        partitions=[
+                            R.OffsetFetchResponsePartition(
+                                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md
+                            )
+                            for p, o, e, md in parts
+                        ],  # fmt: skip
+                    )
+                    for name, parts in topics
+                ],
+            ),
+        )
+
+    def _fetch_group(
+        self, group_id: str, requested: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
+        """(topic, [(partition, offset, leader epoch, metadata)]) for the requested partitions, or
+        for every committed partition when ``requested`` is None. No transactions are pending in
+        kcoord yet, so RequireStable never has anything to wait for."""
+        group = self.classic.groups.get(group_id)
+        known = group is not None and not group.is_in(S.DEAD)
+        if requested is None:
+            if not known:
+                return []
+            by_topic: dict[str, list[tuple[int, int, int, str]]] = {}
+            for topic, partition, value in self.store.partitions(group_id):
+                by_topic.setdefault(topic, []).append(
+                    (partition, value.offset, value.leader_epoch, value.metadata)
+                )
+            return list(by_topic.items())
+        result = []
+        for topic, partitions in requested:
+            rows = []
+            for partition in partitions:
+                value = self.store.get(group_id, topic, partition) if known else None
+                if value is None:
+                    rows.append((partition, -1, -1, ""))
+                else:
+                    rows.append((partition, value.offset, value.leader_epoch, value.metadata))
+            result.append((topic, rows))
+        return result
+
+    # -- OffsetDelete -------------------------------------------------------------------------------
+    def delete(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        R = m.OffsetDeleteResponse
+        if not req.group_id:
+            out.reply(ctx, R(error_code=int(ErrorCode.INVALID_GROUP_ID), topics=[]))
+            return
+        group = self.classic.groups.get(req.group_id)
+        if group is None or group.is_in(S.DEAD):
+            out.reply(ctx, R(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
+            return
+        if not group.is_empty and not group.uses_consumer_protocol:
+            out.reply(ctx, R(error_code=int(ErrorCode.NON_EMPTY_GROUP), topics=[]))
+            return
+        topics = []
+        for topic in req.topics:
+            subscribed = group.is_subscribed_to_topic(topic.name)
+            partitions = []
+            for p in topic.partitions:
+                if subscribed:
+                    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    code = ErrorCode.NONE
+                    if self.store.get(req.group_id, topic.name, p.partition_index) is not None:
+                        out.records.append(offset_tombstone(req.group_id, topic.name, p.partition_index))
+                partitions.append(
+                    R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=int(code))
+                )
+            topics.append(R.OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
+        out.reply(ctx, R(error_code=0, topics=topics))
+
+    def delete_all(self, group_id: str, out: Result) -> None:
+        for topic, partition, _ in self.store.partitions(group_id):
+            out.records.append(offset_tombstone(group_id, topic, partition))
+
+    # -- retention ----------------------------------------------------------------------------------
+    def expire(self, group: ClassicGroup, now_ms: int, out: Result) -> bool:
+        """Tombstone the group's expired offsets (Kafka's ``cleanupExpiredOffsets``). Returns True
+        when the group has no offsets left, i.e. it may be deleted if Empty."""
+        if self.store.group(group.group_id) is None:
+            return True
+        base = group.offset_expiration_base()
+        if base is None:
+            return False
+        retention = self.config.offsets_retention_ms
+        all_expired = True
+        for topic, partition, value in self.store.partitions(group.group_id):
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            if value.expire_timestamp != -1:
+                expired = now_ms >= value.expire_timestamp  # explicit per-commit retention (v2-v4)
+            else:
+                expired = now_ms - base(value.commit_timestamp) >= retention
+            if expired:
+                out.records.append(offset_tombstone(group.group_id, topic, partition))
+            else:
+                all_expired = False
+        return all_expired
+
+    # -- replay -------------------------------------------------------------------------------------
+    def replay(self, key: Any, value: Any | None) -> None:
+        if value is None:
+            self.store.remove(key.group, key.topic, key.partition)
+            return
+        self.classic.ensure_simple_group(key.group)
+        self.store.put(key.group, key.topic, key.partition, value)

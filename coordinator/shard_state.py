@@ -1,0 +1,182 @@
+"""The pure group-coordinator state of one shard: the contract the asyncio runtime drives.
+
+``handle`` / ``poll`` / ``on_loaded`` return a :class:`~coordinator.result.Result`; the runtime
+appends its records to the shard's log, replays each one through :meth:`replay` at once, and
+sends the replies once the log acknowledged them. Loading a shard is replaying its log into a
+fresh instance and calling :meth:`on_loaded`.
+
+Invariants (tested by ``tests/unit/test_shard_state_stateful.py``):
+- Durable state — committed offsets and each group's last GroupMetadata snapshot — changes only
+  in :meth:`replay`, so :meth:`durable_view` of the live shard equals that of a fresh shard that
+  replayed every record written so far.
+- ``handle`` never raises: a bug costs the request UNKNOWN_SERVER_ERROR (logged), never the shard.
+- No I/O, no asyncio, no wall clock: time comes from the injected clock (and ``poll``'s ``now``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+
+from .classic import admin
+from .classic.group import ClassicGroup
+from .classic.manager import ClassicGroupManager
+from .clock import Clock
+from .error_responses import error_response
+from .group_config import GroupConfig
+from .offsets import OffsetManager
+from .result import RequestContext, Result
+from .timer import TimerQueue
+
+OFFSETS_RETENTION_KEY = ("offsets-retention",)
+_MAX_TIMERS_PER_POLL = 100_000  # a runaway timer loop must not hang the event loop
+
+Handler = Callable[[RequestContext, Any, Result], None]
+
+
+class GroupCoordinatorShard:
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        shard_index: int = 0,
+        log: logging.Logger | None = None,
+        new_member_id: Callable[[str], str] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.shard_index = shard_index
+        self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
+        self.timers = TimerQueue()
+        self.classic = ClassicGroupManager(config, clock.now_ms, self.timers, self.log, new_member_id)
+        self.offsets = OffsetManager(config, clock.now_ms, self.classic, self.log)
+        self._handlers: dict[int, Handler] = {
+            ApiKey.JOIN_GROUP: self.classic.join,
+            ApiKey.SYNC_GROUP: self.classic.sync,
+            ApiKey.HEARTBEAT: self.classic.heartbeat,
+            ApiKey.LEAVE_GROUP: self.classic.leave,
+            ApiKey.OFFSET_COMMIT: self.offsets.commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
+            ApiKey.OFFSET_FETCH: self.offsets.fetch,
+            ApiKey.OFFSET_DELETE: self.offsets.delete,
+            ApiKey.DESCRIBE_GROUPS: lambda ctx, req, out: admin.describe_groups(self.classic, ctx, req, out),
+            ApiKey.LIST_GROUPS: lambda ctx, req, out: admin.list_groups(self.classic, ctx, req, out),
+            ApiKey.DELETE_GROUPS: lambda ctx, req, out: admin.delete_groups(
+                self.classic, self.offsets.delete_all, ctx, req, out
+            ),
+        }
+        self._schedule_offsets_retention()
+
+    # -- requests -----------------------------------------------------------------------------------
+    def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Result:
+        out = Result()
+        handler = self._handlers.get(api_key)
+        try:
+            if handler is None:
+                raise ValueError(f"shard does not serve api key {api_key}")
+            handler(ctx, request, out)
+        except Exception:
+            self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
+            # Keep what was already decided for other requests (their soft state moved on), and
+            # answer this one if it was not answered yet.
+            if not any(replied is ctx for replied, _ in out.replies):
+                out.reply(ctx, _failure_response(api_key, ctx, request))
+        return out
+
+    # -- durable state ------------------------------------------------------------------------------
+    def replay(self, record: Record) -> None:
+        key = record.key
+        if isinstance(key, OffsetCommitKey):
+            self.offsets.replay(key, record.value)
+        elif isinstance(key, GroupMetadataKey):
+            self.classic.replay(key, record.value)
+        else:
+            self.log.warning(
+                "shard %d: ignoring a record of unknown type %s", self.shard_index, type(key).__name__
+            )
+
+    def durable_view(self) -> dict[str, Any]:
+        """Offsets and group snapshots as plain data; a simple group (offsets only) maps to None."""
+        return {
+            "offsets": self.offsets.store.view(),
+            "groups": {
+                group_id: None if group.snapshot is None else group.snapshot.to_dict()
+                for group_id, group in self.classic.groups.items()
+            },
+        }
+
+    # -- time ---------------------------------------------------------------------------------------
+    def poll(self, now_ms: int) -> Result:
+        """Fire every timer due at ``now_ms``, one at a time in deadline order, so a timer that an
+        earlier one scheduled or cancelled is honoured."""
+        out = Result()
+        for _ in range(_MAX_TIMERS_PER_POLL):
+            due = self.timers.pop_next_due(now_ms)
+            if due is None:
+                break
+            try:
+                due.payload(out)
+            except Exception:
+                self.log.exception("shard %d: timer %r failed", self.shard_index, due.key)
+        return out
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def on_loaded(self) -> Result:
+        out = Result()
+        self.classic.on_loaded(out)
+        self._schedule_offsets_retention()
+        return out
+
+    def _schedule_offsets_retention(self) -> None:
+        self.timers.schedule(
+            OFFSETS_RETENTION_KEY,
+            self.clock.now_ms() + self.config.offsets_retention_check_interval_ms,
+            self._expire_offsets,
+        )
+
+    def _expire_offsets(self, out: Result) -> None:
+        """Kafka's ``cleanupGroupMetadata``: expire offsets, then delete Empty groups left with none."""
+        now = self.clock.now_ms()
+        before = len(out.records)
+        for group in list(self.classic.groups.values()):
+            if self.offsets.expire(group, now, out) and group.is_empty:
+                out.records.append(Record(GroupMetadataKey(group=group.group_id), None))
+                self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
+        if len(out.records) > before:
+            self.log.info(
+                "shard %d: offset retention wrote %d tombstones", self.shard_index, len(out.records) - before
+            )
+        self._schedule_offsets_retention()
+
+    # -- read-only accessors for the runtime and metrics ----------------------------------------------
+    @property
+    def groups(self) -> list[ClassicGroup]:
+        return list(self.classic.groups.values())
+
+    @property
+    def rebalances_prepared(self) -> int:
+        return self.classic.rebalances_prepared
+
+    @property
+    def rebalances_completed(self) -> int:
+        return self.classic.rebalances_completed
+
+
+def _failure_response(api_key: int, ctx: RequestContext, request: Any) -> Any:
+    """UNKNOWN_SERVER_ERROR where the API's clients look for errors; if even that cannot be built
+    from this request, an empty response of the right class with a top-level error if it has one."""
+    try:
+        return error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+    except Exception:
+        response = m.RESPONSES[api_key]() if api_key in m.RESPONSES else None
+        if response is not None and "error_code" in response.FIELDS:
+            response.error_code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+        return response
