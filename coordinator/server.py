@@ -35,11 +35,17 @@ class Listener:
     def is_coordinator(self) -> bool:
         return self.node_id is None
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, serve: bool = True) -> int:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: ClientConnection(self), host, port, reuse_address=True)
+        self.server = await loop.create_server(
+            lambda: ClientConnection(self), host, port, reuse_address=True, start_serving=serve
+        )
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
+
+    async def serve(self) -> None:
+        if self.server is not None:
+            await self.server.start_serving()
 
     def close(self) -> None:
         if self.server is not None:
@@ -75,8 +81,10 @@ class App:
             self.embedded = EmbeddedBroker()
             await self.embedded.start()
             bootstrap = [self.embedded.address]
+        # Bind now (the port goes into the cluster view) but accept only once the upstream's API
+        # versions are known: an early client would otherwise be told the cluster has no Metadata API.
         coordinator = Listener(self, None)
-        port = await coordinator.start(s.listen[0], s.listen[1])
+        port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
         self.listeners.append(coordinator)
         self.cluster = ClusterView(bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener)
         if self.storage is None:
@@ -84,6 +92,7 @@ class App:
         await self.storage.open(s.shards)
         self._make_shards()
         await self.cluster.discover()
+        await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
         await asyncio.gather(*(shard.load() for shard in self.shards))
         log.info(
             "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
