@@ -13,9 +13,12 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
 
+from protocol import messages as m
+from protocol.errors import ErrorCode
 from tests.support.broker import TansuBroker
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
+from tests.support.wire import WireClient
 from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
@@ -173,3 +176,43 @@ def test_restart_during_rebalance_completes_with_single_owners(tansu: TansuBroke
             raise AssertionError(f"no clean assignment after restart: {[p.latest('assigned') for p in peers]}")
     finally:
         kcoord.kill()
+
+
+def commit_once(address: str, group: str, offset: int) -> int:
+    """A generation -1 OffsetCommit v8 of one partition; returns the partition's error code."""
+    R = m.OffsetCommitRequest
+    request = R(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        topics=[R.OffsetCommitRequestTopic(
+            name="t", partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
+        )],
+    )  # fmt: skip
+    with WireClient(address) as client:
+        response = client.request(8, 8, request)
+    return response.topics[0].partitions[0].error_code
+
+
+def fetch_once(address: str, group: str) -> int:
+    R = m.OffsetFetchRequest
+    with WireClient(address) as client:
+        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]))
+    return response.topics[0].partitions[0].committed_offset
+
+
+def test_a_second_kcoord_on_the_same_topic_fences_the_first(tansu: TansuBroker) -> None:
+    offsets_topic, group = internal_topic(), unique("fence-group")
+    first = start_kcoord(tansu, offsets_topic)
+    second: KcoordProcess | None = None
+    try:
+        assert commit_once(first.bootstrap, group, 42) == 0
+        second = start_kcoord(tansu, offsets_topic)  # takes ownership of every shard: epoch bump + fence write
+        assert fetch_once(second.bootstrap, group) == 42  # it loaded what the first acknowledged
+        # The zombie's next write is rejected by the cluster, so it must not acknowledge it.
+        assert commit_once(first.bootstrap, group, 99) == ErrorCode.NOT_COORDINATOR
+        assert commit_once(second.bootstrap, group, 43) == 0
+        assert fetch_once(second.bootstrap, group) == 43
+        assert "fenced" in first.log_tail(200)
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
