@@ -1,4 +1,4 @@
-"""``kcoord`` command line: ``kcoord serve`` runs the coordinator."""
+"""``kcoord`` command line: ``kcoord serve`` runs the coordinator, ``kcoord groups`` inspects its groups."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Mapping
 
-from .settings import Settings, parse_host_port
+from . import config
+from .logs import setup_logging
+from .settings import Settings
 
 log = logging.getLogger("kcoord")
 
@@ -17,54 +20,20 @@ log = logging.getLogger("kcoord")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka group coordinator that fronts a Kafka cluster")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run kcoord", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT of kcoord's bootstrap and coordinator listener")
-    serve.add_argument(
-        "--bootstrap-server", default="",
-        help="upstream cluster HOST:PORT[,HOST:PORT...]; empty starts the embedded tansu broker (memory only)",
+    serve = sub.add_parser(
+        "serve", help="run kcoord", description="Run kcoord.", epilog=config.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("--advertised-host", default=None, help="host clients are told to connect to (default: listen host)")
-    serve.add_argument(
-        "--broker-ports", default="",
-        help="comma-separated kcoord ports for the upstream brokers, in node id order (default: listen port+1, +2, ...)",
-    )
-    serve.add_argument("--shards", type=int, default=50, help="coordinator shards (internal topic partitions)")
-    serve.add_argument(
-        "--storage", choices=["kafka", "memory"], default="kafka",
-        help="kafka: the internal compacted topic on the upstream cluster; memory: lost on exit",
-    )
-    serve.add_argument("--internal-topic", default="__kcoord_offsets", help="compacted topic for group state (--storage kafka)")
-    serve.add_argument(
-        "--replication-factor", type=int, default=None,
-        help="replication factor when creating the internal topic (default: min(3, brokers))",
-    )
-    serve.add_argument("--max-frame-size", type=int, default=100 * 1024 * 1024, help="largest request accepted, bytes")
-    serve.add_argument("--max-inflight", type=int, default=1000, help="requests in flight per connection")
-    serve.add_argument("--log-level", default="INFO")
+    config.add_serve_arguments(serve)
+    from .admin_cli import add_groups_parser
+
+    add_groups_parser(sub)
     return parser
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    bootstrap = [parse_host_port(x) for x in args.bootstrap_server.split(",") if x.strip()]
-    broker_ports = [int(x) for x in args.broker_ports.split(",") if x.strip()]
-    if args.shards < 1:
-        raise SystemExit("kcoord: --shards must be at least 1")
-    if args.replication_factor is not None and args.replication_factor < 1:
-        raise SystemExit("kcoord: --replication-factor must be at least 1")
-    if args.max_frame_size < 1024:
-        raise SystemExit("kcoord: --max-frame-size must be at least 1024")
-    return Settings(
-        listen=parse_host_port(args.listen),
-        advertised_host=args.advertised_host,
-        bootstrap_servers=bootstrap,
-        broker_ports=broker_ports,
-        shards=args.shards,
-        storage=args.storage,
-        internal_topic=args.internal_topic,
-        replication_factor=args.replication_factor,
-        max_frame_size=args.max_frame_size,
-        max_inflight=args.max_inflight,
-    )
+def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from flags, the environment and ``--config``; raises :class:`config.ConfigError`."""
+    return config.resolve(args, environ).settings
 
 
 async def serve(settings: Settings) -> int:
@@ -90,22 +59,30 @@ async def serve(settings: Settings) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    if args.command == "serve":
-        settings = settings_from_args(args)
-        try:
-            import uvloop
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "groups":
+        from .admin_cli import run_groups
 
-            return uvloop.run(serve(settings))
-        except ImportError:
-            return asyncio.run(serve(settings))
-    return 2
+        return run_groups(args)
+    if args.command != "serve":
+        return 2
+    try:
+        resolved = config.resolve(args)
+    except config.ConfigError as exc:
+        print(f"kcoord serve: error: {exc}", file=sys.stderr)
+        return 2
+    settings = resolved.settings
+    setup_logging(settings.log_level, settings.log_format)
+    for warning in resolved.warnings:
+        log.warning("%s", warning)
+    log.info("configuration: %s", config.describe(resolved))
+    try:
+        import uvloop
 
+        return uvloop.run(serve(settings))
+    except ImportError:
+        return asyncio.run(serve(settings))
 
 if __name__ == "__main__":
     sys.exit(main())

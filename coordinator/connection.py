@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,11 @@ class ClientConnection(asyncio.Protocol):
         self.client_host = ""
         self._decoder = frames.FrameDecoder(self.app.settings.max_frame_size)
         self._slots: deque[asyncio.Future[bytes | None]] = deque()
+        # (api key, perf_counter when its frame arrived) per slot, in step with _slots: the latency
+        # histogram measures frame received → response written, including the wait for earlier slots.
+        self._slot_timing: deque[tuple[int, float]] = deque()
+        self._frame_api = -1
+        self._frame_received = 0.0
         self._upstream: UpstreamConnection | None = None
         self._upstream_opening: asyncio.Future[UpstreamConnection] | None = None
         self._paused = False
@@ -81,6 +87,7 @@ class ClientConnection(asyncio.Protocol):
             if not slot.done():
                 slot.cancel()
         self._slots.clear()
+        self._slot_timing.clear()
         self.app.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
@@ -89,6 +96,7 @@ class ClientConnection(asyncio.Protocol):
         except frames.FrameTooLarge as exc:
             self.close_with(f"oversized frame: {exc}")
             return
+        self._frame_received = time.perf_counter()
         for payload in payloads:
             if self._closed:
                 return
@@ -104,6 +112,7 @@ class ClientConnection(asyncio.Protocol):
     # -- dispatch -------------------------------------------------------------------------------------
     def _dispatch(self, payload: bytes) -> None:
         api_key, version, correlation_id = frames.peek_header(payload)
+        self._frame_api = api_key
         self.app.metrics.request_received(api_key, version)
         if api_key == ApiKey.API_VERSIONS:
             self._reply_now(api_key, version, correlation_id, self._api_versions(version))
@@ -170,11 +179,13 @@ class ClientConnection(asyncio.Protocol):
     def _new_slot(self) -> asyncio.Future[bytes | None]:
         slot: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self._slots.append(slot)
+        self._slot_timing.append((self._frame_api, self._frame_received))
         return slot
 
     def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
         slot = self._new_slot()
         resp_version, response = answer
+        self.app.metrics.response_sent(api_key, resp_version, response)
         slot.set_result(frames.encode_response(api_key, resp_version, correlation_id, response))
         self._flush()
 
@@ -198,8 +209,11 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self._closed:
             return
+        timing = self._slot_timing
+        metrics = self.app.metrics
         while slots and slots[0].done():
             slot = slots.popleft()
+            api_key, received = timing.popleft()
             if slot.cancelled():
                 continue
             exc = slot.exception()
@@ -209,6 +223,7 @@ class ClientConnection(asyncio.Protocol):
             data = slot.result()
             if data:
                 transport.write(data)
+                metrics.request_done(api_key, time.perf_counter() - received)
         if self._paused and len(slots) < self.app.settings.max_inflight // 2:
             self._paused = False
             transport.resume_reading()

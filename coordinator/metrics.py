@@ -1,18 +1,66 @@
-"""Prometheus metrics. Labels stay bounded: API names, versions and error codes, never group or member ids."""
+"""Prometheus metrics, one :class:`CollectorRegistry` per App (tests run several Apps in a process).
+
+Label values stay bounded: API names, versions, Kafka error names, a fixed vocabulary of reasons
+(:mod:`coordinator.events`), group states and a few protocol types — never group or member ids.
+Hooks are called from the event loop only; the hot ones cache their labelled children so a
+request costs a dict lookup and an increment, not a label resolution.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 
-_API_NAMES = {k.value: k.name.lower() for k in ApiKey}
+from .events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
+
+
+def _kafka_api_names() -> dict[int, str]:
+    """Every Kafka API's name (pass-through APIs too), snake_case, from kafka-python's table."""
+    try:
+        from kafka.protocol.api_key import ApiKey as KafkaApiKey  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - kafka-python is a dependency
+        return {}
+    return {k.value: re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in KafkaApiKey}
+
+
+_API_NAMES = {**_kafka_api_names(), **{k.value: k.name.lower() for k in ApiKey}}
+# kcoord owns its process: the *_created series only double every counter in the exposition.
+disable_created_metrics()
+_FENCING = frozenset(getattr(ErrorCode, n) for n in FENCING_ERRORS if hasattr(ErrorCode, n))
+_COMMIT_APIS = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT)
+# Protocol types are chosen by clients; the label keeps the well-known ones and folds the rest.
+KNOWN_PROTOCOL_TYPES = frozenset({"consumer", "connect", "sr"})
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                   10, 30, 60, 300)
 
 
 def api_name(api_key: int) -> str:
     return _API_NAMES.get(api_key, f"api_{api_key}" if 0 <= api_key < 200 else "unknown")
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error_{code}" if -1 <= code < 200 else "unknown"
+
+
+def protocol_type_label(protocol_type: str | None) -> str:
+    if not protocol_type:
+        return "none"
+    return protocol_type if protocol_type in KNOWN_PROTOCOL_TYPES else "other"
+
+
+def _bounded(value: str, vocabulary: Iterable[str]) -> str:
+    return value if value in vocabulary else "other"
 
 
 def _error_code(response: Any) -> int:
@@ -20,23 +68,50 @@ def _error_code(response: Any) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _nested_errors(api_key: int, response: Any) -> Iterator[int]:
+    """Per-partition / per-member error codes of the responses that carry them."""
+    if api_key in _COMMIT_APIS:
+        for topic in getattr(response, "topics", None) or ():
+            for partition in topic.partitions:
+                yield partition.error_code
+    elif api_key == ApiKey.LEAVE_GROUP:
+        for member in getattr(response, "members", None) or ():
+            yield member.error_code
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # requests
         self.requests = Counter(
             "kcoord_requests", "Requests received, by API and version", ["api", "version"], registry=r
         )
         self.responses = Counter(
-            "kcoord_responses", "Responses to group APIs, by API, version and top-level error code",
+            "kcoord_responses", "Responses kcoord answered itself, by API, version and top-level error",
             ["api", "version", "error"], registry=r,
         )
+        self.request_latency = Histogram(
+            "kcoord_request_latency_seconds",
+            "From a request frame received to its response written (pass-through included), by API",
+            ["api"], registry=r, buckets=LATENCY_BUCKETS,
+        )
+        self.fenced = Counter(
+            "kcoord_fenced_requests", "Requests refused because the member is fenced, by API and error",
+            ["api", "reason"], registry=r,
+        )
+        self.offset_commits = Counter(
+            "kcoord_offset_commits", "Partition offsets in OffsetCommit/TxnOffsetCommit responses, by API and result",
+            ["api", "result"], registry=r,
+        )
+        # connections and the gateway
         self.connections = Gauge("kcoord_connections", "Open client connections", registry=r)
         self.connections_total = Counter("kcoord_connections_accepted", "Client connections accepted", registry=r)
         self.upstream_bytes_total = Counter(
-            "kcoord_upstream_bytes", "Bytes passed to and from upstream brokers", ["direction"], registry=r
+            "kcoord_upstream_bytes", "Bytes passed to (out) and from (in) upstream brokers", ["direction"], registry=r
         )
         self.upstream_errors = Counter("kcoord_upstream_errors", "Pass-through requests that failed", registry=r)
+        # storage and shards
         self.append_latency = Histogram(
             "kcoord_storage_append_seconds", "Latency of shard log appends", registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
@@ -50,13 +125,52 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
         )
         self.shard_load_records = Counter("kcoord_shard_loaded_records", "Records replayed while loading", registry=r)
+        # group lifecycle (from coordinator.events)
+        self.rebalances = Counter(
+            "kcoord_rebalances", "Rebalances started, by reason", ["reason"], registry=r
+        )
+        self.rebalance_duration = Histogram(
+            "kcoord_rebalance_duration_seconds", "From PreparingRebalance to Stable", registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+        )
+        self.member_joins = Counter(
+            "kcoord_member_joins", "Members added to a group, by kind (static/dynamic)", ["kind"], registry=r
+        )
+        self.member_removals = Counter(
+            "kcoord_member_removals", "Members removed from a group, by reason (left/expired/fenced/...)",
+            ["reason"], registry=r,
+        )
+        self.groups_deleted = Counter("kcoord_groups_deleted", "Groups deleted, by reason", ["reason"], registry=r)
+        self._latency_children: dict[int, Any] = {}
+        self._request_children: dict[tuple[int, int], Any] = {}
 
-    # connection hooks
+    # -- connection hooks ---------------------------------------------------------------------------
     def request_received(self, api_key: int, version: int) -> None:
-        self.requests.labels(api_name(api_key), str(version)).inc()
+        child = self._request_children.get((api_key, version))
+        if child is None:
+            child = self._request_children[(api_key, version)] = self.requests.labels(api_name(api_key), str(version))
+        child.inc()
 
     def response_sent(self, api_key: int, version: int, response: Any) -> None:
-        self.responses.labels(api_name(api_key), str(version), str(_error_code(response))).inc()
+        code = _error_code(response)
+        name = api_name(api_key)
+        self.responses.labels(name, str(version), error_name(code)).inc()
+        fenced = code if code in _FENCING else 0
+        if api_key in _COMMIT_APIS:
+            for partition_code in _nested_errors(api_key, response):
+                self.offset_commits.labels(name, error_name(partition_code)).inc()
+                if not fenced and partition_code in _FENCING:
+                    fenced = partition_code
+        elif api_key == ApiKey.LEAVE_GROUP and not fenced:
+            fenced = next((c for c in _nested_errors(api_key, response) if c in _FENCING), 0)
+        if fenced:
+            self.fenced.labels(name, error_name(fenced)).inc()
+
+    def request_done(self, api_key: int, seconds: float) -> None:
+        child = self._latency_children.get(api_key)
+        if child is None:
+            child = self._latency_children[api_key] = self.request_latency.labels(api_name(api_key))
+        child.observe(seconds)
 
     def upstream_bytes(self, direction: str, n: int) -> None:
         self.upstream_bytes_total.labels(direction).inc(n)
@@ -64,7 +178,7 @@ class Metrics:
     def upstream_error(self) -> None:
         self.upstream_errors.inc()
 
-    # shard hooks (ShardObserver)
+    # -- shard hooks (ShardObserver) ----------------------------------------------------------------
     def append_done(self, shard: int, records: int, seconds: float) -> None:
         self.append_latency.observe(seconds)
         self.append_batch.observe(records)
@@ -72,3 +186,73 @@ class Metrics:
     def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
         self.shard_load_seconds.observe(seconds)
         self.shard_load_records.inc(records)
+
+    # -- group lifecycle ------------------------------------------------------------------------------
+    def rebalance_started(self, reason: str) -> None:
+        self.rebalances.labels(_bounded(reason, REBALANCE_REASONS)).inc()
+
+    def rebalance_completed(self, seconds: float) -> None:
+        self.rebalance_duration.observe(seconds)
+
+    def member_joined(self, static: bool) -> None:
+        self.member_joins.labels("static" if static else "dynamic").inc()
+
+    def member_removed(self, reason: str) -> None:
+        self.member_removals.labels(_bounded(reason, (*LEAVE_REASONS, "expired", "fenced"))).inc()
+
+    def group_deleted(self, reason: str) -> None:
+        self.groups_deleted.labels(_bounded(reason, ("delete_groups", "offsets_expired"))).inc()
+
+    def watch_shards(self, shards: Callable[[], list[Any]], expected: Callable[[], int]) -> None:
+        """Register the scrape-time collector of group and shard gauges (once per App)."""
+        self.registry.register(GroupStateCollector(shards, expected))
+
+
+class GroupStateCollector(Collector):
+    """Gauges read from the shards' live state at scrape time, on the event loop that owns it.
+
+    Counting at scrape time (rather than incrementing gauges on every transition) cannot drift
+    from the truth after a shard reload; a scrape walks every group once, which is cheap next to
+    the request rate and bounded by the number of groups.
+    """
+
+    def __init__(self, shards: Callable[[], list[Any]], expected: Callable[[], int]) -> None:
+        self._shards = shards
+        self._expected = expected
+
+    def describe(self) -> list[Any]:
+        return []  # collected lazily: describe() must not walk state at registration
+
+    def collect(self) -> Iterator[Any]:
+        groups = GaugeMetricFamily(
+            "kcoord_groups", "Groups by state and protocol type (loaded shards)", labels=["state", "protocol_type"]
+        )
+        members = GaugeMetricFamily("kcoord_group_members", "Members of classic groups, by kind", labels=["kind"])
+        shards = GaugeMetricFamily("kcoord_shards", "Coordinator shards by status", labels=["status"])
+        by_group: dict[tuple[str, str], int] = {}
+        static = dynamic = 0
+        status = {"loaded": 0, "loading": 0, "fenced": 0}
+        runtimes = self._shards()
+        for runtime in runtimes:
+            if getattr(runtime, "fenced", False):
+                status["fenced"] += 1
+                continue
+            if not getattr(runtime, "loaded", False):
+                status["loading"] += 1
+                continue
+            status["loaded"] += 1
+            for group in getattr(runtime.state, "groups", ()):
+                key = (str(group.state_name), protocol_type_label(group.protocol_type))
+                by_group[key] = by_group.get(key, 0) + 1
+                static += group.num_static_members
+                dynamic += group.num_dynamic_members
+        status["loading"] += max(0, self._expected() - len(runtimes))
+        for (state, protocol_type), n in sorted(by_group.items()):
+            groups.add_metric([state, protocol_type], n)
+        members.add_metric(["static"], static)
+        members.add_metric(["dynamic"], dynamic)
+        for name, n in status.items():
+            shards.add_metric([name], n)
+        yield groups
+        yield members
+        yield shards

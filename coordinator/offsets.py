@@ -23,7 +23,7 @@ from protocol.errors import ErrorCode
 from protocol.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .classic.group import ClassicGroup, ClassicGroupState
-from .classic.manager import ClassicGroupManager
+from .classic.manager import ClassicGroupManager, emit_fenced
 from .group_config import GroupConfig
 from .result import RequestContext, Result
 
@@ -95,6 +95,8 @@ class OffsetManager:
         R = m.OffsetCommitResponse
         topics = []
         if error is not None:
+            if req.group_id is not None:
+                emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
             for topic in req.topics:
                 partitions = [R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error))
                               for p in topic.partitions]  # fmt: skip

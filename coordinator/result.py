@@ -5,6 +5,8 @@ Handlers in the group state machines never write to the network or to storage. T
 A reply may answer a request other than the one being handled — completing a rebalance answers
 every parked JoinGroup — so replies name their request by its opaque :class:`RequestContext`.
 The runtime appends the records, and only after the cluster acknowledged them sends the replies.
+``events`` (:mod:`coordinator.events`) report what happened to groups and members, for metrics
+and logs; they never affect state.
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ class RequestContext:
 class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[tuple[RequestContext, Any]] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)  # coordinator.events.GroupEvent instances
 
     def reply(self, ctx: RequestContext, response: Any) -> Result:
         self.replies.append((ctx, response))
         return self
 
+    def emit(self, event: Any) -> Result:
+        self.events.append(event)
+        return self
+
     def extend(self, other: Result) -> Result:
         self.records.extend(other.records)
         self.replies.extend(other.replies)
+        self.events.extend(other.events)
         return self

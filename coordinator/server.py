@@ -15,6 +15,7 @@ from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
 from .metrics import Metrics
+from .observability import MetricsServer, ShardEventObserver
 from .router import Router
 from .settings import Settings
 from .shard import ShardRuntime
@@ -63,6 +64,8 @@ class App:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
+        self.observer = ShardEventObserver(self.metrics)
+        self.metrics_server: MetricsServer | None = None
         self.storage = storage
         self.embedded: EmbeddedBroker | None = None
         self.shards: list[ShardRuntime] = []
@@ -76,6 +79,11 @@ class App:
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
+        self.metrics.watch_shards(lambda: self.shards, lambda: self.settings.shards)
+        if s.metrics is not None:
+            # First, so /healthz answers 503 while storage opens and shards load.
+            self.metrics_server = MetricsServer(self)
+            await self.metrics_server.start(*s.metrics)
         bootstrap = list(s.bootstrap_servers)
         if not bootstrap:
             self.embedded = EmbeddedBroker()
@@ -116,7 +124,7 @@ class App:
             def make_state(i: int = i) -> Any:
                 return GroupCoordinatorShard(self.settings.group, self.clock, shard_index=i)
 
-            self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.metrics))
+            self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
 
     async def _open_broker_listener(self, broker: Broker) -> int:
         s = self.settings
@@ -157,6 +165,8 @@ class App:
             await self.storage.close()
         if self.embedded is not None:
             self.embedded.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.stopped.set()
 
     # -- connection bookkeeping -----------------------------------------------------------------------

@@ -33,7 +33,9 @@ class Settings:
     replication_factor: int | None = None  # of the internal topic when kcoord creates it; None: min(3, brokers)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
-    metrics: tuple[str, int] | None = None
+    metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
+    log_level: str = "INFO"
+    log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event
     group: GroupConfig = field(default_factory=GroupConfig)
 
     @property

@@ -43,7 +43,11 @@ class ShardState(Protocol):
 
 
 class ShardObserver(Protocol):
-    """Hooks for metrics; every method is optional in effect (a no-op default is provided)."""
+    """Hooks for metrics; every method is optional in effect (a no-op default is provided).
+
+    ``group_events(shard, events)`` may also be defined: it receives each Result's
+    :mod:`coordinator.events` as the handler returns (observability.ShardEventObserver).
+    """
 
     def append_done(self, shard: int, records: int, seconds: float) -> None: ...
     def shard_loaded(self, shard: int, records: int, seconds: float) -> None: ...
@@ -72,6 +76,7 @@ class ShardRuntime:
         self.log = shard_log
         self.clock = clock
         self.observer: ShardObserver = observer or _NoObserver()
+        self._report_events: Callable[[int, list[Any]], None] | None = getattr(self.observer, "group_events", None)
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
         self._waiting: dict[RequestContext, tuple[asyncio.Future[Any], int, Any]] = {}
@@ -122,6 +127,11 @@ class ShardRuntime:
         return fut
 
     def _apply(self, result: Result) -> None:
+        if result.events and self._report_events is not None:
+            try:
+                self._report_events(self.index, result.events)
+            except Exception:  # reporting must never cost the shard
+                log.exception("shard %d: reporting group events failed", self.index)
         if result.records:
             for record in result.records:
                 self.state.replay(record)

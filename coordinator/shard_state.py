@@ -29,6 +29,7 @@ from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
 from .error_responses import error_response
+from .events import GroupDeleted
 from .group_config import GroupConfig
 from .offsets import OffsetManager
 from .result import RequestContext, Result
@@ -149,6 +150,7 @@ class GroupCoordinatorShard:
         for group in list(self.classic.groups.values()):
             if self.offsets.expire(group, now, out) and group.is_empty:
                 out.records.append(Record(GroupMetadataKey(group=group.group_id), None))
+                out.emit(GroupDeleted(group.group_id, "offsets_expired"))
                 self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
         if len(out.records) > before:
             self.log.info(

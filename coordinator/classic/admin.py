@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.events import GroupDeleted
 from coordinator.result import RequestContext, Result
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -103,6 +104,7 @@ def delete_groups(
         if error is None:
             delete_offsets(group_id, out)
             out.records.append(Record(GroupMetadataKey(group=group_id), None))
+            out.emit(GroupDeleted(group_id, "delete_groups"))
             manager.log.info("group %s: deleted by DeleteGroups", group_id)
         results.append(
             R.DeletableGroupResult(group_id=group_id or "", error_code=int(error or ErrorCode.NONE))

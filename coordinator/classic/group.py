@@ -81,6 +81,7 @@ class ClassicGroup:
         self.supported_protocols: Counter[str] = Counter()
         self.subscribed_topics: frozenset[str] | None = None
         self.new_member_added = False
+        self.rebalance_started_ms: int | None = None  # when the current rebalance episode began (metrics)
         # Durable side: the last GroupMetadata value replayed, and the values this shard's own
         # handlers wrote that are still on their way to replay (recognised by identity).
         self.snapshot: Any | None = None

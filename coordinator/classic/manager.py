@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from coordinator import events as ev
 from coordinator.group_config import GroupConfig
 from coordinator.result import RequestContext, Result
 from coordinator.timer import TimerQueue
@@ -48,6 +49,19 @@ def join_key(group_id: str) -> tuple[str, str]:
 
 def sync_key(group_id: str) -> tuple[str, str]:
     return ("classic-sync", group_id)
+
+
+# The bounded reason a rebalance is counted under (events.REBALANCE_REASONS), by the free-text
+# reason _update_member_then_rebalance_or_complete_join gets.
+_UPDATE_KINDS = {"member rejoins": "member_joined", "metadata changed": "metadata_changed",
+                 "leader rejoins": "leader_rejoined"}
+_FENCING = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
+
+
+def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
+    """Report a request refused because its member is fenced (no-op for other errors)."""
+    if error in _FENCING:
+        out.emit(ev.MemberFenced(group_id, member_id, instance_id, ErrorCode(error).name, api))
 
 
 def _protocols(request: Any) -> Protocols:
@@ -190,6 +204,7 @@ class ClassicGroupManager:
             return
         error = self.validate_member(group, member_id, req.group_instance_id, "join-group")
         if error is not None:
+            emit_fenced(out, group.group_id, member_id, req.group_instance_id, error, "join_group")
             out.reply(ctx, r.join_response(version, error, member_id=member_id))
             return
         member = group.member(member_id)
@@ -266,12 +281,15 @@ class ClassicGroupManager:
         if group.is_in(S.PREPARING_REBALANCE) and group.previous_state is S.EMPTY:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member)
+        out.emit(ev.MemberJoined(group.group_id, member_id, member.group_instance_id, member.client_id,
+                                 member.client_host, member.protocol_type))
         member.awaiting_join = ctx
         # A parked JoinGroup cannot heartbeat, so new members get the (long) new-member join
         # timeout; a client that gave up and retries must not leave a defunct member forever.
         self._schedule_heartbeat(group.group_id, member_id, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance_or_complete_join(
-            group, f"adding new member {member_id} with group instance id {req.group_instance_id}", out
+            group, f"adding new member {member_id} with group instance id {req.group_instance_id}", out,
+            kind="member_joined",
         )
 
     def _update_member_then_rebalance_or_complete_join(
@@ -287,7 +305,9 @@ class ClassicGroupManager:
             member, _protocols(req), self._rebalance_timeout(ctx, req), req.session_timeout_ms
         )
         self._park_join(member, ctx, out)
-        self._maybe_prepare_rebalance_or_complete_join(group, f"{reason}: {member.member_id}", out)
+        self._maybe_prepare_rebalance_or_complete_join(
+            group, f"{reason}: {member.member_id}", out, kind=_UPDATE_KINDS.get(reason, "other")
+        )
 
     def _replace_static_member(
         self,
@@ -319,6 +339,8 @@ class ClassicGroupManager:
         )
         member.client_id = ctx.client_id
         member.client_host = ctx.client_host
+        out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, member.client_id, member.client_host,
+                                 member.protocol_type, rejoin=True))
         member.awaiting_join = ctx
 
         if group.is_in(S.STABLE):
@@ -344,13 +366,15 @@ class ClassicGroupManager:
                 out.reply(ctx, response)
                 return
             self._maybe_prepare_rebalance_or_complete_join(
-                group, f"static member {instance_id} rejoined with a protocol change", out
+                group, f"static member {instance_id} rejoined with a protocol change", out,
+                kind="static_member_replaced",
             )
             return
         if group.is_in(S.COMPLETING_REBALANCE):
             # The leader may already be assigning to the old id: rebalance so the new id gets one.
             self._prepare_rebalance(
-                group, f"static member {instance_id} rejoined during CompletingRebalance", out
+                group, f"static member {instance_id} rejoined during CompletingRebalance", out,
+                kind="static_member_replaced",
             )
             return
         self._maybe_complete_join_phase(group, out)
@@ -359,10 +383,10 @@ class ClassicGroupManager:
     # Rebalance machinery
     # ===============================================================================================
     def _maybe_prepare_rebalance_or_complete_join(
-        self, group: ClassicGroup, reason: str, out: Result
+        self, group: ClassicGroup, reason: str, out: Result, kind: str = "other"
     ) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason, out)
+            self._prepare_rebalance(group, reason, out, kind)
         else:
             self._maybe_complete_join_phase(group, out)
 
@@ -375,7 +399,11 @@ class ClassicGroupManager:
             return
         self._complete_join(group, out)
 
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str, out: Result) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str, out: Result, kind: str = "other") -> None:
+        """``kind`` is the bounded reason (events.REBALANCE_REASONS); ``reason`` is free text for logs."""
+        if group.is_in(S.EMPTY, S.STABLE) or group.rebalance_started_ms is None:
+            group.rebalance_started_ms = self.now_ms()  # a new episode; CompletingRebalance continues one
+        old_state = group.state_name
         if group.is_in(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, out)
         self._remove_sync_expiration(group)
@@ -386,6 +414,8 @@ class ClassicGroupManager:
             self._schedule_initial_rebalance(group.group_id, delay, remaining)
         group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
         self.rebalances_prepared += 1
+        out.emit(ev.GroupStateChanged(group.group_id, old_state, group.state_name, group.generation_id))
+        out.emit(ev.RebalanceStarted(group.group_id, kind, group.generation_id, group.num_members, reason))
         self.log.info(
             "group %s: preparing to rebalance, old generation %d (reason: %s)",
             group.group_id, group.generation_id, reason,
@@ -442,6 +472,7 @@ class ClassicGroupManager:
             return
         gone = [member.member_id for member in group.not_yet_rejoined() if not member.is_static]
         for member_id in gone:
+            out.emit(ev.MemberLeft(group.group_id, member_id, None, "not_rejoined"))
             self._remove_member(group, member_id, out)
         if gone:
             self.log.info("group %s: removed dynamic members that did not rejoin: %s", group.group_id, gone)
@@ -453,8 +484,11 @@ class ClassicGroupManager:
             return
 
         group.init_next_generation(self.now_ms())
+        out.emit(ev.GroupStateChanged(group.group_id, S.PREPARING_REBALANCE.value, group.state_name,
+                                      group.generation_id))
         if group.is_empty:
             self.log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            self._rebalance_done(group, out)
             self._write_snapshot(group, group.metadata_value({}), out)
             return
         self.log.info(
@@ -495,8 +529,13 @@ class ClassicGroupManager:
         if group.is_in(S.COMPLETING_REBALANCE, S.STABLE) and group.pending_sync_members:
             missing = sorted(group.pending_sync_members)
             for member_id in missing:
+                member = group.members.get(member_id)
+                instance_id = member.group_instance_id if member is not None else None
+                out.emit(ev.MemberLeft(group.group_id, member_id, instance_id, "sync_timeout"))
                 self._remove_member(group, member_id, out)
-            self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time", out)
+            self._prepare_rebalance(
+                group, f"members {missing} did not send SyncGroup in time", out, kind="sync_timeout"
+            )
 
     def _reset_and_propagate_assignment(self, group: ClassicGroup, error: int, out: Result) -> None:
         for member in group.members.values():
@@ -535,6 +574,7 @@ class ClassicGroupManager:
             return
         error = self._validate_sync(group, req)
         if error is not None:
+            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "sync_group")
             out.reply(ctx, r.sync_response(error))
             return
         if group.is_in(S.PREPARING_REBALANCE):
@@ -564,8 +604,8 @@ class ClassicGroupManager:
         missing = [member_id for member_id in group.members if member_id not in assignment]
         if missing:
             self.log.warning(
-                "group %s: empty assignments for members %s in generation %d",
-                group.group_id, missing, group.generation_id,
+                "group %s: empty assignments for %d members (first: %s) in generation %d",
+                group.group_id, len(missing), missing[:3], group.generation_id,
             )  # fmt: skip
         self.log.info(
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
@@ -577,6 +617,16 @@ class ClassicGroupManager:
         self._propagate_assignment(group, ErrorCode.NONE, out)
         group.transition_to(S.STABLE, self.now_ms())
         self.rebalances_completed += 1
+        out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, group.state_name,
+                                      group.generation_id))
+        self._rebalance_done(group, out)
+
+    def _rebalance_done(self, group: ClassicGroup, out: Result) -> None:
+        """The episode that started in PreparingRebalance ended in Stable or Empty."""
+        started, group.rebalance_started_ms = group.rebalance_started_ms, None
+        duration = max(0, self.now_ms() - started) if started is not None else 0
+        out.emit(ev.RebalanceCompleted(group.group_id, group.generation_id, duration, group.num_members,
+                                       group.protocol_name))
 
     def _validate_sync(self, group: ClassicGroup, req: Any) -> int | None:
         if group.is_in(S.DEAD):
@@ -615,6 +665,7 @@ class ClassicGroupManager:
         if error is None and req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
+            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
             out.reply(ctx, r.heartbeat_response(error))
             return
         if group.is_empty:
@@ -655,12 +706,14 @@ class ClassicGroupManager:
         if member.has_satisfied_heartbeat():
             return
         self.log.info("group %s: member %s session expired, removing it", group_id, member_id)
+        timeout = self.config.new_member_join_timeout_ms if member.is_new else member.session_timeout_ms
+        out.emit(ev.MemberExpired(group_id, member_id, member.group_instance_id, timeout))
         self._remove_member(group, member_id, out)
-        self._after_member_removed(group, f"member {member_id} session expired", out)
+        self._after_member_removed(group, f"member {member_id} session expired", out, kind="member_expired")
 
-    def _after_member_removed(self, group: ClassicGroup, reason: str, out: Result) -> None:
+    def _after_member_removed(self, group: ClassicGroup, reason: str, out: Result, kind: str = "other") -> None:
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(group, reason, out)
+            self._maybe_prepare_rebalance_or_complete_join(group, reason, out, kind)
         elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
             self._complete_join(group, out)
 
@@ -696,7 +749,7 @@ class ClassicGroupManager:
                         r.leave_member_response(member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
                     )
                     continue
-                self._leave_member(group, current, reason, out)
+                self._leave_member(group, current, reason, out, kind="removed_by_admin")
                 left.append(current)
                 responses.append(r.leave_member_response(member_id, instance_id))
             elif group.is_pending_member(member_id):
@@ -710,6 +763,7 @@ class ClassicGroupManager:
             else:
                 error = self.validate_member(group, member_id, instance_id, "leave-group")
                 if error is not None:
+                    emit_fenced(out, group.group_id, member_id, instance_id, error, "leave_group")
                     responses.append(r.leave_member_response(member_id, instance_id, error))
                     continue
                 self._leave_member(group, member_id, reason, out)
@@ -717,13 +771,20 @@ class ClassicGroupManager:
                 responses.append(r.leave_member_response(member_id, instance_id))
         if left:
             if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group, f"members {left} left the group", out)
+                self._maybe_prepare_rebalance_or_complete_join(
+                    group, f"members {left} left the group", out, kind="member_left"
+                )
             elif group.is_in(S.PREPARING_REBALANCE):
                 self._maybe_complete_join_phase(group, out)
         out.reply(ctx, r.leave_response(version, ErrorCode.NONE, responses))
 
-    def _leave_member(self, group: ClassicGroup, member_id: str, reason: str, out: Result) -> None:
+    def _leave_member(
+        self, group: ClassicGroup, member_id: str, reason: str, out: Result, kind: str = "leave_group"
+    ) -> None:
         self.log.info("group %s: member %s left; client reason: %s", group.group_id, member_id, reason)
+        member = group.members.get(member_id)
+        instance_id = member.group_instance_id if member is not None else None
+        out.emit(ev.MemberLeft(group.group_id, member_id, instance_id, kind, reason))
         self._remove_member(group, member_id, out)
 
     # ===============================================================================================

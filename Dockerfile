@@ -1,0 +1,31 @@
+# kcoord: a Kafka group coordinator in front of a Kafka cluster.
+#   docker build -t kcoord .
+#   docker run -p 9092:9092 -p 9093:9093 -p 9100:9100 kcoord \
+#     serve --listen 0.0.0.0:9092 --bootstrap-server kafka:9092 --advertised-host localhost --metrics 0.0.0.0:9100
+# Port per broker: kcoord tells clients its own listen port (+1, +2, ... for each upstream broker), so
+# publish those ports unchanged (host port = container port).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Only what the wheel needs: the build context stays small and the layer cache survives test edits.
+COPY pyproject.toml README.md /tmp/kcoord/
+COPY protocol/ /tmp/kcoord/protocol/
+COPY coordinator/ /tmp/kcoord/coordinator/
+COPY storage/ /tmp/kcoord/storage/
+RUN pip install /tmp/kcoord \
+    && rm -rf /tmp/kcoord \
+    && useradd --create-home --uid 10001 --user-group kcoord
+
+USER kcoord
+WORKDIR /home/kcoord
+# 9092: bootstrap + coordinator; 9093: the first upstream broker's port; 9100: /metrics and /healthz.
+EXPOSE 9092 9093 9100
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9100/healthz', timeout=2)"]
+
+ENTRYPOINT ["kcoord"]
+CMD ["serve", "--listen", "0.0.0.0:9092", "--metrics", "0.0.0.0:9100"]

@@ -1,0 +1,412 @@
+"""``kcoord groups``: list and describe consumer groups over the Kafka protocol.
+
+A quick look for operators without Grafana, shaped like ``kafka-consumer-groups.sh``. It speaks the
+wire protocol with kcoord's own codec, so it works against kcoord (and against a plain Kafka
+cluster): ListGroups on every node in Metadata; per group FindCoordinator, DescribeGroups and
+OffsetFetch on its coordinator; log-end offsets by ListOffsets(LATEST) sent to each partition's
+leader found through Metadata, exactly the path a client takes. It is a blocking client on
+purpose: one short-lived process, a handful of round trips, no event loop to manage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from protocol import messages as m
+from protocol import storage_messages as sm
+from protocol.codegen import Message
+from protocol.errors import ErrorCode
+
+from .settings import parse_host_port
+
+CLIENT_ID = "kcoord-groups"
+_RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+}
+_LATEST = -1
+_MAX_ASSIGNMENT_VERSION = 3
+
+
+class AdminError(Exception):
+    """A request kcoord groups could not complete; the message is for the operator."""
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+# -- one broker connection ------------------------------------------------------------------------------
+class Connection:
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise AdminError(f"cannot connect to {self.address}: {exc}") from None
+        self._ids = itertools.count(1)
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._api_versions()
+
+    def _api_versions(self) -> None:
+        resp = self.call(m.ApiVersionsRequest(), 0)
+        if resp.error_code:
+            raise AdminError(f"{self.address}: ApiVersions failed with {_error_name(resp.error_code)}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, cls: type[Message], highest: int) -> int:
+        """The highest version both we (up to ``highest``) and the server speak."""
+        key = cls.SCHEMA.api_key
+        lo, hi = self.versions.get(key, (0, -1))
+        ours = cls.SCHEMA.valid
+        version = min(hi, highest, ours.high)
+        if version < max(lo, ours.low):
+            raise AdminError(f"{self.address} does not support {cls.__name__[:-7]} in a version we speak")
+        return version
+
+    def call(self, request: Message, version: int) -> Any:
+        response_cls = sm.RESPONSE_OF.get(type(request)) or m.RESPONSES[request.SCHEMA.api_key]
+        correlation_id = next(self._ids)
+        try:
+            self.sock.sendall(sm.encode_request(request, version, correlation_id, CLIENT_ID))
+            (size,) = struct.unpack(">i", self._recv(4))
+            got, body = sm.decode_response(response_cls, version, self._recv(size))
+        except OSError as exc:
+            raise AdminError(f"{self.address}: {exc}") from None
+        if got != correlation_id:
+            raise AdminError(f"{self.address}: response to request {got}, expected {correlation_id}")
+        return body
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise AdminError(f"{self.address} closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- results --------------------------------------------------------------------------------------------
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class PartitionOffsets:
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    lag: int | None
+    member_id: str | None = None
+    host: str | None = None
+    client_id: str | None = None
+
+
+@dataclass
+class GroupDescription:
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: str
+    members: list[Member]
+    offsets: list[PartitionOffsets]
+    error: str | None = None
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]]:
+    """ConsumerProtocolAssignment (int16 version prefix) → {topic: partitions}; {} if unreadable."""
+    if len(data) < 2:
+        return {}
+    (version,) = struct.unpack_from(">h", data, 0)
+    try:
+        body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), _MAX_ASSIGNMENT_VERSION))
+    except Exception:  # a custom protocol that only claims to be "consumer": show no assignment
+        return {}
+    return {tp.topic: sorted(tp.partitions) for tp in body.assigned_partitions}
+
+
+# -- the admin client -----------------------------------------------------------------------------------
+class GroupsAdmin:
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], timeout: float = 10.0) -> None:
+        if not bootstrap:
+            raise AdminError("no bootstrap server")
+        self.bootstrap = list(bootstrap)
+        self.timeout = timeout
+        self._conns: dict[tuple[str, int], Connection] = {}
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> GroupsAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self, address: tuple[str, int]) -> Connection:
+        conn = self._conns.get(address)
+        if conn is None:
+            conn = self._conns[address] = Connection(address[0], address[1], self.timeout)
+        return conn
+
+    def _any(self) -> Connection:
+        errors = []
+        for address in self.bootstrap:
+            try:
+                return self._conn(address)
+            except AdminError as exc:
+                errors.append(str(exc))
+        raise AdminError("; ".join(errors))
+
+    def _metadata(self, topics: Iterable[str] | None) -> Any:
+        conn = self._any()
+        version = conn.version(m.MetadataRequest, 12)
+        names = None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
+        if names is None and version == 0:
+            names = []  # v0: an empty list means every topic
+        return conn.call(m.MetadataRequest(topics=names, allow_auto_topic_creation=False), version)
+
+    # list ------------------------------------------------------------------------------------------------
+    def list_groups(self, states: Sequence[str] = ()) -> list[dict[str, str]]:
+        """Every group of every node in the cluster's Metadata (kcoord answers for all of them)."""
+        metadata = self._metadata([])
+        nodes = {(b.host, b.port) for b in metadata.brokers} or set(self.bootstrap)
+        found: dict[str, dict[str, str]] = {}
+        for address in sorted(nodes):
+            conn = self._conn(address)
+            version = conn.version(m.ListGroupsRequest, 4)
+            req = m.ListGroupsRequest(states_filter=list(states) if version >= 4 else [], types_filter=[])
+            resp = conn.call(req, version)
+            if resp.error_code:
+                raise AdminError(f"ListGroups on {conn.address}: {_error_name(resp.error_code)}")
+            for g in resp.groups:
+                state = g.group_state if version >= 4 else ""
+                if states and version < 4 and state not in states:
+                    continue
+                found[g.group_id] = {"group": g.group_id, "protocol_type": g.protocol_type, "state": state}
+        return [found[k] for k in sorted(found)]
+
+    # describe --------------------------------------------------------------------------------------------
+    def _coordinator(self, group: str) -> tuple[tuple[str, int], str]:
+        conn = self._any()
+        version = conn.version(m.FindCoordinatorRequest, 3)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = conn.call(m.FindCoordinatorRequest(key=group, key_type=0), version)
+            if resp.error_code == 0:
+                return (resp.host, resp.port), f"{resp.host}:{resp.port} ({resp.node_id})"
+            if resp.error_code not in _RETRIABLE or time.monotonic() > deadline:
+                raise AdminError(f"FindCoordinator({group}): {_error_name(resp.error_code)}")
+            time.sleep(0.2)
+
+    def _retrying(self, what: str, send: Any, error_of: Any) -> Any:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = send()
+            code = error_of(resp)
+            if code == 0 or code not in _RETRIABLE:
+                return resp
+            if time.monotonic() > deadline:
+                raise AdminError(f"{what}: {_error_name(code)}")
+            time.sleep(0.2)
+
+    def describe(self, group: str) -> GroupDescription:
+        address, coordinator = self._coordinator(group)
+        conn = self._conn(address)
+        dv = conn.version(m.DescribeGroupsRequest, 5)
+        described = self._retrying(
+            f"DescribeGroups({group})",
+            lambda: conn.call(m.DescribeGroupsRequest(groups=[group], include_authorized_operations=False), dv),
+            lambda r: r.groups[0].error_code,
+        ).groups[0]
+        if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+            described.error_code == 0 and described.group_state == "Dead"
+        ):
+            return GroupDescription(group, "Dead", "", "", coordinator, [], [], error="group does not exist")
+        if described.error_code:
+            return GroupDescription(group, "", "", "", coordinator, [], [], error=_error_name(described.error_code))
+        consumer = described.protocol_type == "consumer"
+        members = [
+            Member(
+                mem.member_id, mem.group_instance_id, mem.client_id, mem.client_host,
+                decode_assignment(mem.member_assignment) if consumer else {},
+            )
+            for mem in described.members
+        ]
+        offsets = self._offsets(conn, group, members)
+        return GroupDescription(
+            group, described.group_state, described.protocol_type, described.protocol_data, coordinator,
+            members, offsets,
+        )
+
+    def _offsets(self, conn: Connection, group: str, members: list[Member]) -> list[PartitionOffsets]:
+        ov = conn.version(m.OffsetFetchRequest, 7)
+        fetched = self._retrying(
+            f"OffsetFetch({group})",
+            lambda: conn.call(m.OffsetFetchRequest(group_id=group, topics=None, require_stable=False), ov),
+            lambda r: r.error_code,
+        )
+        if fetched.error_code:
+            raise AdminError(f"OffsetFetch({group}): {_error_name(fetched.error_code)}")
+        committed: dict[tuple[str, int], int | None] = {}
+        for topic in fetched.topics:
+            for p in topic.partitions:
+                if p.error_code == 0:
+                    committed[(topic.name, p.partition_index)] = p.committed_offset if p.committed_offset >= 0 else None
+        owner: dict[tuple[str, int], Member] = {}
+        for member in members:
+            for topic_name, partitions in member.assignment.items():
+                for partition in partitions:
+                    owner[(topic_name, partition)] = member
+                    committed.setdefault((topic_name, partition), None)
+        log_end = self._log_end_offsets(committed)
+        rows = []
+        for tp in sorted(committed):
+            current, end = committed[tp], log_end.get(tp)
+            lag = end - current if current is not None and end is not None else None
+            who = owner.get(tp)
+            rows.append(PartitionOffsets(
+                tp[0], tp[1], current, end, lag,
+                who.member_id if who else None, who.host if who else None, who.client_id if who else None,
+            ))
+        return rows
+
+    def _log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        wanted = set(partitions)
+        if not wanted:
+            return {}
+        metadata = self._metadata({t for t, _ in wanted})
+        brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic in metadata.topics:
+            for p in topic.partitions:
+                if (topic.name, p.partition_index) in wanted and p.leader_id in brokers:
+                    by_leader.setdefault(p.leader_id, {}).setdefault(topic.name, []).append(p.partition_index)
+        out: dict[tuple[str, int], int] = {}
+        for leader, topics in by_leader.items():
+            conn = self._conn(brokers[leader])
+            version = conn.version(sm.ListOffsetsRequest, 7)
+            req = sm.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                sm.ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=[
+                    sm.ListOffsetsRequest.ListOffsetsPartition(partition_index=i, timestamp=_LATEST, current_leader_epoch=-1)
+                    for i in sorted(parts)
+                ])
+                for name, parts in sorted(topics.items())
+            ])
+            resp = conn.call(req, version)
+            for topic in resp.topics:
+                for p in topic.partitions:
+                    if p.error_code == 0:
+                        out[(topic.name, p.partition_index)] = p.offset
+        return out
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _assignment_text(assignment: dict[str, list[int]]) -> str:
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items())) or "-"
+
+
+def render_description(d: GroupDescription) -> str:
+    if d.error:
+        return f"Consumer group '{d.group}': {d.error}."
+    parts = [
+        _table(
+            ["GROUP", "COORDINATOR (ID)", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [[d.group, d.coordinator, d.protocol_type or "-", d.protocol or "-", d.state, len(d.members)]],
+        ),
+        _table(
+            ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                [d.group, mem.member_id, mem.group_instance_id, mem.host, mem.client_id,
+                 sum(len(p) for p in mem.assignment.values()), _assignment_text(mem.assignment)]
+                for mem in d.members
+            ],
+        ) if d.members else f"Consumer group '{d.group}' has no active members.",
+    ]
+    if d.offsets:
+        parts.append(_table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+             "CLIENT-ID"],
+            [[d.group, o.topic, o.partition, o.committed, o.log_end, o.lag, o.member_id, o.host, o.client_id]
+             for o in d.offsets],
+        ))
+    return "\n\n".join(parts)
+
+
+# -- command line ---------------------------------------------------------------------------------------
+def add_groups_parser(sub: Any) -> None:
+    groups = sub.add_parser(
+        "groups", help="list or describe the groups of a running kcoord",
+        description="List or describe consumer groups over the Kafka protocol, like kafka-consumer-groups.sh.",
+    )
+    groups.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
+                        help="kcoord (or any Kafka) listener")
+    groups.add_argument("--timeout", type=float, default=10.0, help="seconds per request and for retries")
+    groups.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    actions = groups.add_subparsers(dest="groups_command", required=True)
+    lister = actions.add_parser("list", help="list groups")
+    lister.add_argument("--state", action="append", default=[],
+                        help="only groups in this state (Empty, Stable, PreparingRebalance, ...); repeatable")
+    describe = actions.add_parser("describe", help="state, members, assignments, committed offsets and lag")
+    describe.add_argument("group", nargs="+", metavar="GROUP")
+
+
+def run_groups(args: argparse.Namespace, out: Any = None) -> int:
+    out = out or sys.stdout
+    try:
+        bootstrap = [parse_host_port(x) for x in args.bootstrap_server.split(",") if x.strip()]
+    except ValueError:
+        print(f"kcoord groups: error: invalid --bootstrap-server {args.bootstrap_server!r}", file=sys.stderr)
+        return 2
+    try:
+        with GroupsAdmin(bootstrap, args.timeout) as admin:
+            if args.groups_command == "list":
+                listed = admin.list_groups(args.state)
+                if args.json:
+                    print(json.dumps(listed, indent=2), file=out)
+                else:
+                    print(_table(["GROUP", "PROTOCOL-TYPE", "STATE"],
+                                 [[g["group"], g["protocol_type"] or "-", g["state"] or "-"] for g in listed]),
+                          file=out)
+                return 0
+            descriptions = [admin.describe(g) for g in args.group]
+    except AdminError as exc:
+        print(f"kcoord groups: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([asdict(d) for d in descriptions], indent=2), file=out)
+    else:
+        print("\n\n".join(render_description(d) for d in descriptions), file=out)
+    return 1 if any(d.error for d in descriptions) else 0

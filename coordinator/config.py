@@ -1,0 +1,379 @@
+"""``kcoord serve`` configuration: one table of options, three sources, one precedence rule.
+
+Every option has one dotted *name* — Kafka's own name where Kafka has the setting
+(``group.min.session.timeout.ms``), otherwise a kcoord name in the same style (``max.inflight``).
+The other spellings derive from it mechanically, so nobody has to look them up:
+
+- TOML file (``--config FILE``): the name as a key. TOML reads unquoted dotted keys as nested
+  tables; they are flattened back, so ``group.max.size = 100``, ``"group.max.size" = 100`` and a
+  ``[group]`` table with ``max.size = 100`` are the same setting. Unknown keys are errors.
+- flag: ``--`` + the name with dots as dashes (``--group-min-session-timeout-ms 6000``).
+- environment: ``KCOORD_`` + the name upper-cased with dots as underscores
+  (``KCOORD_GROUP_MIN_SESSION_TIMEOUT_MS=6000``).
+
+Precedence: flag > environment > file > default. Values are checked after merging, so a bad
+value stops startup with :class:`ConfigError` naming the setting and where the value came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from .group_config import GroupConfig
+from .settings import Settings, parse_host_port
+
+INT32_MAX = 2**31 - 1
+ENV_PREFIX = "KCOORD_"
+CONFIG_ENV = "KCOORD_CONFIG"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("kv", "json")
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class ConfigError(Exception):
+    """A setting kcoord cannot start with; the message names the setting and its source."""
+
+
+# -- value parsers: accept a flag/env string or a TOML-native value, raise ValueError -------------------
+Parser = Callable[[Any], Any]
+
+
+def _integer(lo: int, hi: int = INT32_MAX) -> Parser:
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str):
+            try:
+                value = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"expected an integer, got {raw!r}") from None
+        else:
+            raise ValueError(f"expected an integer, got {raw!r}")
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} is out of range [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _optional_integer(lo: int, hi: int = INT32_MAX) -> Parser:
+    inner = _integer(lo, hi)
+
+    def parse(raw: Any) -> int | None:
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
+            return None
+        return inner(raw)
+
+    return parse
+
+
+def _text(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ValueError(f"expected a string, got {raw!r}")
+    return raw.strip()
+
+
+def _choice(*choices: str, upper: bool = False) -> Parser:
+    def parse(raw: Any) -> str:
+        value = _text(raw)
+        value = value.upper() if upper else value.lower()
+        if value not in choices:
+            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _host_port(raw: Any) -> tuple[str, int]:
+    text = _text(raw)
+    if not text:
+        raise ValueError("expected HOST:PORT, got an empty value")
+    try:
+        host, port = parse_host_port(text)
+    except ValueError:
+        raise ValueError(f"expected HOST:PORT, got {raw!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is out of range [0, 65535]")
+    return host, port
+
+
+def _optional_host_port(raw: Any) -> tuple[str, int] | None:
+    return None if isinstance(raw, str) and not raw.strip() else _host_port(raw)
+
+
+def _items(raw: Any) -> list[Any]:
+    """A list from a comma-separated string (flag, env) or a TOML array."""
+    if isinstance(raw, list):
+        return raw
+    return [x for x in _text(raw).split(",") if x.strip()]
+
+
+def _host_port_list(raw: Any) -> list[tuple[str, int]]:
+    return [_host_port(x) for x in _items(raw)]
+
+
+def _port_list(raw: Any) -> list[int]:
+    port = _integer(0, 65535)
+    return [port(x) for x in _items(raw)]
+
+
+def _optional_host(raw: Any) -> str | None:
+    return _text(raw) or None
+
+
+def _topic_name(raw: Any) -> str:
+    value = _text(raw)
+    if not _TOPIC_NAME.match(value) or value in (".", ".."):
+        raise ValueError(f"{raw!r} is not a valid Kafka topic name")
+    return value
+
+
+# -- the option table -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str  # dotted: the TOML key; the flag and the environment variable derive from it
+    field: str  # "settings.<attr>" or "group.<attr>" (GroupConfig)
+    parse: Parser
+    help: str
+    metavar: str = "VALUE"
+    to_field: Callable[[Any], Any] | None = None  # unit conversion (minutes → ms)
+    from_field: Callable[[Any], Any] | None = None  # the inverse, for the default shown in --help
+    unset: str = "empty"  # how --help shows a default of None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace(".", "-").replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + re.sub(r"[.-]", "_", self.name).upper()
+
+    @property
+    def dest(self) -> str:
+        return re.sub(r"[.-]", "_", self.name)
+
+    def default(self) -> Any:
+        target, attr = self.field.split(".")
+        value = getattr(Settings() if target == "settings" else GroupConfig(), attr)
+        return self.from_field(value) if self.from_field else value
+
+
+_MS = "MS"
+OPTIONS: tuple[Option, ...] = (
+    # server
+    Option("listen", "settings.listen", _host_port, "bootstrap and coordinator listener", "HOST:PORT"),
+    Option(
+        "bootstrap.server", "settings.bootstrap_servers", _host_port_list,
+        "upstream cluster; empty starts the embedded tansu broker (memory only)", "HOST:PORT[,...]",
+    ),
+    Option("advertised.host", "settings.advertised_host", _optional_host,
+           "host clients are told to connect to (empty: the listen host)", "HOST", unset="listen host"),
+    Option("broker.ports", "settings.broker_ports", _port_list,
+           "kcoord ports for the upstream brokers in node id order (empty: listen port + 1, + 2, ...)", "P1,P2,..."),
+    Option("coordinator.node.id", "settings.coordinator_node_id", _integer(0),
+           "node id kcoord's coordinator gets in Metadata; must differ from every broker's", "ID"),
+    Option("shards", "settings.shards", _integer(1, 100_000),
+           "coordinator shards = internal topic partitions; keep it fixed for a cluster", "N"),
+    Option("storage", "settings.storage", _choice("kafka", "memory"),
+           "kafka: the internal compacted topic on the upstream cluster; memory: lost on exit", "{kafka,memory}"),
+    Option("internal.topic", "settings.internal_topic", _topic_name,
+           "compacted topic holding group state (storage=kafka)", "TOPIC"),
+    Option("replication.factor", "settings.replication_factor", _optional_integer(1, 32767),
+           "replication factor when kcoord creates the internal topic (auto: min(3, brokers))", "N",
+           unset="auto"),
+    Option("max.frame.size", "settings.max_frame_size", _integer(1024),
+           "largest request accepted, bytes; larger ones close the connection", "BYTES"),
+    Option("max.inflight", "settings.max_inflight", _integer(1),
+           "requests in flight per connection before reading pauses", "N"),
+    # observability
+    Option("metrics", "settings.metrics", _optional_host_port,
+           "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)", "HOST:PORT", unset="off"),
+    Option("log.level", "settings.log_level", _choice(*LOG_LEVELS, upper=True), "log level", "LEVEL"),
+    Option("log.format", "settings.log_format", _choice(*LOG_FORMATS),
+           "kv: one key=value line per event; json: one JSON object per line", "{kv,json}"),
+    # group coordinator, Kafka's names
+    Option("group.min.session.timeout.ms", "group.min_session_timeout_ms", _integer(0),
+           "smallest session timeout a member may ask for", _MS),
+    Option("group.max.session.timeout.ms", "group.max_session_timeout_ms", _integer(1),
+           "largest session timeout a member may ask for", _MS),
+    Option("group.initial.rebalance.delay.ms", "group.initial_rebalance_delay_ms", _integer(0),
+           "how long the first rebalance of an Empty group waits for more members", _MS),
+    Option("group.max.size", "group.max_size", _integer(1), "most members a classic group may have", "N"),
+    Option("group.new.member.join.timeout.ms", "group.new_member_join_timeout_ms", _integer(1),
+           "how long a new member's JoinGroup may wait before it is removed (kcoord name; Kafka hard-codes 5 min)",
+           _MS),
+    Option(
+        "offsets.retention.minutes", "group.offsets_retention_ms", _integer(1),
+        "committed offsets of an Empty group expire after this", "MINUTES",
+        to_field=lambda minutes: minutes * 60_000, from_field=lambda ms: ms // 60_000,
+    ),
+    Option("offsets.retention.check.interval.ms", "group.offsets_retention_check_interval_ms", _integer(1),
+           "how often expired offsets are removed", _MS),
+    Option("offset.metadata.max.bytes", "group.offset_metadata_max_bytes", _integer(0),
+           "largest metadata string of a committed offset", "BYTES"),
+)
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+SECTIONS = (
+    ("server", OPTIONS[:11]),
+    ("observability", OPTIONS[11:14]),
+    ("group coordinator (Kafka's names and defaults)", OPTIONS[14:]),
+)
+
+
+def _show(value: Any, unset: str = "empty") -> str:
+    if value is None:
+        return unset
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"{value[0]}:{value[1]}"
+    if isinstance(value, list):
+        return ",".join(_show(v) for v in value) or "empty"
+    return str(value)
+
+
+# -- argparse -------------------------------------------------------------------------------------------
+EPILOG = """\
+Every setting has a dotted name (Kafka's where Kafka has the setting). The same setting is:
+  flag         --group-min-session-timeout-ms 6000      (dots become dashes)
+  environment  KCOORD_GROUP_MIN_SESSION_TIMEOUT_MS=6000  (upper case, dots become underscores)
+  TOML file    group.min.session.timeout.ms = 6000       (--config FILE or KCOORD_CONFIG)
+Precedence: flag > environment > file > default. An invalid value, an unknown key in the file or
+group.min.session.timeout.ms > group.max.session.timeout.ms stops startup with exit code 2."""
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and one flag per option; flags default to None so unset ones are visible."""
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help=f"TOML file with settings by their dotted names [env {CONFIG_ENV}]")
+    for title, options in SECTIONS:
+        group = parser.add_argument_group(title)
+        for opt in options:
+            group.add_argument(
+                opt.flag, dest=opt.dest, metavar=opt.metavar, default=None,
+                help=f"{opt.help} [default: {_show(opt.default(), opt.unset)}; env {opt.env}; key {opt.name}]",
+            )
+
+
+# -- resolution -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    settings: Settings
+    sources: dict[str, str]  # option name → where its value came from (default, file, env, flag)
+    warnings: list[str]
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings of a TOML file as ``{dotted name: value}``; unknown keys are errors."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    flat = _flatten(table)
+    for key in flat:
+        if key not in BY_NAME:
+            close = difflib.get_close_matches(key, list(BY_NAME), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting {key!r} in config file {path}{hint}")
+    return flat
+
+
+def resolve(
+    args: argparse.Namespace | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Resolved:
+    """Merge defaults, the TOML file, the environment and the flags into checked :class:`Settings`."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, tuple[Any, str]] = {}
+    config_path = getattr(args, "config", None) or environ.get(CONFIG_ENV)
+    if config_path:
+        for name, value in read_file(config_path).items():
+            raw[name] = (value, f"config file {config_path}")
+    for opt in OPTIONS:
+        if opt.env in environ:
+            raw[opt.name] = (environ[opt.env], f"environment {opt.env}")
+        flag_value = getattr(args, opt.dest, None) if args is not None else None
+        if flag_value is not None:
+            raw[opt.name] = (flag_value, f"flag {opt.flag}")
+    known_env = {o.env for o in OPTIONS} | {CONFIG_ENV}
+    warnings = [
+        f"ignoring unknown environment variable {k}" for k in sorted(environ) if k.startswith(ENV_PREFIX)
+        and k not in known_env
+    ]
+
+    server: dict[str, Any] = {}
+    group: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for opt in OPTIONS:
+        if opt.name not in raw:
+            sources[opt.name] = "default"
+            continue
+        value, source = raw[opt.name]
+        try:
+            parsed = opt.parse(value)
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for {opt.name} ({source}): {exc}") from None
+        if opt.to_field is not None:
+            parsed = opt.to_field(parsed)
+        target, attr = opt.field.split(".")
+        (server if target == "settings" else group)[attr] = parsed
+        sources[opt.name] = source
+
+    group_config = replace(GroupConfig(), **group)
+    if group_config.min_session_timeout_ms > group_config.max_session_timeout_ms:
+        lo, hi = BY_NAME["group.min.session.timeout.ms"], BY_NAME["group.max.session.timeout.ms"]
+        raise ConfigError(
+            f"invalid value for {lo.name} ({sources[lo.name]}): {group_config.min_session_timeout_ms} is greater "
+            f"than {hi.name} = {group_config.max_session_timeout_ms} ({sources[hi.name]})"
+        )
+    settings = Settings(**server, group=group_config)
+    if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
+        raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")
+    return Resolved(settings, sources, warnings)
+
+
+def describe(resolved: Resolved) -> str:
+    """The non-default settings and their sources, for the startup log."""
+    parts = []
+    for opt in OPTIONS:
+        source = resolved.sources[opt.name]
+        if source == "default":
+            continue
+        target, attr = opt.field.split(".")
+        value = getattr(resolved.settings if target == "settings" else resolved.settings.group, attr)
+        if opt.from_field is not None:
+            value = opt.from_field(value)
+        parts.append(f"{opt.name}={_show(value)} ({source})")
+    return "; ".join(parts) or "all defaults"
+
+
+def settings_fields() -> set[str]:
+    """Names of Settings and GroupConfig fields an option sets (the table must cover them all)."""
+    return {o.field for o in OPTIONS}
+
+
+def all_fields() -> set[str]:
+    return {f"settings.{f.name}" for f in fields(Settings) if f.name != "group"} | {
+        f"group.{f.name}" for f in fields(GroupConfig)
+    }

@@ -1,0 +1,121 @@
+"""Group lifecycle events: what the pure state machine tells the world besides records and replies.
+
+Handlers append these to :attr:`coordinator.result.Result.events`; the shard runtime hands them to
+its observer (:mod:`coordinator.observability`), which turns them into Prometheus metrics and one
+structured log line each. They are frozen, plain data (h11-style) so unit tests can assert the exact
+events a handler produced, and so the state machine never learns how they are reported.
+
+Events describe state the handler already decided (and the runtime already replayed); they are
+reported when the handler returns, not when the log acknowledges its records.
+
+``reason`` fields are short identifiers from a fixed vocabulary (they become metric labels, which
+must stay bounded); free text — Kafka's human reason strings, a client's LeaveGroup reason — goes in
+``detail``, which only reaches the logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Why a rebalance started: RebalanceStarted.reason.
+REBALANCE_REASONS = (
+    "member_joined",  # a new member (or a known one with new metadata) joined
+    "leader_rejoined",  # the leader sent JoinGroup in a Stable/CompletingRebalance group
+    "metadata_changed",  # a member rejoined with different protocols
+    "member_left",  # LeaveGroup
+    "member_expired",  # a session timeout or the new-member join timeout
+    "sync_timeout",  # members did not SyncGroup within the rebalance timeout
+    "static_member_replaced",  # a static member rejoined with changed subscription
+    "group_loaded",  # a group loaded from the log with members but no live session
+    "other",
+)
+# Why a member left the group: MemberLeft.reason.
+LEAVE_REASONS = (
+    "leave_group",  # the member sent LeaveGroup
+    "removed_by_admin",  # LeaveGroup by instance id with no member id (KIP-345 admin removal)
+    "not_rejoined",  # a dynamic member did not rejoin within the rebalance timeout
+    "sync_timeout",  # a member did not send SyncGroup within the rebalance timeout
+    "other",
+)
+# Which request a member was fenced on: MemberFenced.reason is a Kafka error name.
+FENCING_ERRORS = (
+    "FENCED_INSTANCE_ID", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH",
+    "STALE_MEMBER_EPOCH", "UNRELEASED_INSTANCE_ID",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberJoined:
+    group: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    protocol_type: str | None = None
+    rejoin: bool = False  # a known static member came back under a new member id
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft:
+    group: str
+    member_id: str
+    instance_id: str | None
+    reason: str  # one of LEAVE_REASONS
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberExpired:
+    group: str
+    member_id: str
+    instance_id: str | None
+    timeout_ms: int  # the session timeout (or the new-member join timeout) that ran out
+
+
+@dataclass(frozen=True, slots=True)
+class MemberFenced:
+    group: str
+    member_id: str
+    instance_id: str | None
+    reason: str  # one of FENCING_ERRORS
+    api: str  # the request that was refused: join_group, sync_group, heartbeat, ...
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceStarted:
+    group: str
+    reason: str  # one of REBALANCE_REASONS
+    generation: int  # the generation being replaced
+    members: int
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    """A generation is complete: every member has its assignment (the group is Stable)."""
+
+    group: str
+    generation: int
+    duration_ms: int  # from entering PreparingRebalance to Stable
+    members: int
+    protocol: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStateChanged:
+    group: str
+    old: str
+    new: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    group: str
+    reason: str  # "delete_groups" (an admin) or "offsets_expired" (retention)
+
+
+GroupEvent = (
+    MemberJoined | MemberLeft | MemberExpired | MemberFenced | RebalanceStarted | RebalanceCompleted
+    | GroupStateChanged | GroupDeleted
+)

@@ -1,0 +1,178 @@
+"""What an operator sees: group events as metrics and log lines, and the /metrics + /healthz endpoint.
+
+:class:`ShardEventObserver` is the shard runtime's observer: storage and load timings go to
+:class:`~coordinator.metrics.Metrics`; the :mod:`coordinator.events` a handler returns become
+counters and one structured log line each (:func:`coordinator.logs.log_event`).
+
+:class:`MetricsServer` is a deliberately tiny HTTP/1.1 server on the App's event loop rather than
+prometheus-client's threaded one: the scrape-time collectors read shard state, which only the
+event loop may touch (the single-writer rule), and a scrape then never races a handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import events as ev
+from .logs import log_event
+from .metrics import Metrics
+
+if TYPE_CHECKING:
+    from .server import App
+
+log = logging.getLogger("kcoord.events")
+http_log = logging.getLogger("kcoord.metrics")
+
+
+class ShardEventObserver:
+    def __init__(self, metrics: Metrics, logger: logging.Logger = log) -> None:
+        self.metrics = metrics
+        self.log = logger
+
+    # ShardObserver ------------------------------------------------------------------------------------
+    def append_done(self, shard: int, records: int, seconds: float) -> None:
+        self.metrics.append_done(shard, records, seconds)
+
+    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
+        self.metrics.shard_loaded(shard, records, seconds)
+        log_event(self.log, "shard.loaded", shard=shard, records=records, seconds=round(seconds, 3))
+
+    def group_events(self, shard: int, events: list[Any]) -> None:
+        for event in events:
+            handler = _HANDLERS.get(type(event))
+            if handler is not None:
+                handler(self, shard, event)
+
+    # one method per event type ----------------------------------------------------------------------------
+    def _joined(self, shard: int, e: ev.MemberJoined) -> None:
+        self.metrics.member_joined(e.instance_id is not None)
+        log_event(self.log, "member.joined", shard=shard, group=e.group, member=e.member_id, instance=e.instance_id,
+                  client_id=e.client_id, host=e.client_host, protocol_type=e.protocol_type,
+                  rejoin=e.rejoin or None)
+
+    def _left(self, shard: int, e: ev.MemberLeft) -> None:
+        self.metrics.member_removed(e.reason)
+        log_event(self.log, "member.left", shard=shard, group=e.group, member=e.member_id, instance=e.instance_id,
+                  reason=e.reason, detail=e.detail or None)
+
+    def _expired(self, shard: int, e: ev.MemberExpired) -> None:
+        self.metrics.member_removed("expired")
+        log_event(self.log, "member.expired", shard=shard, group=e.group, member=e.member_id,
+                  instance=e.instance_id, timeout_ms=e.timeout_ms)
+
+    def _fenced(self, shard: int, e: ev.MemberFenced) -> None:
+        # The fenced-requests counter comes from the responses themselves (Metrics.response_sent),
+        # which also covers refusals decided outside the state machine; this is the log line.
+        log_event(self.log, "member.fenced", level=logging.WARNING, shard=shard, group=e.group, member=e.member_id,
+                  instance=e.instance_id, reason=e.reason, api=e.api)
+
+    def _rebalance_started(self, shard: int, e: ev.RebalanceStarted) -> None:
+        self.metrics.rebalance_started(e.reason)
+        log_event(self.log, "rebalance.started", shard=shard, group=e.group, reason=e.reason,
+                  generation=e.generation, members=e.members, detail=e.detail or None)
+
+    def _rebalance_completed(self, shard: int, e: ev.RebalanceCompleted) -> None:
+        self.metrics.rebalance_completed(e.duration_ms / 1000.0)
+        log_event(self.log, "rebalance.completed", shard=shard, group=e.group, generation=e.generation,
+                  duration_ms=e.duration_ms, members=e.members, protocol=e.protocol)
+
+    def _state_changed(self, shard: int, e: ev.GroupStateChanged) -> None:
+        log_event(self.log, "group.state", level=logging.DEBUG, shard=shard, group=e.group, old=e.old, new=e.new,
+                  generation=e.generation)
+
+    def _deleted(self, shard: int, e: ev.GroupDeleted) -> None:
+        self.metrics.group_deleted(e.reason)
+        log_event(self.log, "group.deleted", shard=shard, group=e.group, reason=e.reason)
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.MemberJoined: ShardEventObserver._joined,
+    ev.MemberLeft: ShardEventObserver._left,
+    ev.MemberExpired: ShardEventObserver._expired,
+    ev.MemberFenced: ShardEventObserver._fenced,
+    ev.RebalanceStarted: ShardEventObserver._rebalance_started,
+    ev.RebalanceCompleted: ShardEventObserver._rebalance_completed,
+    ev.GroupStateChanged: ShardEventObserver._state_changed,
+    ev.GroupDeleted: ShardEventObserver._deleted,
+}
+
+
+# -- /metrics and /healthz --------------------------------------------------------------------------------
+def health(app: App) -> tuple[bool, dict[str, Any]]:
+    """Healthy when every configured shard exists and is loaded; the body says which are not."""
+    expected = app.settings.shards
+    loaded = {s.index for s in app.shards if s.loaded}
+    fenced = sorted(s.index for s in app.shards if s.fenced)
+    not_loaded = [i for i in range(expected) if i not in loaded]
+    ok = not not_loaded
+    body: dict[str, Any] = {
+        "status": "ok" if ok else "unavailable",
+        "shards": expected,
+        "loaded": len(loaded),
+        "not_loaded": not_loaded,
+        "fenced": fenced,
+    }
+    return ok, body
+
+
+class MetricsServer:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        http_log.info("metrics on http://%s:%d/metrics, health on /healthz", host, self.port)
+        return self.port
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 2.0)
+
+    def respond(self, method: str, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) for one request; separated from the socket for tests."""
+        path = path.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain; charset=utf-8", b"method not allowed\n"
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.app.metrics.registry)
+        if path == "/healthz":
+            ok, body = health(self.app)
+            return (200 if ok else 503), "application/json", json.dumps(body).encode() + b"\n"
+        return 404, "text/plain; charset=utf-8", b"not found: try /metrics or /healthz\n"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request_line = await asyncio.wait_for(reader.readline(), 30.0)
+                if not request_line:
+                    return
+                while (await asyncio.wait_for(reader.readline(), 30.0)) not in (b"\r\n", b"\n", b""):
+                    pass  # headers: nothing we need
+                parts = request_line.decode("latin-1").split()
+                if len(parts) < 2:
+                    status, ctype, body = 400, "text/plain; charset=utf-8", b"bad request\n"
+                else:
+                    status, ctype, body = self.respond(parts[0], parts[1])
+                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                          503: "Service Unavailable"}[status]
+                head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                        "Connection: keep-alive\r\n\r\n")
+                writer.write(head.encode("latin-1") + (b"" if parts[:1] == ["HEAD"] else body))
+                await writer.drain()
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except Exception:
+            http_log.exception("metrics endpoint failed")
+        finally:
+            writer.close()

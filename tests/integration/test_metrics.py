@@ -1,0 +1,158 @@
+"""/metrics and /healthz of a real kcoord while a stock consumer group works through it.
+
+The acceptance check of the operations issue: non-zero counters for joins, syncs, heartbeats and
+commits with correct labels, read by prometheus-client's own exposition parser; label values never
+carry group or member ids; lifecycle events reach the (JSON) log.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer
+from prometheus_client.parser import text_string_to_metric_families
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from tests.support.kcoord_process import KcoordProcess
+from tests.support.wire import WireClient
+from tests.support.workload import create_topic, produce_numbered, unique
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 4
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def kcoord() -> Iterator[KcoordProcess]:
+    port = free_port()
+    with KcoordProcess(
+        "--shards", str(SHARDS), "--metrics", f"127.0.0.1:{port}", "--log-format", "json",
+        "--group-initial-rebalance-delay-ms", "0",
+    ) as proc:
+        proc.metrics_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+        yield proc
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def scrape(proc: KcoordProcess) -> tuple[str, Samples]:
+    status, ctype, text = get(proc.metrics_url + "/metrics")  # type: ignore[attr-defined]
+    assert status == 200 and ctype.startswith("text/plain")
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return text, samples
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    want = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
+
+
+def label_values(samples: Samples, name: str, label: str) -> set[str]:
+    return {dict(ls)[label] for (n, ls), _ in samples.items() if n == name and label in dict(ls)}
+
+
+def test_healthz_reports_every_shard_loaded(kcoord: KcoordProcess) -> None:
+    status, ctype, body = get(kcoord.metrics_url + "/healthz")  # type: ignore[attr-defined]
+    assert (status, ctype) == (200, "application/json")
+    assert json.loads(body) == {"status": "ok", "shards": SHARDS, "loaded": SHARDS, "not_loaded": [], "fenced": []}
+    assert get(kcoord.metrics_url + "/nope")[0] == 404  # type: ignore[attr-defined]
+
+
+def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: KcoordProcess) -> None:
+    topic, group = unique("metrics-topic"), unique("metrics-group")
+    create_topic(kcoord.bootstrap, topic, 2)
+    produce_numbered(kcoord.bootstrap, topic, 200, 2)
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=kcoord.bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=200,
+    )
+    try:
+        consumed = 0
+        deadline = time.monotonic() + 60
+        while consumed < 200 and time.monotonic() < deadline:
+            batch = consumer.poll(timeout_ms=200)
+            consumed += sum(len(records) for records in batch.values())
+            if batch:
+                consumer.commit()
+        assert consumed == 200
+        member_id = consumer._coordinator._generation.member_id  # noqa: SLF001 - to prove it is not a label
+        end = time.monotonic() + 2.0  # let heartbeats flow
+        while time.monotonic() < end:
+            consumer.poll(timeout_ms=100)
+        with WireClient(kcoord.bootstrap) as wire:  # a heartbeat from a member the group does not know
+            fenced = wire.request(ApiKey.HEARTBEAT, 4, m.HeartbeatRequest(
+                group_id=group, generation_id=1, member_id="ghost", group_instance_id=None))  # fmt: skip
+            assert fenced.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        text, during = scrape(kcoord)
+    finally:
+        consumer.close()  # LeaveGroup
+
+    for api in ("join_group", "sync_group", "heartbeat", "offset_commit", "offset_fetch", "find_coordinator"):
+        assert total(during, "kcoord_requests_total", api=api) > 0, api
+        ok = total(during, "kcoord_responses_total", api=api, error="NONE")
+        assert ok > 0, api
+        versions = label_values(during, "kcoord_responses_total", "version")
+        assert all(v.isdigit() for v in versions)
+        assert total(during, "kcoord_request_latency_seconds_count", api=api) > 0, api
+    assert total(during, "kcoord_offset_commits_total", api="offset_commit", result="NONE") > 0
+    assert total(during, "kcoord_fenced_requests_total", api="heartbeat", reason="UNKNOWN_MEMBER_ID") >= 1
+    assert total(during, "kcoord_groups", state="Stable", protocol_type="consumer") >= 1
+    assert total(during, "kcoord_group_members", kind="dynamic") >= 1
+    assert total(during, "kcoord_member_joins_total", kind="dynamic") >= 1
+    assert total(during, "kcoord_rebalances_total", reason="member_joined") >= 1
+    assert total(during, "kcoord_rebalance_duration_seconds_count") >= 1
+    assert total(during, "kcoord_storage_append_seconds_count") > 0
+    assert total(during, "kcoord_storage_append_batch_records_count") > 0
+    assert total(during, "kcoord_shard_load_seconds_count") == SHARDS
+    assert total(during, "kcoord_shards", status="loaded") == SHARDS
+    assert total(during, "kcoord_connections") >= 1
+    assert total(during, "kcoord_upstream_bytes_total", direction="out") > 0
+    assert total(during, "kcoord_upstream_bytes_total", direction="in") > 0
+    # Bounded labels: neither the group, the member nor the topic appears anywhere in the exposition.
+    for unbounded in (group, member_id, topic):
+        assert unbounded not in text
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        _, after = scrape(kcoord)
+        if total(after, "kcoord_member_removals_total", reason="leave_group") >= 1:
+            break
+        time.sleep(0.2)
+    assert total(after, "kcoord_member_removals_total", reason="leave_group") >= 1
+    assert total(after, "kcoord_rebalances_total", reason="member_left") >= 1
+
+    events = [json.loads(line) for line in Path(kcoord.log_path).read_text().splitlines() if line.startswith("{")]
+    mine = [e for e in events if e.get("group") == group]
+    kinds = {e["event"] for e in mine}
+    assert {"member.joined", "rebalance.started", "rebalance.completed", "member.left", "member.fenced"} <= kinds
+    completed = next(e for e in mine if e["event"] == "rebalance.completed")
+    assert completed["generation"] >= 1 and completed["duration_ms"] >= 0 and completed["members"] == 1
+    fenced_line = next(e for e in mine if e["event"] == "member.fenced")
+    assert (fenced_line["member"], fenced_line["reason"], fenced_line["level"]) == ("ghost", "UNKNOWN_MEMBER_ID",
+                                                                                    "WARNING")  # fmt: skip
+    assert sum(1 for e in events if e.get("event") == "shard.loaded") == SHARDS
