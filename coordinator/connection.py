@@ -35,10 +35,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.connection")
 
 _INT16 = struct.Struct(">h")
+_ACKS_ONE = _INT16.pack(1)
 
 
-def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> int:
-    """The ``acks`` of a Produce request (v3+: after the nullable transactional id)."""
+def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
+    """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset."""
     pos = header_size
     if version >= 3:
         if version >= 9:
@@ -48,7 +49,7 @@ def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> int:
             (n,) = _INT16.unpack_from(frame_bytes, pos)
             pos += 2 + max(n, 0)
     (acks,) = _INT16.unpack_from(frame_bytes, pos)
-    return acks
+    return acks, pos
 
 
 class ClientConnection(asyncio.Protocol):
@@ -66,7 +67,8 @@ class ClientConnection(asyncio.Protocol):
         self._frame_api = -1
         self._frame_received = 0.0
         self._upstream: UpstreamConnection | None = None
-        self._upstream_opening: asyncio.Future[UpstreamConnection] | None = None
+        self._upstream_opening: asyncio.Future[None] | None = None
+        self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | None]] = []
         self._paused = False
         self._closed = False
 
@@ -81,8 +83,8 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        if self._upstream is not None:
-            self._upstream.close()
+        if self._upstream is not None and self._upstream_opening is None:
+            self._upstream.close_when_idle()  # what the client sent is still delivered and processed
         for slot in self._slots:
             if not slot.done():
                 slot.cancel()
@@ -137,8 +139,15 @@ class ClientConnection(asyncio.Protocol):
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_describe_cluster)
         elif api_key == ApiKey.PRODUCE:
             header = frames.parse_request_header(payload, flexible=version >= 9)
-            acks = produce_acks(payload, header.size, version)
-            self._forward(payload, expect_response=acks != 0)
+            acks, offset = produce_acks(payload, header.size, version)
+            if acks == 0:
+                # The client expects no response. Some brokers (tansu) answer acks=0 anyway, which
+                # would shift every later response on the paired connection; asking for acks=1 and
+                # dropping the answer keeps the pairing exact with any broker.
+                payload = payload[:offset] + _ACKS_ONE + payload[offset + 2 :]
+                self._forward(payload, expect_response=True, reply=False)
+            else:
+                self._forward(payload, expect_response=True)
         else:
             self._forward(payload, expect_response=True)
 
@@ -229,53 +238,64 @@ class ClientConnection(asyncio.Protocol):
             transport.resume_reading()
 
     # -- pass-through ---------------------------------------------------------------------------------
-    async def _upstream_connection(self) -> UpstreamConnection:
-        if self._upstream is not None and not self._upstream.closed:
-            return self._upstream
+    # Frames go to the paired upstream connection strictly in arrival order. Until that connection is
+    # open they wait in ``_outbox``; when the client goes away, whatever it already sent is still
+    # delivered (an acks=0 Produce has no other chance) before the upstream connection closes.
+
+    def _send_upstream(self, framed: bytes, expect_response: bool) -> asyncio.Future[bytes] | None:
+        """Send now, or queue behind earlier frames; the future resolves with the response payload."""
+        self.app.metrics.upstream_bytes("out", len(framed))
+        up = self._upstream
+        if up is not None and not up.closed and not self._outbox:
+            return up.send(framed, expect_response)
+        if up is not None and up.closed:
+            raise UpstreamClosed(f"upstream {up.address[0]}:{up.address[1]} is closed")
+        proxy: asyncio.Future[bytes] | None = asyncio.get_running_loop().create_future() if expect_response else None
+        self._outbox.append((framed, expect_response, proxy))
         if self._upstream_opening is None:
             self._upstream_opening = asyncio.ensure_future(self._open_upstream())
-        try:
-            return await asyncio.shield(self._upstream_opening)
-        finally:
-            if self._upstream_opening is not None and self._upstream_opening.done():
-                self._upstream_opening = None
+        return proxy
 
-    async def _open_upstream(self) -> UpstreamConnection:
+    async def _open_upstream(self) -> None:
         address = self.app.cluster.upstream_address(self.listener.node_id)
-        conn = await UpstreamConnection.open(address, self.app.settings.max_frame_size)
+        try:
+            conn = await UpstreamConnection.open(address, self.app.settings.max_frame_size)
+        except (TimeoutError, OSError) as exc:
+            outbox, self._outbox = self._outbox, []
+            for _, _, proxy in outbox:
+                if proxy is not None and not proxy.done():
+                    proxy.set_exception(UpstreamClosed(f"upstream {address[0]}:{address[1]} unreachable: {exc}"))
+            return
+        finally:
+            self._upstream_opening = None
         conn.on_close.append(self._upstream_lost)
         self._upstream = conn
-        return conn
+        outbox, self._outbox = self._outbox, []
+        for framed, expect_response, proxy in outbox:
+            fut = conn.send(framed, expect_response)
+            if proxy is not None and fut is not None:
+                _chain(fut, proxy)
+        if self._closed:
+            conn.close_when_idle()  # the client left while we connected: deliver what it sent, then close
 
     def _upstream_lost(self, conn: UpstreamConnection) -> None:
         if conn is self._upstream and self._slots:
             # Responses owed by the broker will never come: the client must reconnect and retry.
             self.close_with(f"upstream {conn.address[0]}:{conn.address[1]} closed with requests in flight")
 
-    def _forward(self, payload: bytes, expect_response: bool) -> None:
-        framed = frames.frame(payload)
-        self.app.metrics.upstream_bytes("out", len(framed))
-        up = self._upstream
-        if up is not None and not up.closed and self._upstream_opening is None:
-            # Fast path: an open paired connection; no task, the response future is the slot.
-            try:
-                fut = up.send(framed, expect_response)
-            except UpstreamClosed as exc:
-                self.close_with(str(exc))
-                return
-            if fut is not None:
-                slot = self._new_slot()
-                fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
+    def _forward(self, payload: bytes, expect_response: bool, reply: bool = True) -> None:
+        try:
+            fut = self._send_upstream(frames.frame(payload), expect_response)
+        except UpstreamClosed as exc:
+            self.close_with(str(exc))
             return
-        slot = self._new_slot() if expect_response else None
-        task = asyncio.ensure_future(self._forward_slow(framed, expect_response))
-        if slot is not None:
-            task.add_done_callback(lambda t: self._passthrough_done(slot, t))
-
-    async def _forward_slow(self, framed: bytes, expect_response: bool) -> bytes | None:
-        up = await self._upstream_connection()
-        fut = up.send(framed, expect_response)
-        return None if fut is None else await fut
+        if fut is None:
+            return
+        if reply:
+            slot = self._new_slot()
+            fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
+        else:
+            fut.add_done_callback(_discard)
 
     def _passthrough_done(self, slot: asyncio.Future[bytes | None], fut: Any) -> None:
         failed = None if fut.cancelled() else fut.exception()  # retrieve it even if the client left
@@ -293,12 +313,15 @@ class ClientConnection(asyncio.Protocol):
         self._flush()
 
     def _forward_and_rewrite(self, payload: bytes, api_key: int, version: int, rewrite: Any) -> None:
+        try:
+            fut = self._send_upstream(frames.frame(payload), True)
+        except UpstreamClosed as exc:
+            self.close_with(str(exc))
+            return
+        assert fut is not None
         slot = self._new_slot()
 
         async def run() -> bytes:
-            up = await self._upstream_connection()
-            fut = up.send(frames.frame(payload), True)
-            assert fut is not None
             raw = await fut
             correlation_id, response = frames.decode_response(api_key, version, raw)
             response = await rewrite(response)
@@ -333,3 +356,23 @@ class ClientConnection(asyncio.Protocol):
     def idle(self) -> bool:
         return not self._slots
 
+
+
+def _chain(source: asyncio.Future[bytes], target: asyncio.Future[bytes]) -> None:
+    def copy(f: asyncio.Future[bytes]) -> None:
+        if target.done():
+            return
+        if f.cancelled():
+            target.cancel()
+        elif f.exception() is not None:
+            target.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            target.set_result(f.result())
+
+    source.add_done_callback(copy)
+
+
+def _discard(fut: asyncio.Future[bytes]) -> None:
+    """Drop a response nobody asked for, retrieving its exception so asyncio does not warn."""
+    if not fut.cancelled():
+        fut.exception()

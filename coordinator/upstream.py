@@ -31,6 +31,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._pending: deque[asyncio.Future[bytes]] = deque()
         self._transport: asyncio.Transport | None = None
         self._closed = False
+        self._close_when_idle = False
         self.on_close: list[Any] = []
         self.bytes_in = 0
         self.bytes_out = 0
@@ -58,6 +59,8 @@ class UpstreamConnection(asyncio.Protocol):
                 fut = self._pending.popleft()
                 if not fut.done():
                     fut.set_result(payload)
+            if self._close_when_idle and not self._pending:
+                self.close()
         except CodecError as exc:
             log.error("upstream %s:%d sent a bad frame (%s); closing", *self.address, exc)
             self.close()
@@ -91,6 +94,18 @@ class UpstreamConnection(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None and not self._closed:
             self._transport.close()
+
+    def close_when_idle(self, timeout: float = 30.0) -> None:
+        """Close once every request sent has its response (or after ``timeout``).
+
+        A client that disconnects has still sent its requests; a broker may abandon requests whose
+        connection closes under them, so the paired connection stays until they are answered.
+        """
+        if not self._pending:
+            self.close()
+            return
+        self._close_when_idle = True
+        asyncio.get_running_loop().call_later(timeout, self.close)
 
 
 class UpstreamClient:

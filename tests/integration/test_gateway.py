@@ -13,6 +13,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from protocol import frames
 from protocol import messages as m
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
@@ -132,3 +133,70 @@ def test_sigterm_exits_zero() -> None:
     finally:
         code = proc.stop()
     assert code == 0, proc.log_tail()
+
+
+def test_through_an_upstream_given_with_bootstrap_server(tansu) -> None:
+    with KcoordProcess("--shards", "4", "--storage", "memory", bootstrap=tansu.bootstrap) as proc:
+        move_records(proc.bootstrap, "gateway-external")
+        host, port = proc.bootstrap.split(":")
+        with WireClient(proc.bootstrap) as client:
+            meta = client.request(3, 9, m.MetadataRequest(topics=None))
+        assert {b.host for b in meta.brokers} == {host}
+        assert tansu.port not in {b.port for b in meta.brokers}
+
+
+def test_acks_zero_produce_does_not_stall_later_responses(kcoord_embedded: KcoordProcess) -> None:
+    from kafka import KafkaAdminClient
+
+    from protocol.record_batch import encode_batch
+    from protocol.storage_messages import ProduceRequest as P
+
+    topic = "gateway-acks0"
+    admin = KafkaAdminClient(bootstrap_servers=kcoord_embedded.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    with WireClient(kcoord_embedded.bootstrap) as probe:  # find the broker port that leads the partition
+        meta = probe.request(3, 9, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+    leader = meta.topics[0].partitions[0].leader_id
+    broker = next(b for b in meta.brokers if b.node_id == leader)
+    batch = encode_batch([(None, b"fire-and-forget-%d" % i) for i in range(10)], timestamp=int(time.time() * 1000))
+    produce = P(acks=0, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])
+    ])  # fmt: skip
+    with WireClient(f"{broker.host}:{broker.port}") as client:
+        for _ in range(3):
+            client.send_bytes(frames.encode_request(0, 8, 99, "t", produce))  # no response will come
+        # The next request on the same connection is answered at once: acks=0 took no response slot.
+        resp = client.request(18, 3, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert resp.error_code == 0
+    consumer = KafkaConsumer(bootstrap_servers=kcoord_embedded.bootstrap, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 30 and time.monotonic() < deadline:
+        for records in consumer.poll(500).values():
+            got.extend(r.value for r in records)
+    consumer.close()
+    assert len(got) == 30
+
+
+def test_upstream_down_closes_clients_and_kcoord_stays_up() -> None:
+    from tests.support.broker import TansuBroker
+
+    broker = TansuBroker().start()
+    port = broker.port
+    with KcoordProcess("--shards", "2", "--storage", "memory", bootstrap=broker.bootstrap) as proc:
+        broker.stop()
+        with WireClient(proc.bootstrap) as client:
+            client.send(3, 9, m.MetadataRequest(topics=None))
+            assert client.is_closed_by_server(10)  # a pass-through request cannot be answered
+        with WireClient(proc.bootstrap) as client:  # kcoord itself still answers
+            assert client.request(18, 0, m.ApiVersionsRequest()).error_code == 0
+        broker = TansuBroker(port=port).start()  # the broker comes back on the same address
+        try:
+            with WireClient(proc.bootstrap) as client:
+                assert client.request(3, 9, m.MetadataRequest(topics=None)).brokers
+        finally:
+            broker.stop()

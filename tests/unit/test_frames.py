@@ -85,6 +85,7 @@ def test_produce_acks_parsed_after_transactional_id(version: int, txn: str | Non
         tid = struct.pack(">h", -1) if txn is None else struct.pack(">h", len(txn)) + txn.encode()
     payload = header + tid + struct.pack(">h", 0) + b"rest"
     h = frames.parse_request_header(payload, flexible=flexible)
-    assert produce_acks(payload, h.size, version) == 0
+    acks, offset = produce_acks(payload, h.size, version)
+    assert acks == 0 and payload[offset + 2 :] == b"rest"
     payload = header + tid + struct.pack(">h", -1) + b"rest"
-    assert produce_acks(payload, h.size, version) == -1
+    assert produce_acks(payload, h.size, version)[0] == -1
