@@ -29,7 +29,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       [--assignor range|roundrobin|sticky|cooperative-sticky] [--session-timeout-ms N]
  *       [--heartbeat-interval-ms N] [--max-poll-interval-ms N] [--commit] [--max-records N]
  *       [--max-poll-records N] [--auto-offset-reset earliest|latest] [--close leave|remain|default]
- *       [--max-seconds S] [--poll-ms N]
+ *       [--max-seconds S] [--poll-ms N] [--metadata-recovery-strategy none|rebootstrap]
  * Events: started, assigned, revoked, lost, records, committed, commit_failed, fenced, error, closed.
  * Partitions are written "topic-partition".
  */
@@ -79,6 +79,9 @@ public final class ConsumerPeer {
         }
         if (a.options.containsKey("client-id")) {
             p.put(ConsumerConfig.CLIENT_ID_CONFIG, a.get("client-id", null));
+        }
+        if (a.options.containsKey("metadata-recovery-strategy")) {
+            p.put("metadata.recovery.strategy", a.get("metadata-recovery-strategy", null));
         }
         return p;
     }
