@@ -297,7 +297,8 @@ class ClientConnection(asyncio.Protocol):
         else:
             fut.add_done_callback(_discard)
 
-    def _passthrough_done(self, slot: asyncio.Future[bytes | None], fut: Any) -> None:
+    def _passthrough_done(self, slot: asyncio.Future[bytes | None], fut: Any, framed: bool = False) -> None:
+        """Fill a slot from an upstream answer: a raw payload, or (``framed``) a whole rewritten frame."""
         failed = None if fut.cancelled() else fut.exception()  # retrieve it even if the client left
         if slot.done():
             return
@@ -306,6 +307,8 @@ class ClientConnection(asyncio.Protocol):
         elif failed is not None:
             self.app.metrics.upstream_error()
             slot.set_exception(failed)
+        elif framed:
+            slot.set_result(fut.result())
         else:
             payload = fut.result()
             self.app.metrics.upstream_bytes("in", len(payload) + 4)
@@ -323,25 +326,13 @@ class ClientConnection(asyncio.Protocol):
 
         async def run() -> bytes:
             raw = await fut
+            self.app.metrics.upstream_bytes("in", len(raw) + 4)
             correlation_id, response = frames.decode_response(api_key, version, raw)
             response = await rewrite(response)
             return frames.encode_response(api_key, version, correlation_id, response)
 
         task = asyncio.ensure_future(run())
-        task.add_done_callback(lambda t: self._passthrough_rewritten(slot, t))
-
-    def _passthrough_rewritten(self, slot: asyncio.Future[bytes | None], task: Any) -> None:
-        failed = None if task.cancelled() else task.exception()
-        if slot.done():
-            return
-        if task.cancelled():
-            slot.cancel()
-        elif failed is not None:
-            self.app.metrics.upstream_error()
-            slot.set_exception(failed)
-        else:
-            slot.set_result(task.result())
-        self._flush()
+        task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
 
     # -- closing --------------------------------------------------------------------------------------
     def close_with(self, reason: str) -> None:

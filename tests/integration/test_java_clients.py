@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.connect_scenario import two_workers_share_work
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -131,21 +132,4 @@ def test_static_membership_restart_fence_and_remove(kcoord: KcoordProcess, java_
 
 
 def test_connect_workers_rebalance_incrementally(kcoord: KcoordProcess, java_peer) -> None:
-    group = unique("connect")
-    common = ["--bootstrap", kcoord.bootstrap, "--group", group, "--connectors", "2", "--tasks", "3",
-              "--session-timeout-ms", "10000", "--max-seconds", "180"]  # fmt: skip
-    w1 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w1"], name="w1")
-    first = w1.wait_for("assignment", timeout=60)
-    assert first["isLeader"] and first["error"] == 0
-    assert first["connectors"] == ["c0", "c1"] and len(first["tasks"]) == 6
-
-    w2 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w2"], name="w2")
-    # KIP-415: w1 first revokes half of its work, then a follow-up rebalance hands it to w2.
-    got = w2.wait_for("assignment", lambda e: e["tasks"], timeout=120)
-    mine = w1.wait_for("assignment", lambda e: e["generation"] == got["generation"], timeout=30)
-    assert set(mine["tasks"]).isdisjoint(got["tasks"])
-    assert sorted(mine["tasks"] + got["tasks"]) == first["tasks"]
-    assert sorted(mine["connectors"] + got["connectors"]) == ["c0", "c1"]
-    assert w1.latest("revoked") is not None
-    for worker in (w2, w1):
-        assert worker.stop() == 0
+    two_workers_share_work(kcoord.bootstrap, unique("connect"), java_peer, session_ms=10000)

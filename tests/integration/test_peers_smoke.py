@@ -16,6 +16,7 @@ from kafka.admin import NewTopic
 import tests.conftest as _conftest
 from tests.support import procs
 from tests.support.broker import BrokerStartError, TansuBroker
+from tests.support.connect_scenario import two_workers_share_work
 from tests.support.java import run_admin
 
 if not hasattr(_conftest, "tansu"):  # until tests/conftest.py star-imports tests.support.fixtures
@@ -121,22 +122,5 @@ def test_confluent_consumer_against_tansu(tansu: TansuBroker) -> None:
 
 
 def test_connect_worker_peers_share_work(tansu: TansuBroker, java_peer) -> None:
-    group = unique("connect-smoke")
-    common = ["--bootstrap", tansu.bootstrap, "--group", group, "--connectors", "2", "--tasks", "3",
-              "--session-timeout-ms", "6000", "--max-seconds", "120"]  # fmt: skip
-    w1 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w1"], name="w1")
-    first = w1.wait_for("assignment", timeout=60)
-    assert first["isLeader"] and first["error"] == 0
-    assert first["connectors"] == ["c0", "c1"] and len(first["tasks"]) == 6
-
-    w2 = java_peer("ConnectWorkerPeer", [*common, "--worker-id", "w2"], name="w2")
-    # Incremental cooperative: w1 first revokes half, then a follow-up rebalance hands it to w2.
-    got = w2.wait_for("assignment", lambda e: e["tasks"], timeout=90)
-    mine = w1.wait_for("assignment", lambda e: e["generation"] == got["generation"], timeout=30)
-    assert set(mine["tasks"]).isdisjoint(got["tasks"])
-    assert sorted(mine["tasks"] + got["tasks"]) == first["tasks"]
-    assert sorted(mine["connectors"] + got["connectors"]) == ["c0", "c1"]
-    assert w1.latest("revoked") is not None
-    for worker in (w2, w1):
-        assert worker.stop() == 0
-        assert worker.latest("closed")["exitCode"] == 0
+    # tansu holds a first join for about half the session timeout, so keep it short here.
+    two_workers_share_work(tansu.bootstrap, unique("connect-smoke"), java_peer, session_ms=6000)
