@@ -1,0 +1,117 @@
+"""Bootstrap steps before the load: ApiVersions, FindCoordinator, topic creation.
+
+Why FindCoordinator first: the generator must work against any Kafka endpoint. For kcoord the
+coordinator is kcoord's own listener (it answers FindCoordinator with itself); for tansu it is the
+broker. Either way the members then talk to whatever address the bootstrap server names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from protocol import messages as m
+from protocol.messages import ApiKey
+
+from .conn import KafkaConnection, Stats
+
+log = logging.getLogger("loadgen.admin")
+
+# What the members send; the target must support these versions.
+REQUIRED_VERSIONS = {
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.JOIN_GROUP: 9,
+    ApiKey.SYNC_GROUP: 5,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 5,
+    ApiKey.OFFSET_COMMIT: 9,
+}
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+async def api_versions(conn: KafkaConnection) -> dict[int, tuple[int, int]]:
+    resp = await conn.call(ApiKey.API_VERSIONS, 3, m.ApiVersionsRequest(client_software_name="kcoord-loadgen", client_software_version="0.1"))
+    if resp.error_code:
+        raise RuntimeError(f"ApiVersions error {resp.error_code}")
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def check_versions(versions: dict[int, tuple[int, int]]) -> None:
+    missing = [
+        f"{ApiKey(k).name} v{v} (server has {versions.get(k)})"
+        for k, v in REQUIRED_VERSIONS.items()
+        if not (k in versions and versions[k][0] <= v <= versions[k][1])
+    ]
+    if missing:
+        raise RuntimeError("target lacks " + ", ".join(missing))
+
+
+async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats | None = None) -> dict[str, tuple[str, int]]:
+    """group -> (host, port) of its coordinator, with batched FindCoordinator v4 requests."""
+    host, port = parse_address(bootstrap)
+    conn = await KafkaConnection.open(host, port, stats or Stats(), name="bootstrap")
+    try:
+        check_versions(await api_versions(conn))
+        out: dict[str, tuple[str, int]] = {}
+        unique = list(dict.fromkeys(groups))
+        for i in range(0, len(unique), 500):
+            batch = unique[i : i + 500]
+            for _attempt in range(50):
+                resp = await conn.call(ApiKey.FIND_COORDINATOR, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=batch))
+                retry = []
+                for c in resp.coordinators:
+                    if c.error_code == 0:
+                        out[c.key] = (c.host, c.port)
+                    elif c.error_code in (14, 15):  # loading / not available yet
+                        retry.append(c.key)
+                    else:
+                        raise RuntimeError(f"FindCoordinator {c.key}: error {c.error_code} {c.error_message}")
+                if not retry:
+                    break
+                batch = retry
+                await asyncio.sleep(0.2)
+            else:
+                raise RuntimeError(f"no coordinator for {len(batch)} groups")
+        return out
+    finally:
+        await conn.close()
+
+
+async def single_coordinator(bootstrap: str, groups: Sequence[str]) -> tuple[str, int]:
+    """The one coordinator of all ``groups`` (kcoord and a one-broker tansu both have one)."""
+    found = await find_coordinators(bootstrap, groups)
+    addresses = set(found.values())
+    if len(addresses) != 1:
+        raise RuntimeError(f"groups are spread over {len(addresses)} coordinators; the loadgen drives one")
+    return addresses.pop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> str:
+    """Create ``name`` with kafka-python's admin client; "created", "exists" or the error text.
+
+    Best effort: a classic coordinator does not check subscriptions against topics, but tansu
+    refuses offsets of a topic it does not know, so the commit scenario needs it.
+    """
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = None
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kcoord-loadgen-admin", request_timeout_ms=30000)
+        admin.create_topics([NewTopic(name, partitions, 1)])
+        return "created"
+    except TopicAlreadyExistsError:
+        return "exists"
+    except Exception as exc:  # reported, not fatal: see docstring
+        log.warning("could not create topic %s: %s", name, exc)
+        return f"error: {exc}"
+    finally:
+        if admin is not None:
+            with contextlib.suppress(Exception):
+                admin.close()
