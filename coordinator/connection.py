@@ -71,6 +71,7 @@ class ClientConnection(asyncio.Protocol):
         self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | None]] = []
         self._paused = False
         self._closed = False
+        self._out: list[bytes] | None = None  # responses batched while a read is being dispatched
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -99,14 +100,21 @@ class ClientConnection(asyncio.Protocol):
             self.close_with(f"oversized frame: {exc}")
             return
         self._frame_received = time.perf_counter()
-        for payload in payloads:
-            if self._closed:
-                return
-            try:
-                self._dispatch(payload)
-            except CodecError as exc:
-                self.close_with(f"malformed request: {exc}")
-                return
+        # Responses ready while this read is dispatched go out in one write, not one each.
+        self._out = []
+        try:
+            for payload in payloads:
+                if self._closed:
+                    return
+                try:
+                    self._dispatch(payload)
+                except CodecError as exc:
+                    self.close_with(f"malformed request: {exc}")
+                    return
+        finally:
+            out, self._out = self._out, None
+            if out and self.transport is not None and not self._closed:
+                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
         if len(self._slots) >= self.app.settings.max_inflight and not self._paused and self.transport:
             self._paused = True
             self.transport.pause_reading()
@@ -166,7 +174,10 @@ class ClientConnection(asyncio.Protocol):
             return
         slot = self._new_slot()
         fut = self.app.router.submit(api_key, ctx, request)
-        fut.add_done_callback(lambda t: self._complete(slot, api_key, ctx, t))
+        if fut.done():  # answered without waiting for the log (heartbeats, most syncs): no callback hop
+            self._complete(slot, api_key, ctx, fut)
+        else:
+            fut.add_done_callback(lambda t: self._complete(slot, api_key, ctx, t))
 
     def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: Any) -> None:
         version = ctx.api_version
@@ -231,7 +242,10 @@ class ClientConnection(asyncio.Protocol):
                 return
             data = slot.result()
             if data:
-                transport.write(data)
+                if self._out is not None:
+                    self._out.append(data)
+                else:
+                    transport.write(data)
                 metrics.request_done(api_key, time.perf_counter() - received)
         if self._paused and len(slots) < self.app.settings.max_inflight // 2:
             self._paused = False
@@ -341,6 +355,9 @@ class ClientConnection(asyncio.Protocol):
         log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         if self.transport is not None:
+            if self._out:  # answers to the requests before the bad one still go out
+                self.transport.write(b"".join(self._out))
+                self._out = []
             self.transport.close()
 
     @property

@@ -143,6 +143,8 @@ class Metrics:
         self.groups_deleted = Counter("kcoord_groups_deleted", "Groups deleted, by reason", ["reason"], registry=r)
         self._latency_children: dict[int, Any] = {}
         self._request_children: dict[tuple[int, int], Any] = {}
+        self._response_children: dict[tuple[int, int, int], Any] = {}
+        self._commit_children: dict[tuple[int, int], Any] = {}
 
     # -- connection hooks ---------------------------------------------------------------------------
     def request_received(self, api_key: int, version: int) -> None:
@@ -153,12 +155,27 @@ class Metrics:
 
     def response_sent(self, api_key: int, version: int, response: Any) -> None:
         code = _error_code(response)
+        # Label lookups cost more than the increment: cache the child per label tuple (bounded:
+        # APIs x versions x error codes).
+        key = (api_key, version, code)
+        child = self._response_children.get(key)
+        if child is None:
+            child = self._response_children[key] = self.responses.labels(
+                api_name(api_key), str(version), error_name(code)
+            )
+        child.inc()
+        if api_key not in _COMMIT_APIS and api_key != ApiKey.LEAVE_GROUP and code not in _FENCING:
+            return  # the common case (heartbeats, joins, syncs): nothing nested to count
         name = api_name(api_key)
-        self.responses.labels(name, str(version), error_name(code)).inc()
         fenced = code if code in _FENCING else 0
         if api_key in _COMMIT_APIS:
             for partition_code in _nested_errors(api_key, response):
-                self.offset_commits.labels(name, error_name(partition_code)).inc()
+                commit_child = self._commit_children.get((api_key, partition_code))
+                if commit_child is None:
+                    commit_child = self._commit_children[(api_key, partition_code)] = self.offset_commits.labels(
+                        name, error_name(partition_code)
+                    )
+                commit_child.inc()
                 if not fenced and partition_code in _FENCING:
                     fenced = partition_code
         elif api_key == ApiKey.LEAVE_GROUP and not fenced:

@@ -35,6 +35,9 @@ GROUP_APIS = SINGLE_GROUP_APIS | {
 }
 
 
+_PLACEMENT_CACHE_LIMIT = 1_000_000  # group ids remembered; bounded so junk ids cannot grow it forever
+
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
     h = 0
@@ -60,9 +63,16 @@ def _child(ctx: RequestContext) -> RequestContext:
 class Router:
     def __init__(self, shards: list[ShardRuntime]) -> None:
         self.shards = shards
+        self._placement: dict[str, ShardRuntime] = {}
 
     def shard_of(self, group_id: str) -> ShardRuntime:
-        return self.shards[shard_for_group(group_id or "", len(self.shards))]
+        shard = self._placement.get(group_id)
+        if shard is None:
+            # Java's string hash is a Python loop over UTF-16 units: compute it once per group.
+            if len(self._placement) >= _PLACEMENT_CACHE_LIMIT:
+                self._placement.clear()
+            shard = self._placement[group_id] = self.shards[shard_for_group(group_id or "", len(self.shards))]
+        return shard
 
     @property
     def all_loaded(self) -> bool:

@@ -75,6 +75,7 @@ class ClassicGroup:
         self.protocol_name = protocol_name
         self.leader_id = leader_id
         self.members: dict[str, ClassicMember] = {}  # insertion order = Kafka's "first member"
+        self._awaiting_join_count = [0]  # members with a parked JoinGroup; kept by ClassicMember
         self.static_members: dict[str, str] = {}
         self.pending_join_members: set[str] = set()
         self.pending_sync_members: set[str] = set()
@@ -121,7 +122,7 @@ class ClassicGroup:
         return len(self.members) - len(self.static_members)
 
     def num_awaiting_join(self) -> int:
-        return sum(1 for member in self.members.values() if member.is_awaiting_join)
+        return self._awaiting_join_count[0]
 
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join() == len(self.members) and not self.pending_join_members
@@ -179,12 +180,24 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self._attach(member)
         self.supported_protocols.update(member.protocol_names())
         self.pending_join_members.discard(member.member_id)
+
+    def _attach(self, member: ClassicMember) -> None:
+        member.awaiting_join_count = self._awaiting_join_count
+        if member.is_awaiting_join:
+            self._awaiting_join_count[0] += 1
+
+    def _detach(self, member: ClassicMember) -> None:
+        if member.is_awaiting_join:
+            self._awaiting_join_count[0] -= 1
+        member.awaiting_join_count = None
 
     def remove(self, member_id: str) -> ClassicMember | None:
         removed = self.members.pop(member_id, None)
         if removed is not None:
+            self._detach(removed)
             self.supported_protocols.subtract(removed.protocol_names())
             if removed.group_instance_id is not None:
                 self.static_members.pop(removed.group_instance_id, None)
@@ -213,6 +226,7 @@ class ClassicGroup:
         """Give a static member a new member id, keeping everything else. The caller answers any
         request the old id had parked (FENCED_INSTANCE_ID)."""
         old = self.members.pop(old_member_id)
+        self._detach(old)
         new = ClassicMember(
             member_id=new_member_id,
             group_instance_id=old.group_instance_id,
@@ -225,6 +239,7 @@ class ClassicGroup:
             assignment=old.assignment,
         )
         self.members[new_member_id] = new
+        self._attach(new)
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id

@@ -28,8 +28,11 @@ class ClassicMember:
     protocol_type: str
     protocols: Protocols = field(default_factory=list)
     assignment: bytes = b""
-    awaiting_join: RequestContext | None = None
+    _awaiting_join: RequestContext | None = None
     awaiting_sync: RequestContext | None = None
+    # The group's count of parked JoinGroups, shared by its members, so "has everyone joined?" is
+    # O(1) per JoinGroup instead of a scan (a join storm of M members would otherwise be O(M^2)).
+    awaiting_join_count: list[int] | None = field(default=None, repr=False)
     # A member added by this rebalance: its heartbeat deadline is the new-member join timeout, and
     # it can expire even while its JoinGroup is parked (Kafka's ClassicGroupMember.isNew).
     is_new: bool = False
@@ -39,8 +42,19 @@ class ClassicMember:
         return self.group_instance_id is not None
 
     @property
+    def awaiting_join(self) -> RequestContext | None:
+        return self._awaiting_join
+
+    @awaiting_join.setter
+    def awaiting_join(self, ctx: RequestContext | None) -> None:
+        count = self.awaiting_join_count
+        if count is not None:
+            count[0] += (ctx is not None) - (self._awaiting_join is not None)
+        self._awaiting_join = ctx
+
+    @property
     def is_awaiting_join(self) -> bool:
-        return self.awaiting_join is not None
+        return self._awaiting_join is not None
 
     @property
     def is_awaiting_sync(self) -> bool:

@@ -303,6 +303,11 @@ class ShardMachine(RuleBasedStateMachine):
                 assert snapshot.members == [] and snapshot.generation == group.generation_id
 
     @invariant()
+    def parked_join_count_matches_the_members(self) -> None:
+        for group in self.c.shard.classic.groups.values():
+            assert group.num_awaiting_join() == sum(1 for m in group.members.values() if m.is_awaiting_join)
+
+    @invariant()
     def replaying_the_log_rebuilds_the_durable_state(self) -> None:
         assert self.c.shard.durable_view() == self.c.fresh_replay_view()
 
