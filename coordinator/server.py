@@ -151,8 +151,10 @@ class App:
         deadline = asyncio.get_running_loop().time() + grace
         while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
+        # Flush what was written, all shards at once and for a bounded time: with the cluster
+        # unreachable nothing more can be acknowledged, and shutdown must not wait on it.
+        await asyncio.gather(*(shard.drain(timeout=5.0) for shard in self.shards))
         for shard in self.shards:
-            await shard.drain()
             shard.close()
         for conn in list(self.connections):
             if conn.transport is not None:
@@ -162,7 +164,10 @@ class App:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
         if self.storage is not None:
-            await self.storage.close()
+            try:
+                await asyncio.wait_for(self.storage.close(), 5.0)
+            except (TimeoutError, OSError) as exc:
+                log.warning("storage did not close cleanly: %r", exc)
         if self.embedded is not None:
             self.embedded.stop()
         if self.metrics_server is not None:

@@ -79,6 +79,7 @@ class ShardRuntime:
         self._report_events: Callable[[int, list[Any]], None] | None = getattr(self.observer, "group_events", None)
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
+        self._closing = False
         self._waiting: dict[RequestContext, tuple[asyncio.Future[Any], int, Any]] = {}
         self._pending_records: list[Record] = []
         self._written_seq = 0  # records handed to the log so far (replayed into the state)
@@ -199,7 +200,7 @@ class ShardRuntime:
 
     async def _fail_and_reload(self) -> None:
         self._fail_waiting()
-        while True:
+        while not self._closing:
             try:
                 await self.load()
                 return
@@ -249,4 +250,5 @@ class ShardRuntime:
             await asyncio.sleep(0.01)
 
     def close(self) -> None:
+        self._closing = True  # stops a reload loop retrying against an unreachable cluster
         self._fail_waiting()

@@ -200,3 +200,24 @@ def test_upstream_down_closes_clients_and_kcoord_stays_up() -> None:
                 assert client.request(3, 9, m.MetadataRequest(topics=None)).brokers
         finally:
             broker.stop()
+
+
+def test_sigterm_exits_promptly_when_the_upstream_is_gone() -> None:
+    from tests.support.broker import TansuBroker
+
+    broker = TansuBroker().start()
+    proc = KcoordProcess("--shards", "4", "--storage", "kafka", bootstrap=broker.bootstrap).start()
+    try:
+        broker.stop()
+        commit = m.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+            m.OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+                m.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])  # fmt: skip
+        with WireClient(proc.bootstrap) as client:  # an append that can never be acknowledged
+            client.send(8, 8, commit)
+            time.sleep(2)
+        started = time.monotonic()
+        assert proc.stop(timeout=30) == 0
+        assert time.monotonic() - started < 15
+    finally:
+        proc.kill()
+        broker.stop()
