@@ -8,8 +8,10 @@ front. The generated classes are plain ``__slots__`` objects named after the sch
 structs, with snake_case attributes.
 
 Invariants the generated decoders keep (tested by the fuzz and truncation tests):
-- they never read past ``blen`` (the end of the frame), and every length is checked against
-  the bytes that remain before anything is allocated for it;
+- every length is checked against the bytes that remain before ``blen`` (the end of the frame)
+  before anything is allocated for it; fixed-size reads may peek past ``blen`` inside the buffer,
+  so ``decode_from`` rejects a message that ends beyond ``end`` and each known tagged field must
+  end exactly where its size says;
 - any malformed input surfaces as :class:`~protocol.primitives.CodecError`;
 - unknown tagged fields are kept, in order, in ``unknown_tagged`` and written back on encode.
 """
@@ -42,6 +44,23 @@ _NULL_I32 = repr(b"\xff\xff\xff\xff")
 _ZERO_I16 = repr(bytes(2))
 _ZERO_I32 = repr(bytes(4))
 _FIXED_SIZES = {"?": 1, "b": 1, "h": 2, "H": 2, "i": 4, "q": 8, "d": 8}
+
+
+# Decoded strings, keyed by their UTF-8 bytes. Group ids, member ids, client ids, protocol and topic
+# names recur in every heartbeat and commit, and a dict hit costs less than decoding. Bounded: only
+# short strings are kept, and the table is emptied when full, so hostile input cannot grow it.
+_STRINGS: dict[bytes, str] = {}
+_STRINGS_MAX = 4096
+_STRING_MAX_BYTES = 128
+
+
+def _decode_string(raw: bytes) -> str:
+    text = raw.decode()  # UTF-8, strict; UnicodeDecodeError becomes CodecError in decode_from
+    if len(raw) <= _STRING_MAX_BYTES:
+        if len(_STRINGS) >= _STRINGS_MAX:
+            _STRINGS.clear()
+        _STRINGS[raw] = text
+    return text
 
 
 class Struct:
@@ -81,8 +100,16 @@ class Message(Struct):
     _DECODERS: ClassVar[dict[int, Callable[[bytes, int, int], tuple[Any, int]]]]
 
     def encode(self, version: int) -> bytes:
+        # encode_into's body, inlined (one call less on every response).
+        try:
+            enc = self._ENCODERS[version]
+        except KeyError:
+            raise CodecError(f"{type(self).__name__} has no version {version}") from None
         out = bytearray()
-        self.encode_into(out, version)
+        try:
+            enc(self, out)
+        except (struct.error, AttributeError, TypeError, OverflowError) as exc:
+            raise CodecError(f"cannot encode {type(self).__name__} v{version}: {exc}") from exc
         return bytes(out)
 
     def encode_into(self, out: bytearray, version: int) -> None:
@@ -98,9 +125,22 @@ class Message(Struct):
     @classmethod
     def decode(cls, data: bytes, version: int) -> Any:
         """Decode a whole buffer; trailing bytes are an error."""
-        obj, pos = cls.decode_from(data, 0, version, len(data))
-        if pos != len(data):
-            raise CodecError(f"{cls.__name__} v{version}: {len(data) - pos} trailing bytes")
+        # decode_from's body, inlined: this is the hot path for every request kcoord serves.
+        try:
+            dec = cls._DECODERS[version]
+        except KeyError:
+            raise CodecError(f"{cls.__name__} has no version {version}") from None
+        end = len(data)
+        try:
+            obj, pos = dec(data, 0, end)
+        except CodecError:
+            raise
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError) as exc:
+            raise CodecError(f"malformed {cls.__name__} v{version}: {exc}") from exc
+        if pos != end:
+            if pos > end:
+                raise CodecError(f"{cls.__name__} v{version} runs {pos - end} bytes past the end of its frame")
+            raise CodecError(f"{cls.__name__} v{version}: {end - pos} trailing bytes")
         return obj
 
     @classmethod
@@ -109,12 +149,20 @@ class Message(Struct):
             dec = cls._DECODERS[version]
         except KeyError:
             raise CodecError(f"{cls.__name__} has no version {version}") from None
+        if end is None:
+            end = len(data)
         try:
-            return dec(data, pos, len(data) if end is None else end)
+            obj, new_pos = dec(data, pos, end)
         except CodecError:
             raise
         except (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError) as exc:
             raise CodecError(f"malformed {cls.__name__} v{version}: {exc}") from exc
+        # Length-prefixed reads are checked against ``end`` as they go; fixed-size reads (struct
+        # unpack, single bytes) are bounded only by ``len(data)``, so a message that runs past a
+        # caller's ``end`` inside a larger buffer is caught here.
+        if new_pos > end:
+            raise CodecError(f"{cls.__name__} v{version} runs {new_pos - end} bytes past the end of its frame")
+        return obj, new_pos
 
 
 class _Source:
@@ -147,7 +195,16 @@ class _Generator:
             "_ZERO_UUID": ZERO_UUID,
             "_unpack_from": struct.unpack_from,
             "_pack": struct.pack,
+            "_new": object.__new__,
+            "_U16": struct.Struct(">h").unpack_from,
+            "_U32": struct.Struct(">i").unpack_from,
+            "_P16": struct.Struct(">h").pack,
+            "_P32": struct.Struct(">i").pack,
+            **{f"_UF_{t}": struct.Struct(">" + ch).unpack_from for t, ch in _FIXED_FORMATS.items()},
+            **{f"_PF_{t}": struct.Struct(">" + ch).pack for t, ch in _FIXED_FORMATS.items()},
             "_itemgetter0": lambda t: t[0],
+            "_sget": _STRINGS.get,
+            "_sdecode": _decode_string,
         }
         self.classes: dict[str, type[Struct]] = {}
         self.sources: list[str] = []
@@ -192,24 +249,45 @@ class _Generator:
 
     # -- decoders ----------------------------------------------------------------------------------
     def decoder(self, cls_name: str, fields: list[Field], version: int, flexible: bool) -> str:
+        """One function per (message, version); nested structs are decoded inline (see below)."""
         fname = f"d_{cls_name}_{version}"
         if fname in self.ns:
             return fname
-        self.ns[fname] = None  # reserve; recursion safety
+        self.ns[fname] = None  # reserve
         src = _Source()
+        self.decode_struct(src, cls_name, fields, version, flexible, "o")
+        src.emit("return o, pos")
+        header = f"def {fname}(buf, pos, blen):\n"
+        self.sources.append(header + "\n".join(src.lines) + "\n")
+        return fname
+
+    def decode_struct(
+        self, src: _Source, cls_name: str, fields: list[Field], version: int, flexible: bool, target: str
+    ) -> None:
+        """Emit straight-line code that decodes one ``cls_name`` at ``pos`` into ``target``.
+
+        Nested structs (array elements included) are emitted inline rather than called: a call and
+        a returned ``(obj, pos)`` tuple per element was a third of the cost of decoding an array of
+        small structs. Every local this emits carries a per-struct suffix, so a struct decoded
+        inside another one's tagged-field loop cannot clobber the outer loop's state.
+        """
+        k = src.tmp("")
         regular = [f for f in fields if f.present_in(version) and not (flexible and f.tagged_in(version))]
         tagged = [f for f in fields if flexible and f.present_in(version) and f.tagged_in(version)]
+        var = {f.name: f"v{k}_{f.name}" for f in fields}
+        ntags, unk, te, outer = f"nt{k}", f"unk{k}", f"te{k}", f"ob{k}"
         run: list[Field] = []
+        tags_read = False
 
-        def flush_run() -> None:
+        def flush_run(with_tag_count: bool = False) -> None:
             if not run:
                 return
-            fmt = ">" + "".join(_FIXED_FORMATS[f.type] for f in run)
-            size = sum(_FIXED_SIZES[c] for c in fmt[1:])
+            fmt = ">" + "".join(_FIXED_FORMATS[f.type] for f in run) + ("B" if with_tag_count else "")
+            size = sum(_FIXED_SIZES.get(c, 1) for c in fmt[1:])
             sname = f"_S_{len(self.ns)}"
             self.ns[sname] = struct.Struct(fmt).unpack_from
-            targets = ", ".join(f"v_{f.name}" for f in run)
-            src.emit(f"({targets},) = {sname}(buf, pos)")
+            targets = [var[f.name] for f in run] + ([ntags] if with_tag_count else [])
+            src.emit(f"({', '.join(targets)},) = {sname}(buf, pos)")
             src.emit(f"pos += {size}")
             run.clear()
 
@@ -218,55 +296,68 @@ class _Generator:
                 run.append(f)
                 continue
             flush_run()
-            self.decode_field(src, f, f"v_{f.name}", version, flexible)
+            self.decode_field(src, f, var[f.name], version, flexible)
+        if flexible and run:
+            # The tag count byte that follows a run of fixed fields is read by the same unpack.
+            flush_run(with_tag_count=True)
+            tags_read = True
         flush_run()
         if flexible:
             for f in tagged:
-                src.emit(f"v_{f.name} = {'_MISSING' if self._needs_missing(f) else f'_D_{id(f)}'}")
-            src.emit("unk = None")
-            src.emit("n = buf[pos]")
-            src.emit("if n < 128: pos += 1")
-            src.emit("else: n, pos = _uv(buf, pos)")
-            src.emit("for _ in range(n):")
+                src.emit(f"{var[f.name]} = {self._default_expr(f)}")
+            src.emit(f"{unk} = None")
+            if not tags_read:
+                src.emit(f"{ntags} = buf[pos]")
+                src.emit("pos += 1")
+            # Almost every struct has no tagged fields: one byte, no loop.
+            src.emit(f"if {ntags}:")
+            src.indent += 1
+            src.emit(f"if {ntags} >= 128: {ntags}, pos = _uv(buf, pos - 1)")
+            src.emit(f"for _ in range({ntags}):")
             src.indent += 1
             src.emit("tag, pos = _uv(buf, pos)")
             src.emit("sz, pos = _uv(buf, pos)")
-            src.emit("e = pos + sz")
-            src.emit("if e > blen: raise CodecError('tagged field past end of frame')")
+            src.emit(f"{te} = pos + sz")
+            src.emit(f"if {te} > blen: raise CodecError('tagged field past end of frame')")
             first = True
             for f in tagged:
                 kw = "if" if first else "elif"
                 first = False
                 src.emit(f"{kw} tag == {f.tag}:")
                 src.indent += 1
-                src.emit("outer_blen, blen, tpos = blen, e, pos")
-                src.emit("pos = tpos")
-                self.decode_field(src, f, f"v_{f.name}", version, flexible)
-                src.emit("blen = outer_blen")
+                src.emit(f"{outer}, blen = blen, {te}")
+                self.decode_field(src, f, var[f.name], version, flexible)
+                src.emit(f"blen = {outer}")
+                # A known tagged field must fill exactly the size it declared: fixed-size reads are
+                # not bounded by ``blen``, so an overrun is only visible here.
+                src.emit(f"if pos != {te}: raise CodecError('tagged field {f.kafka_name} does not match its size')")
                 src.indent -= 1
             if tagged:
                 src.emit("else:")
                 src.indent += 1
-            src.emit("if unk is None: unk = []")
-            src.emit("unk.append((tag, buf[pos:e]))")
+            src.emit(f"if {unk} is None: {unk} = []")
+            src.emit(f"{unk}.append((tag, buf[pos:{te}]))")
+            src.emit(f"pos = {te}")
             if tagged:
                 src.indent -= 1
-            src.emit("pos = e")
-            src.indent -= 1
-        else:
-            src.emit("unk = None")
-        args = []
+            src.indent -= 2
+        # Build the instance without its __init__ (object.__new__ plus slot stores): a decoded
+        # message has every field already, and the __init__ call is the costliest step per struct.
+        src.emit(f"{target} = _new(_C_{cls_name})")
         for f in fields:
             present = any(f is g for g in regular) or any(f is g for g in tagged)
-            args.append(f"v_{f.name}" if present else "_MISSING" if self._needs_missing(f) else f"_D_{id(f)}")
-        cname = f"_C_{cls_name}"
-        src.emit(f"return {cname}({', '.join(args)}{', ' if args else ''}unk), pos")
-        header = f"def {fname}(buf, pos, blen):\n"
-        self.sources.append(header + "\n".join(src.lines) + "\n")
-        return fname
+            src.emit(f"{target}.{f.name} = {var[f.name] if present else self._default_expr(f)}")
+        src.emit(f"{target}.unknown_tagged = {unk if flexible else 'None'}")
 
-    def _needs_missing(self, f: Field) -> bool:
-        return (f.is_array and f.default is not None) or (f.is_struct and not f.is_array)
+    def _default_expr(self, f: Field) -> str:
+        """Source for a field's default: a fresh list/struct where mutable, else the shared constant."""
+        if f.is_array and f.default is not None:
+            return "[]"
+        if f.is_struct and not f.is_array:
+            cls = self.struct_class(f)
+            self.ns[f"_C_{cls.__name__}"] = cls
+            return f"_C_{cls.__name__}()"
+        return f"_D_{id(f)}"
 
     def decode_field(self, src: _Source, f: Field, target: str, version: int, flexible: bool) -> None:
         nullable = version in f.nullable
@@ -305,22 +396,22 @@ class _Generator:
     def _read_length(self, src: _Source, var: str, flexible: bool, array: bool, wide: bool = False) -> None:
         """Leave the element count/byte length in ``var``, -1 for null."""
         if flexible:
-            src.emit(f"{var} = buf[pos]")
-            src.emit(f"if {var} < 128: pos += 1")
-            src.emit(f"else: {var}, pos = _uv(buf, pos)")
-            src.emit(f"{var} -= 1")
+            # Compact lengths are stored +1 (0 = null); a first byte below 128 is the whole varint.
+            src.emit(f"{var} = buf[pos] - 1")
+            src.emit(f"if {var} < 127: pos += 1")
+            src.emit(f"else: {var}, pos = _uv(buf, pos); {var} -= 1")
         elif array or wide:
-            src.emit(f"({var},) = _unpack_from('>i', buf, pos)")
+            src.emit(f"({var},) = _U32(buf, pos)")
             src.emit("pos += 4")
         else:
-            src.emit(f"({var},) = _unpack_from('>h', buf, pos)")
+            src.emit(f"({var},) = _U16(buf, pos)")
             src.emit("pos += 2")
 
     def _decode_scalar(self, src: _Source, f: Field, target: str, version: int, flexible: bool, nullable: bool) -> None:
         t = f.type
         if t in _FIXED_FORMATS:
             ch = _FIXED_FORMATS[t]
-            src.emit(f"({target},) = _unpack_from('>{ch}', buf, pos)")
+            src.emit(f"({target},) = _UF_{t}(buf, pos)")
             src.emit(f"pos += {_FIXED_SIZES[ch]}")
         elif t == "uuid":
             src.emit("e = pos + 16")
@@ -341,23 +432,26 @@ class _Generator:
             src.emit("e = pos + ln")
             src.emit(f"if e > blen: raise CodecError('{t} {f.kafka_name} runs past end of frame')")
             if t == "string":
-                src.emit(f"{target} = buf[pos:e].decode('utf-8')")
+                src.emit("sb = buf[pos:e]")
+                src.emit(f"{target} = _sget(sb) or _sdecode(sb)")
             else:
                 src.emit(f"{target} = buf[pos:e]")
             src.emit("pos = e")
             src.indent -= 1
-        else:  # struct
+        else:  # struct, decoded inline
             cls = self.struct_class(f)
             self.ns[f"_C_{cls.__name__}"] = cls
-            sub = self.decoder(cls.__name__, f.fields, version, flexible)
             if nullable and not f.is_array:
                 # Nullable structs carry a presence byte (-1 null, 1 present).
-                src.emit("(pres,) = _unpack_from('>b', buf, pos)")
+                src.emit("(pres,) = _UF_int8(buf, pos)")
                 src.emit("pos += 1")
                 src.emit(f"if pres < 0: {target} = None")
-                src.emit(f"else: {target}, pos = {sub}(buf, pos, blen)")
+                src.emit("else:")
+                src.indent += 1
+                self.decode_struct(src, cls.__name__, f.fields, version, flexible, target)
+                src.indent -= 1
             else:
-                src.emit(f"{target}, pos = {sub}(buf, pos, blen)")
+                self.decode_struct(src, cls.__name__, f.fields, version, flexible, target)
 
     # -- encoders ----------------------------------------------------------------------------------
     def encoder(self, cls_name: str, fields: list[Field], version: int, flexible: bool) -> str:
@@ -417,6 +511,14 @@ class _Generator:
         self.sources.append(f"def {fname}(o, out):\n" + "\n".join(src.lines) + "\n")
         return fname
 
+    @staticmethod
+    def _emit_uvarint(src: _Source, out: str, expr: str) -> None:
+        """Append ``expr`` as an unsigned varint; lengths below 128 (nearly all) take one append."""
+        n = src.tmp("n")
+        src.emit(f"{n} = {expr}")
+        src.emit(f"if {n} < 128: {out}.append({n})")
+        src.emit(f"else: {out} += _uvenc({n})")
+
     def _tag_default(self, f: Field) -> Any:
         if f.is_array:
             return None if f.default is None else []
@@ -443,9 +545,9 @@ class _Generator:
             src.emit("else:")
             src.indent += 1
             if flexible:
-                src.emit(f"{out} += _uvenc(len({v}) + 1)")
+                self._emit_uvarint(src, out, f"len({v}) + 1")
             else:
-                src.emit(f"{out} += _pack('>i', len({v}))")
+                src.emit(f"{out} += _P32(len({v}))")
             if f.type in _FIXED_FORMATS and f.type != "bool":
                 ch = _FIXED_FORMATS[f.type]
                 src.emit(f"{out} += _pack('>%d{ch}' % len({v}), *{v})")
@@ -464,7 +566,7 @@ class _Generator:
     ) -> None:
         t = f.type
         if t in _FIXED_FORMATS:
-            src.emit(f"{out} += _pack('>{_FIXED_FORMATS[t]}', {expr})")
+            src.emit(f"{out} += _PF_{t}({expr})")
         elif t == "uuid":
             src.emit(f"{out} += ({expr} or _ZERO_UUID).bytes")
         elif t in ("string", "bytes", "records"):
@@ -489,11 +591,11 @@ class _Generator:
             if t == "string":
                 src.emit(f"{v} = {v}.encode('utf-8')")
             if flexible:
-                src.emit(f"{out} += _uvenc(len({v}) + 1)")
+                self._emit_uvarint(src, out, f"len({v}) + 1")
             elif t == "string":
-                src.emit(f"{out} += _pack('>h', len({v}))")
+                src.emit(f"{out} += _P16(len({v}))")
             else:
-                src.emit(f"{out} += _pack('>i', len({v}))")
+                src.emit(f"{out} += _P32(len({v}))")
             src.emit(f"{out} += {v}")
             src.indent -= 1
         else:

@@ -1,0 +1,1 @@
+"""Benchmarks: codec micro-benchmarks, storage, and the load generator (see README.md)."""
