@@ -45,36 +45,27 @@ def _leave(version: int, req: Any, error: int) -> Any:
     return m.LeaveGroupResponse(error_code=error, members=[])
 
 
-def _offset_commit(version: int, req: Any, error: int) -> Any:
-    R = m.OffsetCommitResponse
-    return R(
+def _per_partition(response_cls: Any, topic_cls: Any, partition_cls: Any, req: Any, error: int) -> Any:
+    """A response with ``error`` on every partition of the request (OffsetCommit, TxnOffsetCommit)."""
+    return response_cls(
         topics=[
-            R.OffsetCommitResponseTopic(
+            topic_cls(
                 name=t.name,
-                partitions=[
-                    R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
-                    for p in t.partitions
-                ],
+                partitions=[partition_cls(partition_index=p.partition_index, error_code=error) for p in t.partitions],
             )
             for t in req.topics
         ]
     )
+
+
+def _offset_commit(version: int, req: Any, error: int) -> Any:
+    R = m.OffsetCommitResponse
+    return _per_partition(R, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition, req, error)
 
 
 def _txn_offset_commit(version: int, req: Any, error: int) -> Any:
     R = m.TxnOffsetCommitResponse
-    return R(
-        topics=[
-            R.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-    )
+    return _per_partition(R, R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponsePartition, req, error)
 
 
 def _offset_fetch(version: int, req: Any, error: int) -> Any:
