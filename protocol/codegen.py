@@ -46,25 +46,12 @@ _ZERO_I32 = repr(bytes(4))
 _FIXED_SIZES = {"?": 1, "b": 1, "h": 2, "H": 2, "i": 4, "q": 8, "d": 8}
 
 
-# Decoded strings, keyed by their UTF-8 bytes. Group ids, member ids, client ids, protocol and topic
-# names recur in every heartbeat and commit, and a dict hit costs less than decoding. Bounded: only
-# short strings are kept, and the table is emptied when full, so hostile input cannot grow it.
-_STRINGS: dict[bytes, str] = {}
-_STRINGS_MAX = 4096
-_STRING_MAX_BYTES = 128
-
-
-def _decode_string(raw: bytes) -> str:
-    text = raw.decode()  # UTF-8, strict; UnicodeDecodeError becomes CodecError in decode_from
-    if len(raw) <= _STRING_MAX_BYTES:
-        if len(_STRINGS) >= _STRINGS_MAX:
-            _STRINGS.clear()
-        _STRINGS[raw] = text
-    return text
-
-
 class Struct:
-    """Base class of every generated message and nested struct."""
+    """Base class of every generated message and nested struct.
+
+    Decoders build instances with ``object.__new__`` and slot stores, without calling
+    ``__init__``: a subclass must not rely on ``__init__`` side effects.
+    """
 
     __slots__ = ()
     FIELDS: ClassVar[tuple[str, ...]] = ()
@@ -203,8 +190,6 @@ class _Generator:
             **{f"_UF_{t}": struct.Struct(">" + ch).unpack_from for t, ch in _FIXED_FORMATS.items()},
             **{f"_PF_{t}": struct.Struct(">" + ch).pack for t, ch in _FIXED_FORMATS.items()},
             "_itemgetter0": lambda t: t[0],
-            "_sget": _STRINGS.get,
-            "_sdecode": _decode_string,
         }
         self.classes: dict[str, type[Struct]] = {}
         self.sources: list[str] = []
@@ -427,13 +412,15 @@ class _Generator:
             else:
                 src.emit(f"raise CodecError('non-nullable {t} {f.kafka_name} is null')")
             src.indent -= 1
+            if t == "string":
+                # Empty strings are common (commit metadata, unset ids): skip the slice and decode.
+                src.emit(f"elif ln == 0: {target} = ''")
             src.emit("else:")
             src.indent += 1
             src.emit("e = pos + ln")
             src.emit(f"if e > blen: raise CodecError('{t} {f.kafka_name} runs past end of frame')")
             if t == "string":
-                src.emit("sb = buf[pos:e]")
-                src.emit(f"{target} = _sget(sb) or _sdecode(sb)")
+                src.emit(f"{target} = buf[pos:e].decode()")  # UTF-8, strict: the fastest spelling
             else:
                 src.emit(f"{target} = buf[pos:e]")
             src.emit("pos = e")
