@@ -79,18 +79,20 @@ class Router:
         return all(s.loaded for s in self.shards)
 
     def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
-        """Like :meth:`handle`, but single-group requests skip the task: the shard's future is returned."""
+        """Route a group request; the future resolves with its response once it may be sent.
+
+        A single-group request goes straight to its shard (the shard's own future, no task); a
+        multi-group request is split per shard and its answers merged in a task.
+        """
         if api_key in SINGLE_GROUP_APIS or (api_key == ApiKey.OFFSET_FETCH and ctx.api_version < 8):
             return self.shard_of(request.group_id).submit(api_key, ctx, request)
-        return asyncio.ensure_future(self.handle(api_key, ctx, request))
+        return asyncio.ensure_future(self._multi_group(api_key, ctx, request))
 
-    async def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Any:
-        if api_key in SINGLE_GROUP_APIS:
-            return await self.shard_of(request.group_id).submit(api_key, ctx, request)
-        if api_key == ApiKey.OFFSET_FETCH:
-            if ctx.api_version >= 8:
-                return await self._offset_fetch_groups(ctx, request)
-            return await self.shard_of(request.group_id).submit(api_key, ctx, request)
+    async def _multi_group(self, api_key: int, ctx: RequestContext, request: Any) -> Any:
+        if api_key == ApiKey.OFFSET_FETCH:  # v8+: a groups array
+            return await self._split(
+                api_key, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
+            )
         if api_key == ApiKey.DESCRIBE_GROUPS:
             return await self._split(api_key, ctx, request, "groups", lambda g: g, "groups", lambda g: g.group_id)
         if api_key == ApiKey.DELETE_GROUPS:
@@ -133,11 +135,6 @@ class Router:
         first = responses[0]
         setattr(first, resp_field, [merged[req_group(i)] for i in items if req_group(i) in merged])
         return first
-
-    async def _offset_fetch_groups(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._split(
-            ApiKey.OFFSET_FETCH, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
-        )
 
     async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
         responses = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in self.shards))
