@@ -4,10 +4,19 @@ Invariants:
 - At most one live timer per key: :meth:`TimerQueue.schedule` with a key that is already
   scheduled replaces it (Kafka's ``CoordinatorTimer.schedule`` semantics), so a member's
   session deadline is pushed back by rescheduling the same key, never by stacking timers.
-- :meth:`TimerQueue.pop_due` hands out due timers in deadline order; ties keep scheduling order,
-  so a run is deterministic for a given sequence of calls.
-- Nothing here reads a clock: the caller passes ``now``. Cancelled or replaced entries stay in
-  the heap and are skipped lazily (cheap cancel, which session heartbeats do constantly).
+- :meth:`TimerQueue.pop_due` hands out due timers in deadline order; ties keep scheduling order
+  (the order of each key's latest ``schedule``), so a run is deterministic for a given sequence
+  of calls.
+- Nothing here reads a clock: the caller passes ``now``.
+
+Why the heap is lazy: every heartbeat and every offset commit pushes a member's session deadline
+back. Pushing a heap entry each time filled the heap with stale entries that ``next_deadline``
+then had to pop, after every request. Instead each key has at most one *armed* heap entry, at or
+before its live deadline. Moving a deadline later only updates the live entry (a dict store);
+when the armed entry reaches the head of the heap it is re-armed at the live deadline, so a
+member heartbeating every 3 s with a 10 s session costs one heap push per 10 s, not one per
+heartbeat. Moving a deadline earlier arms a new entry at once. Cancelled or replaced entries are
+skipped when they surface.
 """
 
 from __future__ import annotations
@@ -30,13 +39,18 @@ class TimerQueue:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Hashable]] = []
         self._live: dict[Hashable, tuple[int, int, Any]] = {}  # key -> (deadline, seq, payload)
+        # key -> (deadline, seq) of the heap entry that stands for it; always <= its live deadline.
+        self._armed: dict[Hashable, tuple[int, int]] = {}
         self._seq = itertools.count()
 
     def schedule(self, key: Hashable, deadline_ms: int, payload: Any = None) -> None:
         """Arm ``key`` to fire at ``deadline_ms``, replacing any timer with the same key."""
         seq = next(self._seq)
         self._live[key] = (deadline_ms, seq, payload)
-        heapq.heappush(self._heap, (deadline_ms, seq, key))
+        armed = self._armed.get(key)
+        if armed is None or deadline_ms < armed[0]:
+            self._armed[key] = (deadline_ms, seq)
+            heapq.heappush(self._heap, (deadline_ms, seq, key))
 
     def cancel(self, key: Hashable) -> bool:
         """Disarm ``key``; returns whether it was armed."""
@@ -50,27 +64,27 @@ class TimerQueue:
         return None if entry is None else entry[0]
 
     def next_deadline(self) -> int | None:
-        self._drop_stale_head()
+        self._settle_head()
         return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now_ms: int) -> list[DueTimer]:
         """Remove and return every timer with ``deadline <= now_ms``, earliest first."""
         due: list[DueTimer] = []
         while True:
-            self._drop_stale_head()
-            if not self._heap or self._heap[0][0] > now_ms:
+            timer = self.pop_next_due(now_ms)
+            if timer is None:
                 return due
-            deadline, _seq, key = heapq.heappop(self._heap)
-            _, _, payload = self._live.pop(key)
-            due.append(DueTimer(key, deadline, payload))
+            due.append(timer)
 
     def pop_next_due(self, now_ms: int) -> DueTimer | None:
         """Remove and return the earliest due timer, or None. Lets a caller fire timers one at a
         time, so a timer scheduled (or cancelled) by an earlier callback is honoured."""
-        self._drop_stale_head()
-        if not self._heap or self._heap[0][0] > now_ms:
+        self._settle_head()
+        heap = self._heap
+        if not heap or heap[0][0] > now_ms:
             return None
-        deadline, _seq, key = heapq.heappop(self._heap)
+        deadline, _seq, key = heapq.heappop(heap)
+        del self._armed[key]
         _, _, payload = self._live.pop(key)
         return DueTimer(key, deadline, payload)
 
@@ -80,11 +94,24 @@ class TimerQueue:
     def keys(self) -> list[Hashable]:
         return list(self._live)
 
-    def _drop_stale_head(self) -> None:
+    def _settle_head(self) -> None:
+        """Make the head of the heap a live timer at its live deadline (or empty the heap)."""
         heap = self._heap
+        live_timers = self._live
+        armed = self._armed
         while heap:
             deadline, seq, key = heap[0]
-            live = self._live.get(key)
-            if live is not None and live[0] == deadline and live[1] == seq:
+            if armed.get(key) != (deadline, seq):
+                heapq.heappop(heap)  # superseded by an earlier deadline armed for the same key
+                continue
+            live = live_timers.get(key)
+            if live is None:
+                heapq.heappop(heap)  # cancelled or fired
+                del armed[key]
+                continue
+            if live[0] == deadline and live[1] == seq:
                 return
-            heapq.heappop(heap)
+            # Rescheduled since this entry was armed (later, or same deadline but newer): re-arm
+            # at the live deadline and sequence, where an eager push would have put it.
+            armed[key] = (live[0], live[1])
+            heapq.heapreplace(heap, (live[0], live[1], key))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from coordinator.timer import TimerQueue
 
 
@@ -52,3 +55,71 @@ def test_pop_next_due_fires_one_at_a_time() -> None:
     q.cancel("b")  # a callback cancelling a later timer is honoured
     assert q.pop_next_due(100) is None
     assert q.deadline("a") is None and not q.is_scheduled("b")
+
+
+def test_pushing_a_deadline_back_does_not_grow_the_heap() -> None:
+    q = TimerQueue()
+    q.schedule("member", 10_000)
+    for now in range(0, 100_000, 3_000):  # a heartbeat every 3 s pushes the deadline back
+        q.schedule("member", now + 10_000)
+    assert len(q._heap) == 1
+    assert q.next_deadline() == 99_000 + 10_000
+    assert q.pop_due(108_999) == []
+    [due] = q.pop_due(109_000)
+    assert due.key == "member" and due.deadline_ms == 109_000
+
+
+class _EagerModel:
+    """The reference semantics: a sorted list of live (deadline, seq, key, payload)."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, tuple[int, int, object]] = {}
+        self.seq = 0
+
+    def schedule(self, key: str, deadline: int, payload: object) -> None:
+        self.seq += 1
+        self.live[key] = (deadline, self.seq, payload)
+
+    def cancel(self, key: str) -> bool:
+        return self.live.pop(key, None) is not None
+
+    def next_deadline(self) -> int | None:
+        return min((d for d, _, _ in self.live.values()), default=None)
+
+    def pop_next_due(self, now: int) -> tuple[str, int, object] | None:
+        if not self.live:
+            return None
+        key, (deadline, _, payload) = min(self.live.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+        if deadline > now:
+            return None
+        del self.live[key]
+        return key, deadline, payload
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("schedule"), st.sampled_from("abcde"), st.integers(0, 50)),
+            st.tuples(st.just("cancel"), st.sampled_from("abcde"), st.just(0)),
+            st.tuples(st.just("pop"), st.just(""), st.integers(0, 50)),
+            st.tuples(st.just("next"), st.just(""), st.just(0)),
+        ),
+        max_size=80,
+    )
+)
+def test_lazy_heap_matches_eager_semantics(ops: list[tuple[str, str, int]]) -> None:
+    q, model = TimerQueue(), _EagerModel()
+    for i, (op, key, value) in enumerate(ops):
+        if op == "schedule":
+            q.schedule(key, value, i)
+            model.schedule(key, value, i)
+        elif op == "cancel":
+            assert q.cancel(key) == model.cancel(key)
+        elif op == "pop":
+            due = q.pop_next_due(value)
+            expected = model.pop_next_due(value)
+            assert (None if due is None else (due.key, due.deadline_ms, due.payload)) == expected
+        else:
+            assert q.next_deadline() == model.next_deadline()
+        assert len(q) == len(model.live)
+        assert {k: q.deadline(k) for k in "abcde"} == {k: model.live.get(k, (None,))[0] for k in "abcde"}
