@@ -1,7 +1,7 @@
 """One client connection: frames in, responses out, strictly in request order.
 
-Each request gets a slot (a future of response bytes) in arrival order; a response is written
-only when every earlier slot has been written, so a parked JoinGroup holds back the responses
+Each request gets a slot in arrival order, filled with the response bytes once its answer is
+known; a response is written only when every earlier slot has been written, so a parked JoinGroup holds back the responses
 behind it on that connection, as Kafka's clients expect. Requests kcoord serves go to the
 router; all others go, unchanged, to this listener's upstream broker over a connection paired
 with this one. Produce with acks=0 gets no response and takes no slot.
@@ -60,10 +60,7 @@ class ClientConnection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = ""
         self._decoder = frames.FrameDecoder(self.app.settings.max_frame_size)
-        self._slots: deque[asyncio.Future[bytes | None]] = deque()
-        # (api key, perf_counter when its frame arrived) per slot, in step with _slots: the latency
-        # histogram measures frame received → response written, including the wait for earlier slots.
-        self._slot_timing: deque[tuple[int, float]] = deque()
+        self._slots: deque[_Slot] = deque()
         self._frame_api = -1
         self._frame_received = 0.0
         self._upstream: UpstreamConnection | None = None
@@ -86,11 +83,7 @@ class ClientConnection(asyncio.Protocol):
         self._closed = True
         if self._upstream is not None and self._upstream_opening is None:
             self._upstream.close_when_idle()  # what the client sent is still delivered and processed
-        for slot in self._slots:
-            if not slot.done():
-                slot.cancel()
-        self._slots.clear()
-        self._slot_timing.clear()
+        self._slots.clear()  # answers still owed are dropped when they come (see _fill)
         self.app.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
@@ -173,11 +166,24 @@ class ClientConnection(asyncio.Protocol):
             self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse()))
             return
         slot = self._new_slot()
-        fut = self.app.router.submit(api_key, ctx, request)
-        if fut.done():  # answered without waiting for the log (heartbeats, most syncs): no callback hop
-            self._complete(slot, api_key, ctx, fut)
-        else:
-            fut.add_done_callback(lambda t: self._complete(slot, api_key, ctx, t))
+        version = ctx.api_version
+        correlation_id = ctx.correlation_id
+        metrics = self.app.metrics
+
+        def reply(response: Any) -> None:
+            # Runs inside the shard's write path (often before route() returns): never raise.
+            if self._closed:
+                return
+            try:
+                metrics.response_sent(api_key, version, response)
+                data = frames.encode_response(api_key, version, correlation_id, response)
+            except Exception as exc:
+                log.exception("%s: cannot encode the response to api=%d v%d", self.peer, api_key, version)
+                self._fail(slot, f"cannot encode a response: {exc!r}")
+                return
+            self._fill(slot, data)
+
+        self.app.router.route(api_key, ctx, request, reply)
 
     def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: Any) -> None:
         version = ctx.api_version
@@ -196,57 +202,51 @@ class ClientConnection(asyncio.Protocol):
             self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, resp))
 
     # -- slots ----------------------------------------------------------------------------------------
-    def _new_slot(self) -> asyncio.Future[bytes | None]:
-        slot: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+    def _new_slot(self) -> _Slot:
+        slot = _Slot(self._frame_api, self._frame_received)
         self._slots.append(slot)
-        self._slot_timing.append((self._frame_api, self._frame_received))
         return slot
+
+    def _fill(self, slot: _Slot, data: bytes) -> None:
+        """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is."""
+        if slot.data is not None:
+            return
+        slot.data = data
+        slots = self._slots
+        if slots and slots[0] is slot:  # only the head can unblock writes
+            self._flush()
+
+    def _fail(self, slot: _Slot, reason: str) -> None:
+        """The connection closes when ``slot`` comes up, after the answers before it are written."""
+        if slot.data is None:
+            slot.failure = reason
+        self._fill(slot, b"")
 
     def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
         slot = self._new_slot()
         resp_version, response = answer
         self.app.metrics.response_sent(api_key, resp_version, response)
-        slot.set_result(frames.encode_response(api_key, resp_version, correlation_id, response))
-        self._flush()
-
-    def _complete(self, slot: asyncio.Future[bytes | None], api_key: int, ctx: RequestContext, task: Any) -> None:
-        failed = None if task.cancelled() else task.exception()
-        if slot.done():
-            return
-        if task.cancelled():
-            slot.cancel()
-        elif failed is not None:
-            log.error("%s: request api=%d failed: %r", self.peer, api_key, failed)
-            slot.set_exception(failed)
-        else:
-            response = task.result()
-            self.app.metrics.response_sent(api_key, ctx.api_version, response)
-            slot.set_result(frames.encode_response(api_key, ctx.api_version, ctx.correlation_id, response))
-        self._flush()
+        self._fill(slot, frames.encode_response(api_key, resp_version, correlation_id, response))
 
     def _flush(self) -> None:
         slots = self._slots
         transport = self.transport
         if transport is None or self._closed:
             return
-        timing = self._slot_timing
         metrics = self.app.metrics
-        while slots and slots[0].done():
+        out = self._out
+        while slots and slots[0].data is not None:
             slot = slots.popleft()
-            api_key, received = timing.popleft()
-            if slot.cancelled():
-                continue
-            exc = slot.exception()
-            if exc is not None:
-                self.close_with(f"request failed: {exc!r}")
+            if slot.failure is not None:
+                self.close_with(slot.failure)
                 return
-            data = slot.result()
+            data = slot.data
             if data:
-                if self._out is not None:
-                    self._out.append(data)
+                if out is not None:
+                    out.append(data)
                 else:
                     transport.write(data)
-                metrics.request_done(api_key, time.perf_counter() - received)
+                metrics.request_done(slot.api_key, time.perf_counter() - slot.received)
         if self._paused and len(slots) < self.app.settings.max_inflight // 2:
             self._paused = False
             transport.resume_reading()
@@ -311,23 +311,20 @@ class ClientConnection(asyncio.Protocol):
         else:
             fut.add_done_callback(_discard)
 
-    def _passthrough_done(self, slot: asyncio.Future[bytes | None], fut: Any, framed: bool = False) -> None:
+    def _passthrough_done(self, slot: _Slot, fut: Any, framed: bool = False) -> None:
         """Fill a slot from an upstream answer: a raw payload, or (``framed``) a whole rewritten frame."""
         failed = None if fut.cancelled() else fut.exception()  # retrieve it even if the client left
-        if slot.done():
-            return
         if fut.cancelled():
-            slot.cancel()
+            self._fill(slot, b"")
         elif failed is not None:
             self.app.metrics.upstream_error()
-            slot.set_exception(failed)
+            self._fail(slot, f"request failed: {failed!r}")
         elif framed:
-            slot.set_result(fut.result())
+            self._fill(slot, fut.result())
         else:
             payload = fut.result()
             self.app.metrics.upstream_bytes("in", len(payload) + 4)
-            slot.set_result(frames.frame(payload))
-        self._flush()
+            self._fill(slot, frames.frame(payload))
 
     def _forward_and_rewrite(self, payload: bytes, api_key: int, version: int, rewrite: Any) -> None:
         try:
@@ -364,6 +361,20 @@ class ClientConnection(asyncio.Protocol):
     def idle(self) -> bool:
         return not self._slots
 
+
+
+class _Slot:
+    """A response owed to the client, in request order."""
+
+    __slots__ = ("api_key", "received", "data", "failure")
+
+    def __init__(self, api_key: int, received: float) -> None:
+        self.api_key = api_key
+        # perf_counter when its frame arrived: the latency histogram measures frame received →
+        # response written, including the wait for earlier slots.
+        self.received = received
+        self.data: bytes | None = None  # None: not answered yet; b"": nothing to write
+        self.failure: str | None = None  # set: close the connection when this slot comes up
 
 
 def _chain(source: asyncio.Future[bytes], target: asyncio.Future[bytes]) -> None:

@@ -8,13 +8,18 @@ it would on a Kafka broker with the same partition count.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from protocol import messages as m
+from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 
+from .error_responses import error_response
 from .result import RequestContext
-from .shard import ShardRuntime
+from .shard import Reply, ShardRuntime
+
+log = logging.getLogger("kcoord.router")
 
 SINGLE_GROUP_APIS = frozenset(
     {
@@ -78,15 +83,28 @@ class Router:
     def all_loaded(self) -> bool:
         return all(s.loaded for s in self.shards)
 
-    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
-        """Route a group request; the future resolves with its response once it may be sent.
+    def route(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        """Route a group request; ``reply(response)`` is called once the response may be sent.
 
-        A single-group request goes straight to its shard (the shard's own future, no task); a
-        multi-group request is split per shard and its answers merged in a task.
+        A single-group request goes straight to its shard (answered synchronously when it needs
+        no log acknowledgement); a multi-group request is split per shard and its answers merged
+        in a task. A failure there is a bug: it is logged and answered UNKNOWN_SERVER_ERROR.
         """
         if api_key in SINGLE_GROUP_APIS or (api_key == ApiKey.OFFSET_FETCH and ctx.api_version < 8):
-            return self.shard_of(request.group_id).submit(api_key, ctx, request)
-        return asyncio.ensure_future(self._multi_group(api_key, ctx, request))
+            self.shard_of(request.group_id).submit_with(api_key, ctx, request, reply)
+            return
+
+        def done(task: asyncio.Task[Any]) -> None:
+            if task.cancelled():
+                return  # shutting down: the connection is closing too
+            failed = task.exception()
+            if failed is None:
+                reply(task.result())
+                return
+            log.error("api %d: multi-group request failed: %r", api_key, failed, exc_info=failed)
+            reply(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
+
+        asyncio.ensure_future(self._multi_group(api_key, ctx, request)).add_done_callback(done)
 
     async def _multi_group(self, api_key: int, ctx: RequestContext, request: Any) -> Any:
         if api_key == ApiKey.OFFSET_FETCH:  # v8+: a groups array

@@ -33,6 +33,10 @@ from .result import RequestContext, Result
 
 log = logging.getLogger("kcoord.shard")
 
+# Called with a request's response once it may be sent. It must not raise: a reply callback runs
+# inside the shard's write path, where one failing caller must not cost the others their replies.
+Reply = Callable[[Any], None]
+
 
 class ShardState(Protocol):
     def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Result: ...
@@ -80,7 +84,7 @@ class ShardRuntime:
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
         self._closing = False
-        self._waiting: dict[RequestContext, tuple[asyncio.Future[Any], int, Any]] = {}
+        self._waiting: dict[RequestContext, tuple[Reply, int, Any]] = {}
         self._pending_records: list[Record] = []
         self._written_seq = 0  # records handed to the log so far (replayed into the state)
         self._acked_seq = 0  # records the log acknowledged
@@ -109,22 +113,36 @@ class ShardRuntime:
         self._apply(state.on_loaded())
 
     # -- requests -----------------------------------------------------------------------------------
-    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
-        """Hand a request to the state; the future resolves with its response once it may be sent."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def submit_with(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        """Hand a request to the state; ``reply(response)`` is called once it may be sent.
+
+        Most replies need no log acknowledgement (heartbeats, most syncs, reads of acknowledged
+        state) and are delivered before this returns, with no future and no loop hop; the rest
+        are delivered when the log acknowledged every record written before them.
+        """
         if not self.loaded:
             error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            fut.set_result(error_response(api_key, ctx.api_version, request, error))
-            return fut
-        self._waiting[ctx] = (fut, api_key, request)
+            reply(error_response(api_key, ctx.api_version, request, error))
+            return
+        self._waiting[ctx] = (reply, api_key, request)
         try:
             result = self.state.handle(api_key, ctx, request)
         except Exception:  # a bug must cost one request, never the shard
             log.exception("shard %d: handler for api %d failed", self.index, api_key)
             self._waiting.pop(ctx, None)
-            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
-            return fut
+            reply(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
+            return
         self._apply(result)
+
+    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
+        """:meth:`submit_with` for callers that await: the future resolves with the response."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def settle(response: Any) -> None:
+            if not fut.done():
+                fut.set_result(response)
+
+        self.submit_with(api_key, ctx, request, settle)
         return fut
 
     def _apply(self, result: Result) -> None:
@@ -151,8 +169,8 @@ class ShardRuntime:
 
     def _resolve(self, ctx: RequestContext, response: Any) -> None:
         entry = self._waiting.pop(ctx, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_result(response)
+        if entry is not None:
+            entry[0](response)
 
     async def _flush(self, generation: int) -> None:
         try:
@@ -194,9 +212,8 @@ class ShardRuntime:
         waiting, self._waiting = self._waiting, {}
         self._deferred.clear()
         self._pending_records = []
-        for ctx, (fut, api_key, request) in waiting.items():
-            if not fut.done():
-                fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+        for ctx, (reply, api_key, request) in waiting.items():
+            reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
 
     async def _fail_and_reload(self) -> None:
         self._fail_waiting()

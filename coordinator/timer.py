@@ -16,7 +16,8 @@ before its live deadline. Moving a deadline later only updates the live entry (a
 when the armed entry reaches the head of the heap it is re-armed at the live deadline, so a
 member heartbeating every 3 s with a 10 s session costs one heap push per 10 s, not one per
 heartbeat. Moving a deadline earlier arms a new entry at once. Cancelled or replaced entries are
-skipped when they surface.
+skipped when they surface. :meth:`TimerQueue.next_deadline` is therefore a wake-up time at or
+before the earliest live deadline, not always that deadline itself.
 """
 
 from __future__ import annotations
@@ -64,8 +65,26 @@ class TimerQueue:
         return None if entry is None else entry[0]
 
     def next_deadline(self) -> int | None:
-        self._settle_head()
-        return self._heap[0][0] if self._heap else None
+        """When to poll next: at or before the earliest live deadline (None: nothing scheduled).
+
+        It may be earlier than that deadline (an armed entry whose timer was pushed back since);
+        polling then fires nothing and re-arms the entry. Not settling here keeps the per-request
+        cost of asking constant: eagerly re-arming every pushed-back head made a heap operation
+        per heartbeat again.
+        """
+        heap = self._heap
+        live_timers = self._live
+        armed = self._armed
+        while heap:
+            deadline, seq, key = heap[0]
+            if armed.get(key) != (deadline, seq):
+                heapq.heappop(heap)  # superseded by an earlier deadline armed for the same key
+            elif key not in live_timers:
+                heapq.heappop(heap)  # cancelled
+                del armed[key]
+            else:
+                return deadline
+        return None
 
     def pop_due(self, now_ms: int) -> list[DueTimer]:
         """Remove and return every timer with ``deadline <= now_ms``, earliest first."""
@@ -79,39 +98,33 @@ class TimerQueue:
     def pop_next_due(self, now_ms: int) -> DueTimer | None:
         """Remove and return the earliest due timer, or None. Lets a caller fire timers one at a
         time, so a timer scheduled (or cancelled) by an earlier callback is honoured."""
-        self._settle_head()
-        heap = self._heap
-        if not heap or heap[0][0] > now_ms:
-            return None
-        deadline, _seq, key = heapq.heappop(heap)
-        del self._armed[key]
-        _, _, payload = self._live.pop(key)
-        return DueTimer(key, deadline, payload)
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def keys(self) -> list[Hashable]:
-        return list(self._live)
-
-    def _settle_head(self) -> None:
-        """Make the head of the heap a live timer at its live deadline (or empty the heap)."""
         heap = self._heap
         live_timers = self._live
         armed = self._armed
-        while heap:
+        while heap and heap[0][0] <= now_ms:
             deadline, seq, key = heap[0]
             if armed.get(key) != (deadline, seq):
                 heapq.heappop(heap)  # superseded by an earlier deadline armed for the same key
                 continue
             live = live_timers.get(key)
             if live is None:
-                heapq.heappop(heap)  # cancelled or fired
+                heapq.heappop(heap)  # cancelled
                 del armed[key]
                 continue
-            if live[0] == deadline and live[1] == seq:
-                return
-            # Rescheduled since this entry was armed (later, or same deadline but newer): re-arm
-            # at the live deadline and sequence, where an eager push would have put it.
-            armed[key] = (live[0], live[1])
-            heapq.heapreplace(heap, (live[0], live[1], key))
+            if live[0] != deadline or live[1] != seq:
+                # Rescheduled since this entry was armed (later, or the same deadline but newer):
+                # re-arm at the live deadline and sequence, where an eager push would have put it.
+                armed[key] = (live[0], live[1])
+                heapq.heapreplace(heap, (live[0], live[1], key))
+                continue
+            heapq.heappop(heap)
+            del armed[key]
+            del live_timers[key]
+            return DueTimer(key, deadline, live[2])
+        return None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def keys(self) -> list[Hashable]:
+        return list(self._live)

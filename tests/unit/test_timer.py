@@ -23,6 +23,7 @@ def test_scheduling_a_key_again_replaces_its_timer() -> None:
     q = TimerQueue()
     q.schedule("k", 100, 1)
     q.schedule("k", 500, 2)
+    assert q.next_deadline() == 100  # a wake-up time: at or before the live deadline
     assert q.pop_due(400) == []
     assert q.next_deadline() == 500
     [due] = q.pop_due(500)
@@ -63,8 +64,9 @@ def test_pushing_a_deadline_back_does_not_grow_the_heap() -> None:
     for now in range(0, 100_000, 3_000):  # a heartbeat every 3 s pushes the deadline back
         q.schedule("member", now + 10_000)
     assert len(q._heap) == 1
+    assert q.pop_due(108_999) == []  # the first wake-up re-arms it at its live deadline
     assert q.next_deadline() == 99_000 + 10_000
-    assert q.pop_due(108_999) == []
+    assert len(q._heap) == 1
     [due] = q.pop_due(109_000)
     assert due.key == "member" and due.deadline_ms == 109_000
 
@@ -120,6 +122,8 @@ def test_lazy_heap_matches_eager_semantics(ops: list[tuple[str, str, int]]) -> N
             expected = model.pop_next_due(value)
             assert (None if due is None else (due.key, due.deadline_ms, due.payload)) == expected
         else:
-            assert q.next_deadline() == model.next_deadline()
+            wake_up, deadline = q.next_deadline(), model.next_deadline()
+            assert (wake_up is None) == (deadline is None)
+            assert wake_up is None or deadline is None or wake_up <= deadline
         assert len(q) == len(model.live)
         assert {k: q.deadline(k) for k in "abcde"} == {k: model.live.get(k, (None,))[0] for k in "abcde"}
