@@ -12,7 +12,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Only what the wheel needs: the build context stays small and the layer cache survives test edits.
-COPY pyproject.toml README.md /tmp/kcoord/
+# setup.py declares the optional C decoder (protocol/_cdecode.c); this image has no compiler, so
+# pip skips it with a warning and kcoord uses its pure-Python decoders (same results, slower decode).
+COPY pyproject.toml setup.py README.md /tmp/kcoord/
 COPY protocol/ /tmp/kcoord/protocol/
 COPY coordinator/ /tmp/kcoord/coordinator/
 COPY storage/ /tmp/kcoord/storage/

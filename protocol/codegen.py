@@ -14,13 +14,43 @@ Invariants the generated decoders keep (tested by the fuzz and truncation tests)
   end exactly where its size says;
 - any malformed input surfaces as :class:`~protocol.primitives.CodecError`;
 - unknown tagged fields are kept, in order, in ``unknown_tagged`` and written back on encode.
+
+Two decoder backends, one contract (``dec(buf, pos, blen) -> (obj, new_pos)``, objects identical
+field for field, ``unknown_tagged`` included):
+
+- ``"c"``: :mod:`protocol._cdecode`, a C extension with one generic, table-driven decoder. For each
+  (message, version) :meth:`_Generator.struct_program` compiles the schema into a *program* of
+  nested tuples (format below) that the extension validates once, resolving every field to the
+  byte offset of its ``__slots__`` member. It bounds every read by ``blen`` (so it rejects the same
+  inputs as the Python decoders, only earlier) and decodes exact ``bytes``; other buffer types go
+  to the Python decoder. Pure Python had reached a floor at about 2x kafka-python's decode speed
+  (bench/RESULTS.md, "## Codec"); the interpreter's per-field dispatch was what remained.
+- ``"python"``: the generated straight-line decoders, always built. Used when the extension is not
+  built (``setup.py`` marks it optional) or ``KCOORD_PURE_PYTHON=1`` is set in the environment.
+
+:data:`DECODER_BACKEND` says which one ``Message.decode``/``decode_from`` use. Each class keeps
+both tables: ``_PY_DECODERS`` (always) and ``_C_DECODERS`` (empty without the extension);
+``_DECODERS`` is the active one.
+
+Program format (op codes are the extension's module constants ``OP_*``, ``LEN_*``, ``DEF_*``)::
+
+    struct  = (cls, flexible, ((name, op), ...),              # regular fields, wire order
+               ((tag, name, op), ...),                        # known tagged fields
+               ((name, DEF_CONST | DEF_LIST | DEF_CALL, value), ...))  # absent / untagged defaults
+    op      = (OP_BOOL | OP_INT8 | ... | OP_FLOAT64,) | (OP_UUID,)
+            | (OP_STRING | OP_BYTES, LEN_INT16 | LEN_INT32 | LEN_COMPACT, nullable, label)
+            | (OP_STRUCT, nullable, struct)                   # nullable: a presence byte first
+            | (OP_ARRAY, LEN_INT32 | LEN_COMPACT, nullable, label, element_op)
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
+import warnings
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar
 
 from .primitives import CodecError, decode_uvarint, encode_uvarint
@@ -28,6 +58,34 @@ from .schema import Field, MessageSchema
 
 ZERO_UUID = uuid.UUID(int=0)
 _MISSING: Any = object()
+
+# The program format this module writes; the extension reports the one it reads.
+_PROGRAM_FORMAT = 1
+
+
+def _load_cdecode() -> ModuleType | None:
+    """The C decoder extension, or None when it is not built, disabled, or built from older source."""
+    if os.environ.get("KCOORD_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _cdecode
+    except ImportError:
+        return None
+    if getattr(_cdecode, "PROGRAM_FORMAT", None) != _PROGRAM_FORMAT:
+        # A stale in-place build (protocol/_cdecode*.so) from an older _cdecode.c: never misread programs.
+        warnings.warn(
+            "protocol._cdecode was built from another version of _cdecode.c; rebuild it "
+            "(pip install -e .). Using the pure-Python decoders.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    _cdecode.configure(CodecError, uuid.UUID)
+    return _cdecode
+
+
+_cdecode = _load_cdecode()
+DECODER_BACKEND: str = "c" if _cdecode is not None else "python"
 
 _FIXED_FORMATS = {
     "bool": "?",
@@ -84,7 +142,9 @@ class Message(Struct):
     __slots__ = ()
     SCHEMA: ClassVar[MessageSchema]
     _ENCODERS: ClassVar[dict[int, Callable[[Any, bytearray], None]]]
-    _DECODERS: ClassVar[dict[int, Callable[[bytes, int, int], tuple[Any, int]]]]
+    _DECODERS: ClassVar[dict[int, Callable[[bytes, int, int], tuple[Any, int]]]]  # the active backend's
+    _PY_DECODERS: ClassVar[dict[int, Callable[[bytes, int, int], tuple[Any, int]]]]
+    _C_DECODERS: ClassVar[dict[int, Callable[[bytes, int, int], tuple[Any, int]]]]
 
     def encode(self, version: int) -> bytes:
         # encode_into's body, inlined (one call less on every response).
@@ -136,8 +196,11 @@ class Message(Struct):
             dec = cls._DECODERS[version]
         except KeyError:
             raise CodecError(f"{cls.__name__} has no version {version}") from None
-        if end is None:
-            end = len(data)
+        # An ``end`` beyond the buffer would let the Python decoders' length checks pass and their
+        # slices come back short; both backends treat the buffer's end as the frame's end.
+        size = len(data)
+        if end is None or end > size:
+            end = size
         try:
             obj, new_pos = dec(data, pos, end)
         except CodecError:
@@ -440,6 +503,59 @@ class _Generator:
             else:
                 self.decode_struct(src, cls.__name__, f.fields, version, flexible, target)
 
+    # -- programs for the C decoder ----------------------------------------------------------------
+    # These mirror decode_struct/decode_field/_decode_scalar above, field for field: the C
+    # extension interprets what the Python generator would have emitted (see the module docstring
+    # for the format). The differential tests (tests/unit/test_codec_cdecode.py) hold them together.
+    def struct_program(self, cls: type, fields: list[Field], version: int, flexible: bool) -> tuple[Any, ...]:
+        assert _cdecode is not None
+        regular = [f for f in fields if f.present_in(version) and not (flexible and f.tagged_in(version))]
+        tagged = [f for f in fields if flexible and f.present_in(version) and f.tagged_in(version)]
+        on_wire = {id(f) for f in regular}  # by identity, as decode_struct does: Fields compare by value
+        ops = tuple((f.name, self.field_op(f, version, flexible)) for f in regular)
+        tags = tuple((f.tag, f.name, self.field_op(f, version, flexible)) for f in tagged)
+        # Absent fields and tagged fields (when the wire does not carry them) get _default_expr's value.
+        defaults = tuple((f.name, *self._default_spec(f)) for f in fields if id(f) not in on_wire)
+        return (cls, flexible, ops, tags, defaults)
+
+    def _default_spec(self, f: Field) -> tuple[int, Any]:
+        """_default_expr as data: a fresh list, a fresh struct (its class, called), or the shared constant."""
+        assert _cdecode is not None
+        if f.is_array and f.default is not None:
+            return (_cdecode.DEF_LIST, None)
+        if f.is_struct and not f.is_array:
+            return (_cdecode.DEF_CALL, self.struct_class(f))
+        return (_cdecode.DEF_CONST, self.ns[f"_D_{id(f)}"])
+
+    def field_op(self, f: Field, version: int, flexible: bool) -> tuple[Any, ...]:
+        assert _cdecode is not None
+        nullable = version in f.nullable
+        if f.flexible_override is not None:
+            flexible = flexible and version in f.flexible_override
+        if f.is_array:
+            count = _cdecode.LEN_COMPACT if flexible else _cdecode.LEN_INT32
+            elem = self._scalar_op(f, version, flexible, nullable=False)
+            return (_cdecode.OP_ARRAY, count, nullable, f"array {f.kafka_name}", elem)
+        return self._scalar_op(f, version, flexible, nullable)
+
+    def _scalar_op(self, f: Field, version: int, flexible: bool, nullable: bool) -> tuple[Any, ...]:
+        assert _cdecode is not None
+        t = f.type
+        if t in _FIXED_FORMATS:
+            return (getattr(_cdecode, f"OP_{t.upper()}"),)
+        if t == "uuid":
+            return (_cdecode.OP_UUID,)
+        if t in ("string", "bytes", "records"):
+            if flexible:
+                length = _cdecode.LEN_COMPACT
+            else:
+                length = _cdecode.LEN_INT16 if t == "string" else _cdecode.LEN_INT32
+            kind = _cdecode.OP_STRING if t == "string" else _cdecode.OP_BYTES
+            return (kind, length, nullable, f"{t} {f.kafka_name}")
+        cls = self.struct_class(f)
+        presence = nullable and not f.is_array
+        return (_cdecode.OP_STRUCT, presence, self.struct_program(cls, f.fields, version, flexible))
+
     # -- encoders ----------------------------------------------------------------------------------
     def encoder(self, cls_name: str, fields: list[Field], version: int, flexible: bool) -> str:
         fname = f"e_{cls_name}_{version}"
@@ -615,7 +731,15 @@ class _Generator:
         exec("\n".join(self.sources), self.ns)  # noqa: S102 - generated from our own schema files
         cls.SCHEMA = schema
         cls._ENCODERS = {v: self.ns[n] for v, n in encoders.items()}
-        cls._DECODERS = {v: self.ns[n] for v, n in decoders.items()}
+        cls._PY_DECODERS = {v: self.ns[n] for v, n in decoders.items()}
+        cls._C_DECODERS = {}
+        if _cdecode is not None:
+            # The Python decoder rides along: the C one hands it buffers that are not exact bytes.
+            cls._C_DECODERS = {
+                v: _cdecode.compile(self.struct_program(cls, schema.fields, v, v in schema.flexible), py_dec)
+                for v, py_dec in cls._PY_DECODERS.items()
+            }
+        cls._DECODERS = dict(cls._C_DECODERS or cls._PY_DECODERS)
         for name, sub in self.classes.items():
             setattr(cls, name, sub)
         return cls

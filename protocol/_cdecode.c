@@ -1,0 +1,919 @@
+/*
+ * protocol._cdecode: a table-driven decoder for kcoord's generated message classes.
+ *
+ * protocol/codegen.py compiles each (message, version) schema into a "program" of nested tuples
+ * (the format is described in codegen.py, next to the code that builds it) and hands it to
+ * compile(). compile() validates the program once, resolves every field name to the byte offset
+ * of its __slots__ member, and returns a callable with the generated Python decoder's contract:
+ *
+ *     dec(buf, pos, blen) -> (obj, new_pos)
+ *
+ * Why C: the pure-Python decoders were already straight-line code; what remained per field was
+ * interpreter dispatch (see bench/RESULTS.md, "## Codec"). Here a field costs a switch and the
+ * object it produces.
+ *
+ * Safety rules, the reason this file is written the way it is:
+ * - every read is bounded by min(blen, len(buf)); lengths and counts are compared with what
+ *   remains *before* anything is allocated for them (a count never exceeds the bytes left);
+ * - all arithmetic on lengths is done in 64 bits after checking the value is non-negative, so
+ *   a 5-byte varint (up to 2^35 - 1) cannot overflow a Py_ssize_t sum;
+ * - recursion depth is bounded by the schema (structs nest a fixed number of levels), never by
+ *   the input, and every loop consumes input or is bounded by a checked count;
+ * - any malformed input raises protocol.primitives.CodecError (handed in by configure());
+ * - instances are allocated first and their slots filled as fields are decoded, so on any error
+ *   a single Py_DECREF of the half-built object releases everything decoded so far.
+ *
+ * The Python decoders peek fixed-size fields past blen (bounded by len(buf)) and let
+ * Message.decode_from / the tagged-field size check reject the result; bounding every read by
+ * blen here rejects exactly the same inputs, just earlier (positions only grow, so a read that
+ * crosses blen always ends in a rejection there too). Decoded objects are identical.
+ *
+ * Only exact `bytes` buffers are decoded here (every caller in kcoord passes bytes). Anything
+ * else (bytearray, memoryview) is handed to the generated Python decoder, whose slices keep the
+ * buffer's type: that keeps results identical without holding buffer exports across callbacks.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+
+/* Op codes: must match codegen.py (which reads them from this module's attributes). */
+enum {
+    OP_BOOL = 0,
+    OP_INT8 = 1,
+    OP_INT16 = 2,
+    OP_UINT16 = 3,
+    OP_INT32 = 4,
+    OP_INT64 = 5,
+    OP_FLOAT64 = 6,
+    OP_UUID = 7,
+    OP_STRING = 8,
+    OP_BYTES = 9,
+    OP_STRUCT = 10,
+    OP_ARRAY = 11,
+};
+/* How a length or count is written. */
+enum { LEN_INT16 = 0, LEN_INT32 = 1, LEN_COMPACT = 2 };
+/* How an absent field gets its default: a shared immutable constant, a fresh [], or cls(). */
+enum { DEF_CONST = 0, DEF_LIST = 1, DEF_CALL = 2 };
+
+/* Bumped whenever the program format changes, so a stale .so is refused rather than misread. */
+#define PROGRAM_FORMAT 1
+#define MAX_UVARINT_BYTES 5
+
+static PyObject *CodecError; /* protocol.primitives.CodecError */
+static PyObject *UUIDType;   /* uuid.UUID */
+
+typedef struct SProg SProg;
+typedef struct Op Op;
+
+struct Op {
+    int kind;
+    int lenkind;     /* OP_STRING, OP_BYTES, OP_ARRAY */
+    int nullable;    /* OP_STRING, OP_BYTES, OP_ARRAY, OP_STRUCT (presence byte) */
+    PyObject *label; /* "string GroupId", for error messages (owned, may be NULL) */
+    SProg *sub;      /* OP_STRUCT */
+    Op *elem;        /* OP_ARRAY */
+};
+
+typedef struct {
+    Py_ssize_t offset;
+    Op op;
+} FieldOp;
+
+typedef struct {
+    uint64_t tag;
+    Py_ssize_t offset;
+    Op op;
+} TagOp;
+
+typedef struct {
+    Py_ssize_t offset;
+    int kind;
+    PyObject *value; /* DEF_CONST: the constant; DEF_CALL: the class (owned) */
+} DefOp;
+
+struct SProg {
+    PyTypeObject *cls; /* owned */
+    int flexible;
+    Py_ssize_t nfields, ntags, ndefs;
+    FieldOp *fields;
+    TagOp *tags;
+    DefOp *defs;
+    Py_ssize_t unk_offset;
+};
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* ---------------------------------------------------------------------------------------------
+ * Freeing and GC traversal of a compiled program.
+ */
+
+static void sprog_free(SProg *sp);
+
+static void op_clear(Op *op)
+{
+    Py_CLEAR(op->label);
+    if (op->sub != NULL) {
+        sprog_free(op->sub);
+        op->sub = NULL;
+    }
+    if (op->elem != NULL) {
+        op_clear(op->elem);
+        PyMem_Free(op->elem);
+        op->elem = NULL;
+    }
+}
+
+static void sprog_free(SProg *sp)
+{
+    Py_ssize_t i;
+    if (sp == NULL)
+        return;
+    if (sp->fields != NULL)
+        for (i = 0; i < sp->nfields; i++)
+            op_clear(&sp->fields[i].op);
+    if (sp->tags != NULL)
+        for (i = 0; i < sp->ntags; i++)
+            op_clear(&sp->tags[i].op);
+    if (sp->defs != NULL)
+        for (i = 0; i < sp->ndefs; i++)
+            Py_CLEAR(sp->defs[i].value);
+    PyMem_Free(sp->fields);
+    PyMem_Free(sp->tags);
+    PyMem_Free(sp->defs);
+    Py_CLEAR(sp->cls);
+    PyMem_Free(sp);
+}
+
+static int sprog_traverse(SProg *sp, visitproc visit, void *arg);
+
+static int op_traverse(Op *op, visitproc visit, void *arg)
+{
+    if (op->sub != NULL) {
+        int r = sprog_traverse(op->sub, visit, arg);
+        if (r)
+            return r;
+    }
+    if (op->elem != NULL)
+        return op_traverse(op->elem, visit, arg);
+    return 0;
+}
+
+/* The classes a program references hold (via _DECODERS) the decoder that holds the program:
+ * a reference cycle, so the program must be visible to the GC. */
+static int sprog_traverse(SProg *sp, visitproc visit, void *arg)
+{
+    Py_ssize_t i;
+    int r;
+    if (sp == NULL)
+        return 0;
+    Py_VISIT(sp->cls);
+    for (i = 0; i < sp->nfields; i++)
+        if ((r = op_traverse(&sp->fields[i].op, visit, arg)))
+            return r;
+    for (i = 0; i < sp->ntags; i++)
+        if ((r = op_traverse(&sp->tags[i].op, visit, arg)))
+            return r;
+    for (i = 0; i < sp->ndefs; i++)
+        Py_VISIT(sp->defs[i].value);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Compiling a program (tuples from codegen.py) into the C structures above.
+ * Errors here are programming errors in codegen.py: they raise TypeError/ValueError.
+ */
+
+static SProg *compile_struct(PyObject *spec);
+
+/* Byte offset of the __slots__ member `name` of `cls`, read once from its member descriptor so
+ * decoding can store straight into the instance (what object.__setattr__ would end up doing). */
+static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)cls, name);
+    PyMemberDef *m;
+    Py_ssize_t off;
+    if (d == NULL)
+        return -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%U is not a __slots__ member", cls->tp_name, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    if (!PyType_IsSubtype(cls, PyDescr_TYPE(d))) {
+        PyErr_Format(PyExc_TypeError, "%s.%U belongs to another class", cls->tp_name, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    m = ((PyMemberDescrObject *)d)->d_member;
+    off = m->offset;
+    if (m->type != T_OBJECT_EX || (m->flags & READONLY) || off < (Py_ssize_t)sizeof(PyObject) ||
+        off + (Py_ssize_t)sizeof(PyObject *) > cls->tp_basicsize) {
+        PyErr_Format(PyExc_TypeError, "%s.%U is not a writable object slot", cls->tp_name, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+static int is_fixed(int kind) { return kind >= OP_BOOL && kind <= OP_FLOAT64; }
+
+static Py_ssize_t fixed_size(int kind)
+{
+    switch (kind) {
+    case OP_BOOL:
+    case OP_INT8:
+        return 1;
+    case OP_INT16:
+    case OP_UINT16:
+        return 2;
+    case OP_INT32:
+        return 4;
+    default:
+        return 8; /* int64, float64 */
+    }
+}
+
+/* op: (kind,) | (OP_UUID,) | (kind, lenkind, nullable, label) for string/bytes
+ *     | (OP_STRUCT, nullable, struct_spec) | (OP_ARRAY, lenkind, nullable, label, elem_op) */
+static int compile_op(PyObject *spec, Op *op)
+{
+    int kind;
+    memset(op, 0, sizeof(*op));
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 1) {
+        PyErr_SetString(PyExc_TypeError, "op must be a non-empty tuple");
+        return -1;
+    }
+    kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+    if (kind == -1 && PyErr_Occurred())
+        return -1;
+    op->kind = kind;
+    if (is_fixed(kind) || kind == OP_UUID) {
+        if (PyTuple_GET_SIZE(spec) != 1) {
+            PyErr_SetString(PyExc_ValueError, "fixed op takes no arguments");
+            return -1;
+        }
+        return 0;
+    }
+    if (kind == OP_STRING || kind == OP_BYTES) {
+        PyObject *label;
+        if (!PyArg_ParseTuple(spec, "iipU", &kind, &op->lenkind, &op->nullable, &label))
+            return -1;
+        if (op->lenkind < LEN_INT16 || op->lenkind > LEN_COMPACT) {
+            PyErr_SetString(PyExc_ValueError, "bad length kind");
+            return -1;
+        }
+        op->label = Py_NewRef(label);
+        return 0;
+    }
+    if (kind == OP_STRUCT) {
+        PyObject *sub;
+        if (!PyArg_ParseTuple(spec, "ipO!", &kind, &op->nullable, &PyTuple_Type, &sub))
+            return -1;
+        op->sub = compile_struct(sub);
+        return op->sub == NULL ? -1 : 0;
+    }
+    if (kind == OP_ARRAY) {
+        PyObject *label, *elem;
+        if (!PyArg_ParseTuple(spec, "iipUO!", &kind, &op->lenkind, &op->nullable, &label, &PyTuple_Type, &elem))
+            return -1;
+        if (op->lenkind != LEN_INT32 && op->lenkind != LEN_COMPACT) {
+            PyErr_SetString(PyExc_ValueError, "bad array length kind");
+            return -1;
+        }
+        op->label = Py_NewRef(label);
+        op->elem = PyMem_Calloc(1, sizeof(Op));
+        if (op->elem == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (compile_op(elem, op->elem) < 0)
+            return -1;
+        if (op->elem->kind == OP_ARRAY || (op->elem->kind == OP_STRUCT && op->elem->nullable) ||
+            ((op->elem->kind == OP_STRING || op->elem->kind == OP_BYTES) && op->elem->nullable)) {
+            PyErr_SetString(PyExc_ValueError, "array elements are never arrays or nullable");
+            return -1;
+        }
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "unknown op kind %d", kind);
+    return -1;
+}
+
+/* struct: (cls, flexible, ((name, op), ...), ((tag, name, op), ...), ((name, defkind, value), ...)) */
+static SProg *compile_struct(PyObject *spec)
+{
+    PyObject *cls, *fields, *tags, *defs, *uname;
+    int flexible;
+    Py_ssize_t i;
+    SProg *sp;
+
+    if (!PyArg_ParseTuple(spec, "O!pO!O!O!", &PyType_Type, &cls, &flexible, &PyTuple_Type, &fields,
+                          &PyTuple_Type, &tags, &PyTuple_Type, &defs))
+        return NULL;
+    if (((PyTypeObject *)cls)->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "class has no tp_alloc");
+        return NULL;
+    }
+    sp = PyMem_Calloc(1, sizeof(SProg));
+    if (sp == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    sp->cls = (PyTypeObject *)Py_NewRef(cls);
+    sp->flexible = flexible;
+    /* Counts are set as entries get compiled, so sprog_free only sees initialised entries. */
+    sp->fields = PyMem_Calloc(PyTuple_GET_SIZE(fields) + 1, sizeof(FieldOp));
+    sp->tags = PyMem_Calloc(PyTuple_GET_SIZE(tags) + 1, sizeof(TagOp));
+    sp->defs = PyMem_Calloc(PyTuple_GET_SIZE(defs) + 1, sizeof(DefOp));
+    if (sp->fields == NULL || sp->tags == NULL || sp->defs == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+        PyObject *name, *op;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "UO!", &name, &PyTuple_Type, &op))
+            goto fail;
+        sp->nfields = i + 1;
+        if ((sp->fields[i].offset = slot_offset(sp->cls, name)) < 0 || compile_op(op, &sp->fields[i].op) < 0)
+            goto fail;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(tags); i++) {
+        PyObject *name, *op;
+        unsigned long long tag;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(tags, i), "KUO!", &tag, &name, &PyTuple_Type, &op))
+            goto fail;
+        sp->ntags = i + 1;
+        sp->tags[i].tag = tag;
+        if ((sp->tags[i].offset = slot_offset(sp->cls, name)) < 0 || compile_op(op, &sp->tags[i].op) < 0)
+            goto fail;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(defs); i++) {
+        PyObject *name, *value;
+        int kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(defs, i), "UiO", &name, &kind, &value))
+            goto fail;
+        if (kind < DEF_CONST || kind > DEF_CALL || (kind == DEF_CALL && !PyCallable_Check(value))) {
+            PyErr_SetString(PyExc_ValueError, "bad default");
+            goto fail;
+        }
+        sp->ndefs = i + 1;
+        sp->defs[i].kind = kind;
+        sp->defs[i].value = Py_NewRef(value);
+        if ((sp->defs[i].offset = slot_offset(sp->cls, name)) < 0)
+            goto fail;
+    }
+    uname = PyUnicode_FromString("unknown_tagged");
+    if (uname == NULL)
+        goto fail;
+    sp->unk_offset = slot_offset(sp->cls, uname);
+    Py_DECREF(uname);
+    if (sp->unk_offset < 0)
+        goto fail;
+    return sp;
+fail:
+    sprog_free(sp);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Decoding.
+ */
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t pos;
+    Py_ssize_t end; /* never beyond the buffer; lowered to a tagged field's end inside it */
+} Reader;
+
+static int truncated(const Reader *r, Py_ssize_t need)
+{
+    PyErr_Format(CodecError, "truncated: %zd bytes needed at offset %zd, %zd left", need, r->pos,
+                 r->end - r->pos);
+    return -1;
+}
+
+#define NEED(r, n)                                                                                             \
+    do {                                                                                                       \
+        if ((r)->end - (r)->pos < (n)) {                                                                       \
+            truncated((r), (n));                                                                               \
+            return NULL;                                                                                       \
+        }                                                                                                      \
+    } while (0)
+
+/* Unsigned LEB128 of at most 5 bytes. Like primitives.decode_uvarint the value is not masked to
+ * 32 bits (5 groups of 7 bits: up to 2^35 - 1), so both backends agree on every input. */
+static int read_uvarint(Reader *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = 0; i < MAX_UVARINT_BYTES; i++) {
+        unsigned int byte;
+        if (r->pos >= r->end) {
+            PyErr_SetString(CodecError, "truncated varint");
+            return -1;
+        }
+        byte = r->b[r->pos++];
+        v |= (uint64_t)(byte & 0x7F) << (7 * i);
+        if (byte < 0x80) {
+            *out = v;
+            return 0;
+        }
+    }
+    PyErr_SetString(CodecError, "varint longer than 5 bytes");
+    return -1;
+}
+
+/* A length or count: -1 (or any negative classic value) means null. */
+static int read_length(Reader *r, int lenkind, int64_t *out)
+{
+    const unsigned char *p;
+    if (lenkind == LEN_COMPACT) {
+        uint64_t v;
+        if (read_uvarint(r, &v) < 0)
+            return -1;
+        *out = (int64_t)v - 1; /* v < 2^35: no overflow */
+        return 0;
+    }
+    if (lenkind == LEN_INT16) {
+        if (r->end - r->pos < 2)
+            return truncated(r, 2);
+        p = r->b + r->pos;
+        *out = (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+        r->pos += 2;
+        return 0;
+    }
+    if (r->end - r->pos < 4)
+        return truncated(r, 4);
+    p = r->b + r->pos;
+    *out = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+    r->pos += 4;
+    return 0;
+}
+
+static PyObject *decode_struct(Reader *r, const SProg *sp);
+
+static PyObject *read_fixed(Reader *r, int kind)
+{
+    const unsigned char *p;
+    Py_ssize_t n = fixed_size(kind);
+    NEED(r, n);
+    p = r->b + r->pos;
+    r->pos += n;
+    switch (kind) {
+    case OP_BOOL:
+        return Py_NewRef(p[0] ? Py_True : Py_False); /* struct's '?': any non-zero byte is True */
+    case OP_INT8:
+        return PyLong_FromLong((int8_t)p[0]);
+    case OP_INT16:
+        return PyLong_FromLong((int16_t)(uint16_t)((p[0] << 8) | p[1]));
+    case OP_UINT16:
+        return PyLong_FromLong((long)((p[0] << 8) | p[1]));
+    case OP_INT32:
+        return PyLong_FromLong(
+            (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]));
+    case OP_INT64: {
+        uint64_t v = 0;
+        int i;
+        for (i = 0; i < 8; i++)
+            v = (v << 8) | p[i];
+        return PyLong_FromLongLong((long long)(int64_t)v);
+    }
+    default: { /* OP_FLOAT64 */
+        double d = PyFloat_Unpack8((const char *)p, 0);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        return PyFloat_FromDouble(d);
+    }
+    }
+}
+
+/* A strict UTF-8 decode failure becomes a CodecError, with the UnicodeDecodeError as its cause
+ * (what Message.decode's `raise CodecError(...) from exc` does for the Python decoders). */
+static void utf8_error(const Op *op)
+{
+    PyObject *type, *value, *tb, *type2, *value2, *tb2;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyErr_Format(CodecError, "%U is not valid UTF-8: %S", op->label, value);
+    PyErr_Fetch(&type2, &value2, &tb2);
+    PyErr_NormalizeException(&type2, &value2, &tb2);
+    if (value2 != NULL && value != NULL)
+        PyException_SetCause(value2, Py_NewRef(value));
+    PyErr_Restore(type2, value2, tb2);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static PyObject *read_value(Reader *r, const Op *op)
+{
+    switch (op->kind) {
+    case OP_STRING:
+    case OP_BYTES: {
+        int64_t len;
+        const char *start;
+        if (read_length(r, op->lenkind, &len) < 0)
+            return NULL;
+        if (len < 0) {
+            if (op->nullable)
+                Py_RETURN_NONE;
+            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+            return NULL;
+        }
+        if (len > r->end - r->pos) {
+            PyErr_Format(CodecError, "%U runs past end of frame", op->label);
+            return NULL;
+        }
+        start = (const char *)r->b + r->pos;
+        r->pos += (Py_ssize_t)len;
+        if (op->kind == OP_BYTES)
+            return PyBytes_FromStringAndSize(start, (Py_ssize_t)len);
+        {
+            PyObject *s = PyUnicode_DecodeUTF8(start, (Py_ssize_t)len, NULL);
+            if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                utf8_error(op);
+            return s;
+        }
+    }
+    case OP_STRUCT:
+        if (op->nullable) {
+            /* Nullable structs carry a presence byte: negative (-1) is null, anything else present. */
+            NEED(r, 1);
+            if ((int8_t)r->b[r->pos++] < 0)
+                Py_RETURN_NONE;
+        }
+        return decode_struct(r, op->sub);
+    case OP_UUID: {
+        PyObject *raw, *u;
+        NEED(r, 16);
+        raw = PyBytes_FromStringAndSize((const char *)r->b + r->pos, 16);
+        if (raw == NULL)
+            return NULL;
+        r->pos += 16;
+        /* uuid.UUID(None, raw) == uuid.UUID(bytes=raw): the object the Python decoder builds. */
+        u = PyObject_CallFunctionObjArgs(UUIDType, Py_None, raw, NULL);
+        Py_DECREF(raw);
+        return u;
+    }
+    case OP_ARRAY: {
+        int64_t n;
+        Py_ssize_t i, left;
+        PyObject *list;
+        const Op *elem = op->elem;
+        if (read_length(r, op->lenkind, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            if (op->nullable)
+                Py_RETURN_NONE;
+            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+            return NULL;
+        }
+        /* Every element takes at least one byte except structs with no fields in this version,
+         * so a count above the bytes left is refused before the list is allocated; fixed-size
+         * elements are checked against their total size. */
+        left = r->end - r->pos;
+        if (n > left || (is_fixed(elem->kind) && n * fixed_size(elem->kind) > left)) {
+            PyErr_Format(CodecError, "%U: %lld elements exceed the frame", op->label, (long long)n);
+            return NULL;
+        }
+        list = PyList_New((Py_ssize_t)n);
+        if (list == NULL)
+            return NULL;
+        for (i = 0; i < (Py_ssize_t)n; i++) {
+            PyObject *v = is_fixed(elem->kind) ? read_fixed(r, elem->kind) : read_value(r, elem);
+            if (v == NULL) {
+                Py_DECREF(list); /* list_dealloc skips the NULL items not yet filled */
+                return NULL;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+        return list;
+    }
+    default:
+        return read_fixed(r, op->kind);
+    }
+}
+
+static PyObject *decode_struct(Reader *r, const SProg *sp)
+{
+    Py_ssize_t i;
+    /* What object.__new__(cls) does for these classes; memory is zeroed, so every slot starts
+     * NULL and a half-built instance deallocates cleanly. */
+    PyObject *obj = sp->cls->tp_alloc(sp->cls, 0);
+    if (obj == NULL)
+        return NULL;
+    for (i = 0; i < sp->nfields; i++) {
+        const FieldOp *f = &sp->fields[i];
+        PyObject *v = is_fixed(f->op.kind) ? read_fixed(r, f->op.kind) : read_value(r, &f->op);
+        if (v == NULL)
+            goto fail;
+        SLOT(obj, f->offset) = v;
+    }
+    if (sp->flexible) {
+        uint64_t ntags, k;
+        if (read_uvarint(r, &ntags) < 0)
+            goto fail;
+        /* Each tagged field takes at least two bytes (tag and size), so this loop is bounded by
+         * the input even for a count near 2^35. */
+        for (k = 0; k < ntags; k++) {
+            uint64_t tag, size;
+            Py_ssize_t te, j;
+            const TagOp *known = NULL;
+            if (read_uvarint(r, &tag) < 0 || read_uvarint(r, &size) < 0)
+                goto fail;
+            if (size > (uint64_t)(r->end - r->pos)) {
+                PyErr_SetString(CodecError, "tagged field past end of frame");
+                goto fail;
+            }
+            te = r->pos + (Py_ssize_t)size;
+            for (j = 0; j < sp->ntags; j++) {
+                if (sp->tags[j].tag == tag) {
+                    known = &sp->tags[j];
+                    break;
+                }
+            }
+            if (known != NULL) {
+                Py_ssize_t outer = r->end;
+                PyObject *v;
+                r->end = te;
+                v = read_value(r, &known->op);
+                r->end = outer;
+                if (v == NULL)
+                    goto fail;
+                /* A known tagged field must fill exactly the size it declared. */
+                if (r->pos != te) {
+                    Py_DECREF(v);
+                    PyErr_Format(CodecError, "tagged field %llu does not match its size", (unsigned long long)tag);
+                    goto fail;
+                }
+                /* A tag repeated on the wire: the last one wins, as in the Python decoder. */
+                Py_XSETREF(SLOT(obj, known->offset), v);
+            }
+            else {
+                PyObject *unk = SLOT(obj, sp->unk_offset);
+                PyObject *t, *raw, *pair;
+                int rc;
+                if (unk == NULL) {
+                    unk = PyList_New(0);
+                    if (unk == NULL)
+                        goto fail;
+                    SLOT(obj, sp->unk_offset) = unk;
+                }
+                t = PyLong_FromUnsignedLongLong(tag);
+                if (t == NULL)
+                    goto fail;
+                raw = PyBytes_FromStringAndSize((const char *)r->b + r->pos, (Py_ssize_t)size);
+                if (raw == NULL) {
+                    Py_DECREF(t);
+                    goto fail;
+                }
+                pair = PyTuple_New(2);
+                if (pair == NULL) {
+                    Py_DECREF(t);
+                    Py_DECREF(raw);
+                    goto fail;
+                }
+                PyTuple_SET_ITEM(pair, 0, t);
+                PyTuple_SET_ITEM(pair, 1, raw);
+                rc = PyList_Append(unk, pair);
+                Py_DECREF(pair);
+                if (rc < 0)
+                    goto fail;
+                r->pos = te;
+            }
+        }
+    }
+    if (SLOT(obj, sp->unk_offset) == NULL)
+        SLOT(obj, sp->unk_offset) = Py_NewRef(Py_None);
+    /* Fields absent from this version, and tagged fields the wire did not carry. */
+    for (i = 0; i < sp->ndefs; i++) {
+        const DefOp *d = &sp->defs[i];
+        PyObject *v;
+        if (SLOT(obj, d->offset) != NULL)
+            continue;
+        if (d->kind == DEF_CONST)
+            v = Py_NewRef(d->value);
+        else if (d->kind == DEF_LIST)
+            v = PyList_New(0); /* mutable defaults are fresh per object */
+        else
+            v = PyObject_CallNoArgs(d->value);
+        if (v == NULL)
+            goto fail;
+        SLOT(obj, d->offset) = v;
+    }
+    return obj;
+fail:
+    Py_DECREF(obj);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The Program object (owns a compiled program) and the decoder callable bound to it.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    SProg *root;
+    PyObject *fallback; /* the generated Python decoder, for non-bytes buffers */
+} Program;
+
+static int Program_traverse(Program *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fallback);
+    return sprog_traverse(self->root, visit, arg);
+}
+
+static int Program_clear(Program *self)
+{
+    SProg *root = self->root;
+    self->root = NULL;
+    sprog_free(root);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void Program_dealloc(Program *self)
+{
+    PyObject_GC_UnTrack(self);
+    Program_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject ProgramType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "protocol._cdecode.Program",
+    .tp_basicsize = sizeof(Program),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A compiled decoder program (internal).",
+    .tp_traverse = (traverseproc)Program_traverse,
+    .tp_clear = (inquiry)Program_clear,
+    .tp_dealloc = (destructor)Program_dealloc,
+};
+
+static PyObject *program_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Program *prog = (Program *)self;
+    PyObject *buf, *obj, *result, *newpos;
+    Py_ssize_t pos, blen, size;
+    Reader r;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "decoder takes 3 arguments (buf, pos, blen), %zd given", nargs);
+        return NULL;
+    }
+    buf = args[0];
+    if (!PyBytes_CheckExact(buf)) {
+        if (prog->fallback == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "decoder was cleared");
+            return NULL;
+        }
+        return PyObject_Vectorcall(prog->fallback, args, nargs, NULL);
+    }
+    if (prog->root == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "decoder was cleared");
+        return NULL;
+    }
+    pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    blen = PyLong_AsSsize_t(args[2]);
+    if (blen == -1 && PyErr_Occurred())
+        return NULL;
+    size = PyBytes_GET_SIZE(buf);
+    if (blen > size)
+        blen = size; /* never read past the buffer, whatever the caller says its end is */
+    if (pos < 0 || pos > blen) {
+        PyErr_Format(CodecError, "start offset %zd outside the frame (0..%zd)", pos, blen);
+        return NULL;
+    }
+    r.b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    r.pos = pos;
+    r.end = blen;
+    obj = decode_struct(&r, prog->root);
+    if (obj == NULL)
+        return NULL;
+    newpos = PyLong_FromSsize_t(r.pos);
+    if (newpos == NULL) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(obj);
+        Py_DECREF(newpos);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, obj);
+    PyTuple_SET_ITEM(result, 1, newpos);
+    return result;
+}
+
+static PyMethodDef decode_def = {
+    "decode",
+    (PyCFunction)(void (*)(void))program_decode,
+    METH_FASTCALL,
+    "decode(buf, pos, blen) -> (obj, new_pos); raises CodecError on malformed input.",
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Module functions.
+ */
+
+static PyObject *mod_configure(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *codec_error, *uuid_type;
+    if (!PyArg_ParseTuple(args, "O!O!:configure", &PyType_Type, &codec_error, &PyType_Type, &uuid_type))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)codec_error, (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetString(PyExc_TypeError, "codec_error must be an exception class");
+        return NULL;
+    }
+    Py_XSETREF(CodecError, Py_NewRef(codec_error));
+    Py_XSETREF(UUIDType, Py_NewRef(uuid_type));
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_compile(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *spec, *fallback, *fn;
+    Program *prog;
+    if (!PyArg_ParseTuple(args, "O!O:compile", &PyTuple_Type, &spec, &fallback))
+        return NULL;
+    if (CodecError == NULL || UUIDType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "call configure() before compile()");
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable");
+        return NULL;
+    }
+    prog = PyObject_GC_New(Program, &ProgramType);
+    if (prog == NULL)
+        return NULL;
+    prog->root = NULL;
+    prog->fallback = Py_NewRef(fallback);
+    PyObject_GC_Track(prog);
+    prog->root = compile_struct(spec);
+    if (prog->root == NULL) {
+        Py_DECREF(prog);
+        return NULL;
+    }
+    fn = PyCFunction_New(&decode_def, (PyObject *)prog);
+    Py_DECREF(prog);
+    return fn;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", mod_configure, METH_VARARGS,
+     "configure(codec_error, uuid_type): the exception to raise and the uuid class to build."},
+    {"compile", mod_compile, METH_VARARGS,
+     "compile(program, fallback) -> decoder(buf, pos, blen); fallback handles non-bytes buffers."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef cdecode_module = {
+    PyModuleDef_HEAD_INIT,
+    "protocol._cdecode",
+    "Table-driven decoder for kcoord's generated message classes (see protocol/codegen.py).",
+    -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__cdecode(void)
+{
+    PyObject *m;
+    if (PyType_Ready(&ProgramType) < 0)
+        return NULL;
+    m = PyModule_Create(&cdecode_module);
+    if (m == NULL)
+        return NULL;
+#define ADD_INT(name)                                                                                          \
+    if (PyModule_AddIntConstant(m, #name, name) < 0)                                                           \
+        goto fail;
+    ADD_INT(PROGRAM_FORMAT)
+    ADD_INT(OP_BOOL)
+    ADD_INT(OP_INT8)
+    ADD_INT(OP_INT16)
+    ADD_INT(OP_UINT16)
+    ADD_INT(OP_INT32)
+    ADD_INT(OP_INT64)
+    ADD_INT(OP_FLOAT64)
+    ADD_INT(OP_UUID)
+    ADD_INT(OP_STRING)
+    ADD_INT(OP_BYTES)
+    ADD_INT(OP_STRUCT)
+    ADD_INT(OP_ARRAY)
+    ADD_INT(LEN_INT16)
+    ADD_INT(LEN_INT32)
+    ADD_INT(LEN_COMPACT)
+    ADD_INT(DEF_CONST)
+    ADD_INT(DEF_LIST)
+    ADD_INT(DEF_CALL)
+#undef ADD_INT
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
