@@ -32,6 +32,9 @@ class UpstreamConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._closed = False
         self._close_when_idle = False
+        # Frames written in one loop iteration leave in one write (shard appends and pass-through
+        # requests from many clients share this connection; a syscall each was a hot spot).
+        self._wbuf: list[bytes] = []
         self.on_close: list[Any] = []
         self.bytes_in = 0
         self.bytes_out = 0
@@ -88,11 +91,19 @@ class UpstreamConnection(asyncio.Protocol):
             fut = asyncio.get_running_loop().create_future()
             self._pending.append(fut)
         self.bytes_out += len(frame_with_size)
-        self._transport.write(frame_with_size)
+        if not self._wbuf:
+            asyncio.get_running_loop().call_soon(self._write_out)
+        self._wbuf.append(frame_with_size)
         return fut
+
+    def _write_out(self) -> None:
+        buf, self._wbuf = self._wbuf, []
+        if buf and self._transport is not None and not self._closed:
+            self._transport.write(b"".join(buf) if len(buf) > 1 else buf[0])
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:
+            self._write_out()  # what was sent before the close still goes out
             self._transport.close()
 
     def close_when_idle(self, timeout: float = 30.0) -> None:
