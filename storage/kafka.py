@@ -19,6 +19,13 @@ written"). Any other failure raises :class:`StorageError`; the shard then reload
 read re-fences first (below) so a straggling copy of the failed batch can only land *before*
 the fence — inside what the reload reads — never after it.
 
+Shards share a broker's connection, and a broker handles a connection's requests one at a time,
+so one Produce per shard append would queue the shards behind each other. Appends made in the
+same event-loop iteration for partitions led by the same broker go out as *one* Produce request
+with a batch per partition (:class:`ProduceCombiner`), as Kafka's own producer drains every ready
+partition of a broker into one request; each shard still gets its own partition's answer and
+retries on its own. Each batch carries its shard's producer id, epoch and sequence.
+
 Fencing (issue 4, item 5): each shard owner uses the stable transactional id
 ``kcoord:<topic>:<shard>``. Taking ownership = InitProducerId for that id (the transaction
 coordinator bumps the epoch and returns the same producer id), then an acknowledged *fence
@@ -104,6 +111,7 @@ class KafkaStorage:
         self.fetch_max_bytes = fetch_max_bytes
         self.refence_interval = refence_interval
         self.logs: dict[int, KafkaShardLog] = {}
+        self.produce_combiner = ProduceCombiner(self.topic, append_timeout)
         self._keepalive: asyncio.Task[None] | None = None
 
     # -- Storage ----------------------------------------------------------------------------------------
@@ -210,6 +218,75 @@ class KafkaStorage:
                     await shard_log.refence_if_owner()
                 except StorageError as exc:  # the next append/read surfaces it; keep the others going
                     log.warning("shard %d: periodic re-fence failed: %s", shard_log.partition, exc)
+
+
+class ProduceCombiner:
+    """One Produce request per broker for the appends of one loop iteration (module docstring)."""
+
+    def __init__(self, topic: str, timeout: float, max_request_bytes: int = 8 << 20) -> None:
+        self.topic = topic
+        self.timeout = timeout
+        self.max_request_bytes = max_request_bytes
+        # connection -> [(partition, batch, future of its partition response)], in arrival order
+        self._queued: dict[Any, list[tuple[int, bytes, asyncio.Future[Any]]]] = {}
+
+    async def produce(self, conn: Any, partition: int, batch: bytes) -> Any:
+        """Send ``batch`` to ``partition`` with the others bound for ``conn``; its partition response.
+
+        Connection trouble and timeouts raise StorageError for every batch of the request.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        queue = self._queued.get(conn)
+        if queue is None:
+            queue = self._queued[conn] = []
+            loop.call_soon(self._send, conn)
+        queue.append((partition, batch, fut))
+        return await fut
+
+    def _send(self, conn: Any) -> None:
+        queue = self._queued.pop(conn, [])
+        request: list[tuple[int, bytes, asyncio.Future[Any]]] = []
+        size = 0
+        for entry in queue:
+            if request and size + len(entry[1]) > self.max_request_bytes:
+                self._send_one(conn, request)
+                request, size = [], 0
+            request.append(entry)
+            size += len(entry[1])
+        if request:
+            self._send_one(conn, request)
+
+    def _send_one(self, conn: Any, entries: list[tuple[int, bytes, asyncio.Future[Any]]]) -> None:
+        req = sm.ProduceRequest(
+            transactional_id=None, acks=-1, timeout_ms=int(self.timeout * 1000),
+            topic_data=[
+                sm.ProduceRequest.TopicProduceData(
+                    name=self.topic,
+                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=p, records=b) for p, b, _ in entries],
+                )
+            ],
+        )
+        task = asyncio.ensure_future(conn.request(req, self.timeout))
+        task.add_done_callback(lambda t: self._answer(t, entries))
+
+    @staticmethod
+    def _answer(task: asyncio.Future[Any], entries: list[tuple[int, bytes, asyncio.Future[Any]]]) -> None:
+        failure = StorageError("produce request cancelled") if task.cancelled() else task.exception()
+        by_partition: dict[int, Any] = {}
+        if failure is None:
+            for topic in task.result().responses:
+                for part in topic.partition_responses:
+                    by_partition[part.index] = part
+        for partition, _, fut in entries:
+            if fut.done():
+                continue
+            if failure is not None:
+                fut.set_exception(failure if isinstance(failure, StorageError) else StorageError(repr(failure)))
+            elif partition in by_partition:
+                fut.set_result(by_partition[partition])
+            else:
+                fut.set_exception(StorageError(f"produce response has no answer for partition {partition}"))
 
 
 class KafkaShardLog:
@@ -321,15 +398,6 @@ class KafkaShardLog:
             pairs, timestamp=int(time.time() * 1000), producer_id=self.producer_id,
             producer_epoch=self.producer_epoch, base_sequence=self.sequence,
         )
-        req = sm.ProduceRequest(
-            transactional_id=None, acks=-1, timeout_ms=int(self.storage.append_timeout * 1000),
-            topic_data=[
-                sm.ProduceRequest.TopicProduceData(
-                    name=self.topic,
-                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=self.partition, records=batch)],
-                )
-            ],
-        )
         deadline = time.monotonic() + self.storage.append_timeout
         attempt = 0
         backoff = 0.02
@@ -340,14 +408,13 @@ class KafkaShardLog:
                 raise StorageError(f"append to {self.topic}[{self.partition}] failed: {last}")
             try:
                 conn = await self.cluster.leader(self.partition)
-                resp = await conn.request(req, self.storage.append_timeout)
+                part = await self.storage.produce_combiner.produce(conn, self.partition, batch)
             except StorageError as exc:
                 last = str(exc)
                 attempt += 1
                 await self._after_leadership_error(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            part = resp.responses[0].partition_responses[0]
             err = part.error_code
             if err == 0 or (err == ERR_DUPLICATE_SEQUENCE and attempt > 0):
                 self.sequence = (self.sequence + len(pairs)) & 0x7FFFFFFF

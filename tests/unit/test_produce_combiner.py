@@ -1,0 +1,85 @@
+"""Appends of many shards in one loop iteration leave as one Produce request per broker, and each
+shard gets its own partition's answer (storage.kafka.ProduceCombiner)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from protocol import storage_messages as sm
+from storage.base import StorageError
+from storage.kafka import ProduceCombiner
+
+R = sm.ProduceResponse
+
+
+class FakeBroker:
+    """Answers each Produce with a per-partition error chosen by the test (or fails the request)."""
+
+    def __init__(self, errors: dict[int, int] | None = None, fail: BaseException | None = None) -> None:
+        self.requests: list[Any] = []
+        self.errors = errors or {}
+        self.fail = fail
+
+    async def request(self, req: Any, timeout: float) -> Any:
+        self.requests.append(req)
+        await asyncio.sleep(0)
+        if self.fail is not None:
+            raise self.fail
+        parts = [p.index for t in req.topic_data for p in t.partition_data]
+        return R(
+            responses=[
+                R.TopicProduceResponse(
+                    name="t",
+                    partition_responses=[
+                        R.PartitionProduceResponse(index=p, error_code=self.errors.get(p, 0), base_offset=10 * p)
+                        for p in parts
+                    ],
+                )
+            ]
+        )
+
+
+async def test_one_request_per_broker_per_iteration_and_answers_by_partition() -> None:
+    combiner = ProduceCombiner("t", timeout=5.0)
+    a, b = FakeBroker(errors={3: 47}), FakeBroker()
+    answers = await asyncio.gather(
+        combiner.produce(a, 1, b"batch-1"),
+        combiner.produce(a, 3, b"batch-3"),
+        combiner.produce(b, 2, b"batch-2"),
+        combiner.produce(a, 5, b"batch-5"),
+    )
+    assert [(p.index, p.error_code, p.base_offset) for p in answers] == [(1, 0, 10), (3, 47, 30), (2, 0, 20), (5, 0, 50)]
+    assert len(a.requests) == 1 and len(b.requests) == 1
+    [topic] = a.requests[0].topic_data
+    assert topic.name == "t"
+    assert [(p.index, p.records) for p in topic.partition_data] == [(1, b"batch-1"), (3, b"batch-3"), (5, b"batch-5")]
+    assert a.requests[0].acks == -1
+
+
+async def test_a_later_iteration_gets_its_own_request() -> None:
+    combiner = ProduceCombiner("t", timeout=5.0)
+    broker = FakeBroker()
+    await combiner.produce(broker, 0, b"x")
+    await combiner.produce(broker, 0, b"y")
+    assert len(broker.requests) == 2
+
+
+async def test_requests_are_split_at_the_byte_cap() -> None:
+    combiner = ProduceCombiner("t", timeout=5.0, max_request_bytes=10)
+    broker = FakeBroker()
+    await asyncio.gather(*(combiner.produce(broker, p, b"123456") for p in range(3)))
+    assert [len(r.topic_data[0].partition_data) for r in broker.requests] == [1, 1, 1]
+
+
+async def test_a_failed_request_fails_every_batch_in_it_with_storage_error() -> None:
+    combiner = ProduceCombiner("t", timeout=5.0)
+    broker = FakeBroker(fail=ConnectionResetError("gone"))
+    results = await asyncio.gather(
+        combiner.produce(broker, 0, b"x"), combiner.produce(broker, 1, b"y"), return_exceptions=True
+    )
+    assert all(isinstance(r, StorageError) for r in results)
+    with pytest.raises(StorageError):
+        await combiner.produce(FakeBroker(fail=StorageError("timed out")), 0, b"z")
