@@ -127,8 +127,8 @@ class ClientConnection(asyncio.Protocol):
             lo, hi = KCOORD_VERSIONS[api_key]
             if not lo <= version <= hi:
                 raise CodecError(f"unsupported version {version} of api {api_key}")
-            header, request = frames.decode_request(payload)
-            ctx = RequestContext(version, header.client_id or "", self.client_host, correlation_id)
+            client_id, request = frames.decode_request_body(payload, api_key, version)
+            ctx = RequestContext(version, client_id or "", self.client_host, correlation_id)
             if api_key in GROUP_APIS:
                 self._serve_group(api_key, ctx, request)
             elif api_key == ApiKey.FIND_COORDINATOR:

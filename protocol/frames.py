@@ -131,6 +131,43 @@ def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Any]:
     return header, body
 
 
+def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> tuple[str | None, Any]:
+    """(client id, body) of a request whose api key and version the caller already peeked.
+
+    The server's hot path: the same checks as :func:`decode_request`, without building a
+    :class:`RequestHeader` or looking the message class up twice.
+    """
+    cls = REQUESTS.get(api_key)
+    if cls is None:
+        raise CodecError(f"unknown api key {api_key}")
+    end = len(frame_bytes)
+    if end < 10:
+        raise CodecError("request header truncated before client id")
+    (n,) = _HEADER_CLIENT_LEN.unpack_from(frame_bytes, 8)
+    pos = 10
+    client_id: str | None = None
+    if n >= 0:
+        pos += n
+        if pos > end:
+            raise CodecError("client id runs past end of frame")
+        try:
+            client_id = frame_bytes[10:pos].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"client id is not utf-8: {exc}") from exc
+    if api_version in cls.SCHEMA.flexible:
+        if pos < end and frame_bytes[pos] == 0:
+            pos += 1  # no tagged fields in the header: nearly always
+        else:
+            count, pos = decode_uvarint(frame_bytes, pos)
+            for _ in range(count):
+                _tag, pos = decode_uvarint(frame_bytes, pos)
+                size, pos = decode_uvarint(frame_bytes, pos)
+                pos += size
+                if pos > end:
+                    raise CodecError("request header tagged field past end of frame")
+    return client_id, cls.decode_from(frame_bytes, pos, api_version)[0]
+
+
 def response_header_flexible(api_key: int, api_version: int) -> bool:
     if api_key == ApiKey.API_VERSIONS:
         return False

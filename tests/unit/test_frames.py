@@ -89,3 +89,34 @@ def test_produce_acks_parsed_after_transactional_id(version: int, txn: str | Non
     assert acks == 0 and payload[offset + 2 :] == b"rest"
     payload = header + tid + struct.pack(">h", -1) + b"rest"
     assert produce_acks(payload, h.size, version)[0] == -1
+
+
+def _same_outcome(payload: bytes) -> None:
+    """decode_request_body (the server's path) agrees with decode_request, errors included."""
+    api_key, version, _ = frames.peek_header(payload)
+    try:
+        header, body = frames.decode_request(payload)
+    except CodecError:
+        with pytest.raises(CodecError):
+            frames.decode_request_body(payload, api_key, version)
+        return
+    assert frames.decode_request_body(payload, api_key, version) == (header.client_id, body)
+
+
+@pytest.mark.parametrize("client_id", [None, "", "client-é"])
+@pytest.mark.parametrize(("api_key", "version"), [(12, 0), (12, 3), (12, 4), (11, 5), (11, 9), (8, 7), (8, 9)])
+def test_decode_request_body_matches_decode_request(api_key: int, version: int, client_id: str | None) -> None:
+    cls = m.REQUESTS[api_key]
+    payload = frames.encode_request(api_key, version, 7, client_id, cls(group_id="g"))[4:]
+    _same_outcome(payload)
+    for cut in range(8, len(payload)):  # every truncation: the same error, never a different answer
+        _same_outcome(payload[:cut])
+
+
+def test_decode_request_body_skips_header_tagged_fields_and_rejects_bad_client_ids() -> None:
+    body = m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m").encode(4)
+    tagged = struct.pack(">hhih", 12, 4, 9, 2) + b"ab" + bytes([1, 5, 3, 1, 2, 3]) + body
+    assert frames.decode_request_body(tagged, 12, 4)[0] == "ab"
+    _same_outcome(tagged)
+    _same_outcome(struct.pack(">hhih", 12, 4, 9, 2) + b"\xff\xfe" + b"\x00" + body)  # not UTF-8
+    _same_outcome(struct.pack(">hhih", 12, 4, 9, 2) + bytes([1, 5, 60]) + body)  # tag past the end
