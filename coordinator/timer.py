@@ -53,6 +53,18 @@ class TimerQueue:
             self._armed[key] = (deadline_ms, seq)
             heapq.heappush(self._heap, (deadline_ms, seq, key))
 
+    def push_back(self, key: Hashable, deadline_ms: int) -> bool:
+        """Move a live timer's deadline, keeping its payload; False (nothing done) if not armed.
+
+        The same as scheduling ``key`` again with its own payload, for callers that would otherwise
+        build an identical payload on every call (a session re-armed by each heartbeat).
+        """
+        live = self._live.get(key)
+        if live is None:
+            return False
+        self.schedule(key, deadline_ms, live[2])
+        return True
+
     def cancel(self, key: Hashable) -> bool:
         """Disarm ``key``; returns whether it was armed."""
         return self._live.pop(key, None) is not None

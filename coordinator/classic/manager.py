@@ -680,11 +680,10 @@ class ClassicGroupManager:
             out.reply(ctx, r.heartbeat_response(ErrorCode.NONE))
 
     def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        self.timers.schedule(
-            heartbeat_key(group_id, member_id),
-            self.now_ms() + timeout_ms,
-            lambda out: self._on_heartbeat_expired(group_id, member_id, out),
-        )
+        key = heartbeat_key(group_id, member_id)
+        deadline = self.now_ms() + timeout_ms
+        if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
+            self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
 
     def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
         """Push a member's session deadline back (used by offset commits, as in Kafka)."""

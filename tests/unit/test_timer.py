@@ -127,3 +127,12 @@ def test_lazy_heap_matches_eager_semantics(ops: list[tuple[str, str, int]]) -> N
             assert wake_up is None or deadline is None or wake_up <= deadline
         assert len(q) == len(model.live)
         assert {k: q.deadline(k) for k in "abcde"} == {k: model.live.get(k, (None,))[0] for k in "abcde"}
+
+
+def test_push_back_moves_a_live_timer_and_keeps_its_payload() -> None:
+    q = TimerQueue()
+    assert q.push_back("k", 50) is False and not q.is_scheduled("k")
+    q.schedule("k", 100, "payload")
+    q.schedule("other", 150, "o")
+    assert q.push_back("k", 200) is True
+    assert [(d.key, d.deadline_ms, d.payload) for d in q.pop_due(1_000)] == [("other", 150, "o"), ("k", 200, "payload")]
