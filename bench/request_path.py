@@ -9,7 +9,8 @@ request: a ``ClientConnection`` wired to a real ``App`` (router, shards, group s
 codec) over in-memory storage, fed pipelined frames the way a socket read delivers them
 (``--batch`` frames per ``data_received``), its writes collected by a fake transport. Members are
 joined and synced through the same path first. The figure is process CPU time per request over
-``--requests`` requests, best of ``--repeat`` runs.
+``--requests`` requests, best of ``--repeat`` runs, with the garbage collector tuned as
+``kcoord serve`` tunes it.
 
 It is a profile target and a regression guard for the per-request path, not a throughput claim:
 the loadgen figures (bench/RESULTS.md) are the ones that count.
@@ -24,6 +25,7 @@ import pstats
 import time
 from typing import Any
 
+from coordinator.cli import tune_gc_for_serving
 from coordinator.connection import ClientConnection
 from coordinator.group_config import GroupConfig
 from coordinator.server import App, Listener
@@ -182,6 +184,7 @@ async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
     batch_frames = make(h, groups, args.requests)
     reads = [b"".join(batch_frames[i : i + args.batch]) for i in range(0, len(batch_frames), args.batch)]
     h.transport.take()
+    tune_gc_for_serving()  # as `kcoord serve` does once its shards are loaded
     best = float("inf")
     prof = cProfile.Profile() if profile else None
     for _ in range(args.repeat):
