@@ -4,10 +4,12 @@
     .venv/bin/python -m bench.run_all --full          # the issue's sizes (50k members, 5k storm, ...)
     .venv/bin/python -m bench.run_all --only steady,join-storm --no-write
 
-It starts, pinned to CPU 0: a tansu broker as kcoord's upstream, kcoord (``--storage kafka``, so
-commits are durable on that broker), a second kcoord with ``--group-initial-rebalance-delay-ms 0``
-for the join storm, and a separate tansu broker as the PEER. Each scenario runs as its own
-``python -m bench.loadgen`` process pinned to CPU 1, first against kcoord, then against the peer,
+It starts, pinned to CPU 0 (the servers under test): kcoord (``--storage kafka``, so commits are
+durable on its upstream), a second kcoord with ``--group-initial-rebalance-delay-ms 0`` for the
+join storm, and a separate tansu broker as the PEER. Pinned to CPU 1: a tansu broker as kcoord's
+upstream cluster (in production the Kafka cluster runs on other machines; on CPU 0 it would take
+the core of the coordinator it serves) and, for each scenario, a ``python -m bench.loadgen``
+process, first against kcoord, then against the peer,
 and the results are appended to bench/RESULTS.md with the date, commit, machine and the
 kcoord/peer ratio of that same run. Every child process is stopped at the end, even on failure.
 """
@@ -33,6 +35,7 @@ from bench.loadgen import report
 RESULTS = procs.REPO / "bench" / "RESULTS.md"
 SERVER_CPU = 0
 LOADGEN_CPU = 1
+UPSTREAM_CPU = 1  # kcoord's upstream cluster sits with the load generator, off the servers' core
 
 
 @dataclass
@@ -50,7 +53,7 @@ class Run:
 def plan(full: bool) -> list[Run]:
     steady_sizes = [1_000, 10_000] + ([50_000] if full else [])
     storm_sizes = [100, 1_000] + ([5_000] if full else [])
-    committers = [100] + ([1_000] if full else [])
+    committers = [100] + ([1_000, 2_000] if full else [])
     runs: list[Run] = []
     for n in steady_sizes:
         runs.append(Run("steady", f"steady {n:,} members, heartbeat 3 s",
@@ -220,7 +223,7 @@ def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, 
         f"- **Date:** {info['date']} · **Commit:** {info['commit']} · **Machine:** {info['nproc']} cores "
         f"({info['arch']}), Python {info['python']} + uvloop",
         f"- **Command:** `{command}` ({elapsed / 60:.1f} min)",
-        f"- **Pinning:** {'taskset: servers (kcoord, its upstream tansu, the peer tansu) on CPU 0, load generator on CPU 1' if info['taskset'] == 'yes' else 'none (taskset missing): servers and load generator share both cores'}. "
+        f"- **Pinning:** {'taskset: servers under test (kcoord, the peer tansu) on CPU 0; kcoord upstream tansu and the load generator on CPU 1' if info['taskset'] == 'yes' else 'none (taskset missing): servers and load generator share both cores'}. "
         "kcoord runs `--storage kafka` (durable on its upstream tansu); the peer is tansu 0.6.0's own group coordinator "
         "(memory storage engine). `other_cores` is CPU used during the window by processes other than the server "
         "and the load generator (other work on the machine).",
@@ -267,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     children: list[procs.Child] = []
     try:
-        upstream, upstream_addr = procs.tansu("tansu-upstream", SERVER_CPU)
+        upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
         peer, peer_addr = procs.tansu("tansu-peer", SERVER_CPU)
         children += [upstream, peer]
         kc, kc_addr = procs.kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
