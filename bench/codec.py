@@ -11,6 +11,12 @@ repeats interleaved) in this one process, in µs per operation; "ratio" is kafka
 issue's target is a ratio of at least 3 for Heartbeat, JoinGroup, SyncGroup and OffsetCommit,
 both directions.
 
+"Decode ours" is the active decoder backend (``protocol.codegen.DECODER_BACKEND``: the C extension
+``protocol._cdecode`` when it is built, which is the default). The table also times our generated
+pure-Python decoders on the same bytes in the same interleaved run, through the same
+``Message.decode`` wrapper, so the gain of the extension and the fallback's standing against
+kafka-python are both visible. Run with ``KCOORD_PURE_PYTHON=1`` to make the fallback "ours".
+
 Messages (the sizes of a 10-member consumer group):
 Heartbeat v4 request/response; JoinGroup v9 request with 2 protocols of ~100-byte metadata and
 response with 10 members; SyncGroup v5 leader request with 10 assignments and its response;
@@ -39,7 +45,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import group as kp_group
 
 from protocol import messages as m
-from protocol.codegen import Message
+from protocol.codegen import DECODER_BACKEND, Message
 from protocol.schema import Field
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -220,6 +226,15 @@ def to_kafka_python(obj: Any, fields: list[Field], kstruct: Any, version: int, d
     return data_class(version=version, **kwargs)
 
 
+def pure_python_view(cls: type[Message]) -> type[Message]:
+    """``cls`` with ``decode`` bound to the generated Python decoders (the fallback backend).
+
+    A subclass that only overrides the decoder table, so ``.decode`` runs the very same wrapper
+    code as ``cls.decode``; the objects it returns are still instances of ``cls``.
+    """
+    return type(f"{cls.__name__}PurePython", (cls,), {"__slots__": (), "_DECODERS": dict(cls._PY_DECODERS)})
+
+
 # -- timing ---------------------------------------------------------------------------------------------------
 
 
@@ -253,6 +268,7 @@ class Row:
     kp_encode: float
     ours_decode: float
     kp_decode: float
+    py_decode: float  # our pure-Python decoders (the fallback backend)
 
     @property
     def encode_ratio(self) -> float:
@@ -261,6 +277,10 @@ class Row:
     @property
     def decode_ratio(self) -> float:
         return self.kp_decode / self.ours_decode
+
+    @property
+    def py_decode_ratio(self) -> float:
+        return self.kp_decode / self.py_decode
 
     @property
     def targeted(self) -> bool:
@@ -276,19 +296,21 @@ def measure(repeat: int, min_time: float) -> list[Row]:
         theirs = bytes(kp_msg.encode(version=version))
         if theirs != wire:
             raise SystemExit(f"{label}: kafka-python and kcoord encode differently; not comparable")
-        if cls.decode(wire, version) != msg:
+        py_cls = pure_python_view(cls)
+        if cls.decode(wire, version) != msg or py_cls.decode(wire, version) != msg:
             raise SystemExit(f"{label}: our round trip failed")
-        ours_enc, kp_enc, ours_dec, kp_dec = best_us(
+        ours_enc, kp_enc, ours_dec, kp_dec, py_dec = best_us(
             [
                 partial(msg.encode, version),
                 partial(kp_msg.encode, version=version),
                 partial(cls.decode, wire, version),
                 partial(kp_cls.decode, wire, version=version),
+                partial(py_cls.decode, wire, version),
             ],
             repeat,
             min_time,
         )
-        rows.append(Row(label, len(wire), ours_enc, kp_enc, ours_dec, kp_dec))
+        rows.append(Row(label, len(wire), ours_enc, kp_enc, ours_dec, kp_dec, py_dec))
     return rows
 
 
@@ -303,14 +325,18 @@ def _mark(row: Row, ratio: float) -> str:
 
 
 def table(rows: list[Row]) -> str:
+    ours = "C" if DECODER_BACKEND == "c" else "pure Python"
     lines = [
-        "| message | bytes | encode ours µs | encode kafka-python µs | encode ratio | decode ours µs | decode kafka-python µs | decode ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| message | bytes | encode ours µs | encode kafka-python µs | encode ratio "
+        f"| decode ours ({ours}) µs | decode kafka-python µs | decode ratio "
+        "| decode ours, pure Python µs | pure-Python decode ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.label} | {r.size} | {r.ours_encode:.2f} | {r.kp_encode:.2f} | {_mark(r, r.encode_ratio)} "
-            f"| {r.ours_decode:.2f} | {r.kp_decode:.2f} | {_mark(r, r.decode_ratio)} |"
+            f"| {r.ours_decode:.2f} | {r.kp_decode:.2f} | {_mark(r, r.decode_ratio)} "
+            f"| {r.py_decode:.2f} | {r.py_decode_ratio:.1f}x |"
         )
     return "\n".join(lines)
 
@@ -340,7 +366,7 @@ def run_info(repeat: int) -> str:
     return (
         f"- **Date:** {datetime.date.today().isoformat()} · **Commit:** {commit} · "
         f"**Machine:** {os.cpu_count()} cores ({platform.machine()}), CPython {platform.python_version()}, "
-        f"kafka-python {kafka.__version__}\n"
+        f"kafka-python {kafka.__version__}, decoder backend `{DECODER_BACKEND}`\n"
         f"- **Command:** `.venv/bin/python -m bench.codec` (best of {repeat} timeit repeats, one process)"
     )
 
