@@ -4,6 +4,19 @@
 #     serve --listen 0.0.0.0:9092 --bootstrap-server kafka:9092 --advertised-host localhost --metrics 0.0.0.0:9100
 # Port per broker: kcoord tells clients its own listen port (+1, +2, ... for each upstream broker), so
 # publish those ports unchanged (host port = container port).
+# Build stage: compile kcoord's wheel with its C decoder (protocol/_cdecode.c); the slim image has no
+# compiler, and the runtime image should not carry one.
+FROM python:3.11-slim AS build
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+# Only what the wheel needs: the build context stays small and the layer cache survives test edits.
+COPY pyproject.toml setup.py README.md /src/kcoord/
+COPY protocol/ /src/kcoord/protocol/
+COPY coordinator/ /src/kcoord/coordinator/
+COPY storage/ /src/kcoord/storage/
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /src/kcoord
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -11,15 +24,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Only what the wheel needs: the build context stays small and the layer cache survives test edits.
-# setup.py declares the optional C decoder (protocol/_cdecode.c); this image has no compiler, so
-# pip skips it with a warning and kcoord uses its pure-Python decoders (same results, slower decode).
-COPY pyproject.toml setup.py README.md /tmp/kcoord/
-COPY protocol/ /tmp/kcoord/protocol/
-COPY coordinator/ /tmp/kcoord/coordinator/
-COPY storage/ /tmp/kcoord/storage/
-RUN pip install /tmp/kcoord \
-    && rm -rf /tmp/kcoord \
+COPY --from=build /wheels/ /tmp/wheels/
+# The image must serve with the compiled decoder: fail the build if the wheel came without it.
+RUN pip install /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels \
+    && python -c "import protocol.codegen as c; assert c.DECODER_BACKEND == 'c', c.DECODER_BACKEND" \
     && useradd --create-home --uid 10001 --user-group kcoord
 
 USER kcoord
