@@ -104,7 +104,12 @@ def run_loadgen(run: Run, label: str, bootstrap: str, server_pids: list[int], ex
         args += ["--server-pid", str(pid)]
     print(f"  -> {label}: {' '.join(args[3 if args[0] == 'taskset' else 0:])}", flush=True)
     started = time.monotonic()
-    proc = subprocess.run(args, cwd=procs.REPO, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run(args, cwd=procs.REPO, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # One hung run (a peer that stops answering) must not cost the figures of every other run.
+        print(f"     FAILED: no result after {timeout:.0f}s; the load generator was killed", flush=True)
+        return {"scenario": run.scenario, "target": label, "error": f"no result after {timeout:.0f}s"}
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-15:])
         print(f"     FAILED ({proc.returncode}) after {time.monotonic() - started:.0f}s:\n{tail}", flush=True)

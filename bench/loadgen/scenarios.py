@@ -332,9 +332,16 @@ async def rolling_bounce(
                 break
             bounced += 1
             s0 = time.perf_counter()
-            await rt.leave(mem)
-            await asyncio.sleep(downtime_s)
-            await rt.join(mem)
+            try:
+                # A target that stops answering must not hang the run: a step has a time limit.
+                await asyncio.wait_for(rt.leave(mem), step_timeout_s)
+                await asyncio.sleep(downtime_s)
+                await asyncio.wait_for(rt.join(mem), step_timeout_s)
+            except TimeoutError:
+                log.warning("bounce: member %d did not leave and rejoin within %.0fs; stopping", mem.index, step_timeout_s)
+                settled_all = False
+                step_times.append(time.perf_counter() - s0)
+                break
             settled = await _wait_for(stable, step_timeout_s)
             settled_all &= settled
             log.info("bounce: member %d restarted, settled=%s in %.2fs, generations %s", mem.index, settled,
