@@ -1,8 +1,8 @@
 """One client connection: frames in, responses out, strictly in request order.
 
 Each request gets a slot in arrival order, filled with the response bytes once its answer is
-known; a response is written only when every earlier slot has been written, so a parked JoinGroup holds back the responses
-behind it on that connection, as Kafka's clients expect. Requests kcoord serves go to the
+known; a response is written only when every earlier slot has been written, so a parked JoinGroup
+holds back the responses behind it on that connection, as Kafka's clients expect. Requests kcoord serves go to the
 router; all others go, unchanged, to this listener's upstream broker over a connection paired
 with this one. Produce with acks=0 gets no response and takes no slot.
 

@@ -32,8 +32,9 @@ class UpstreamConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._closed = False
         self._close_when_idle = False
-        # Frames written in one loop iteration leave in one write (shard appends and pass-through
-        # requests from many clients share this connection; a syscall each was a hot spot).
+        # Frames sent in one loop iteration leave in one write: every shard's appends share the
+        # storage connection, and a client's pipelined requests share its paired connection; a
+        # syscall per frame was a hot spot.
         self._wbuf: list[bytes] = []
         self.on_close: list[Any] = []
         self.bytes_in = 0
