@@ -8,7 +8,6 @@ carry group or member ids; lifecycle events reach the (JSON) log.
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
+from tests.support.broker import free_port
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -30,12 +30,6 @@ pytestmark = pytest.mark.integration
 
 SHARDS = 4
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

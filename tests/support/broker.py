@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from coordinator.embedded import free_port
 from tests.support import procs
 
 START_TIMEOUT_S = 20.0
@@ -32,13 +33,6 @@ METADATA = 3
 
 class BrokerStartError(RuntimeError):
     """The broker did not come up; the message carries its log tail."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (the kernel picks it; callers retry on a bind race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def tansu_binary() -> str:
