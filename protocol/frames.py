@@ -92,32 +92,48 @@ def peek_header(frame_bytes: bytes) -> tuple[int, int, int]:
     return _HEADER_FIXED.unpack_from(frame_bytes, 0)
 
 
-def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> RequestHeader:
-    """Parse a request header. ``flexible`` defaults to what our schemas say for the API version."""
-    api_key, api_version, correlation_id = peek_header(frame_bytes)
-    if len(frame_bytes) < 10:
+def _skip_tagged_fields(frame_bytes: bytes, pos: int) -> int:
+    """Skip a header's tagged-field section at ``pos``; returns where the body starts."""
+    end = len(frame_bytes)
+    if pos < end and frame_bytes[pos] == 0:
+        return pos + 1  # no tagged fields: nearly always
+    count, pos = decode_uvarint(frame_bytes, pos)
+    for _ in range(count):
+        _tag, pos = decode_uvarint(frame_bytes, pos)
+        size, pos = decode_uvarint(frame_bytes, pos)
+        pos += size
+        if pos > end:
+            raise CodecError("header tagged field past end of frame")
+    return pos
+
+
+def _client_id_and_body_start(frame_bytes: bytes, flexible: bool) -> tuple[str | None, int]:
+    """The nullable client id after the fixed request header, and where the body starts."""
+    end = len(frame_bytes)
+    if end < 10:
         raise CodecError("request header truncated before client id")
     (n,) = _HEADER_CLIENT_LEN.unpack_from(frame_bytes, 8)
     pos = 10
     client_id: str | None = None
     if n >= 0:
-        if pos + n > len(frame_bytes):
+        pos += n
+        if pos > end:
             raise CodecError("client id runs past end of frame")
         try:
-            client_id = frame_bytes[pos : pos + n].decode("utf-8")
+            client_id = frame_bytes[10:pos].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CodecError(f"client id is not utf-8: {exc}") from exc
-        pos += n
+    if flexible:
+        pos = _skip_tagged_fields(frame_bytes, pos)
+    return client_id, pos
+
+
+def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> RequestHeader:
+    """Parse a request header. ``flexible`` defaults to what our schemas say for the API version."""
+    api_key, api_version, correlation_id = peek_header(frame_bytes)
     if flexible is None:
         flexible = request_is_flexible(api_key, api_version)
-    if flexible:
-        count, pos = decode_uvarint(frame_bytes, pos)
-        for _ in range(count):
-            _tag, pos = decode_uvarint(frame_bytes, pos)
-            size, pos = decode_uvarint(frame_bytes, pos)
-            pos += size
-            if pos > len(frame_bytes):
-                raise CodecError("request header tagged field past end of frame")
+    client_id, pos = _client_id_and_body_start(frame_bytes, flexible)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
@@ -140,31 +156,7 @@ def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> t
     cls = REQUESTS.get(api_key)
     if cls is None:
         raise CodecError(f"unknown api key {api_key}")
-    end = len(frame_bytes)
-    if end < 10:
-        raise CodecError("request header truncated before client id")
-    (n,) = _HEADER_CLIENT_LEN.unpack_from(frame_bytes, 8)
-    pos = 10
-    client_id: str | None = None
-    if n >= 0:
-        pos += n
-        if pos > end:
-            raise CodecError("client id runs past end of frame")
-        try:
-            client_id = frame_bytes[10:pos].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CodecError(f"client id is not utf-8: {exc}") from exc
-    if api_version in cls.SCHEMA.flexible:
-        if pos < end and frame_bytes[pos] == 0:
-            pos += 1  # no tagged fields in the header: nearly always
-        else:
-            count, pos = decode_uvarint(frame_bytes, pos)
-            for _ in range(count):
-                _tag, pos = decode_uvarint(frame_bytes, pos)
-                size, pos = decode_uvarint(frame_bytes, pos)
-                pos += size
-                if pos > end:
-                    raise CodecError("request header tagged field past end of frame")
+    client_id, pos = _client_id_and_body_start(frame_bytes, api_version in cls.SCHEMA.flexible)
     return client_id, cls.decode_from(frame_bytes, pos, api_version)[0]
 
 
@@ -209,11 +201,7 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     (correlation_id,) = _SIZE.unpack_from(frame_bytes, 0)
     pos = 4
     if response_header_flexible(api_key, api_version):
-        count, pos = decode_uvarint(frame_bytes, pos)
-        for _ in range(count):
-            _tag, pos = decode_uvarint(frame_bytes, pos)
-            size, pos = decode_uvarint(frame_bytes, pos)
-            pos += size
+        pos = _skip_tagged_fields(frame_bytes, pos)
     cls = RESPONSES[api_key]
     body, end = cls.decode_from(frame_bytes, pos, api_version)
     if end != len(frame_bytes):
