@@ -84,19 +84,8 @@ class TimerQueue:
         cost of asking constant: eagerly re-arming every pushed-back head made a heap operation
         per heartbeat again.
         """
-        heap = self._heap
-        live_timers = self._live
-        armed = self._armed
-        while heap:
-            deadline, seq, key = heap[0]
-            if armed.get(key) != (deadline, seq):
-                heapq.heappop(heap)  # superseded by an earlier deadline armed for the same key
-            elif key not in live_timers:
-                heapq.heappop(heap)  # cancelled
-                del armed[key]
-            else:
-                return deadline
-        return None
+        self._drop_dead_head()
+        return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now_ms: int) -> list[DueTimer]:
         """Remove and return every timer with ``deadline <= now_ms``, earliest first."""
@@ -113,16 +102,12 @@ class TimerQueue:
         heap = self._heap
         live_timers = self._live
         armed = self._armed
-        while heap and heap[0][0] <= now_ms:
+        while True:
+            self._drop_dead_head()
+            if not heap or heap[0][0] > now_ms:
+                return None
             deadline, seq, key = heap[0]
-            if armed.get(key) != (deadline, seq):
-                heapq.heappop(heap)  # superseded by an earlier deadline armed for the same key
-                continue
-            live = live_timers.get(key)
-            if live is None:
-                heapq.heappop(heap)  # cancelled
-                del armed[key]
-                continue
+            live = live_timers[key]
             if live[0] != deadline or live[1] != seq:
                 # Rescheduled since this entry was armed (later, or the same deadline but newer):
                 # re-arm at the live deadline and sequence, where an eager push would have put it.
@@ -133,10 +118,25 @@ class TimerQueue:
             del armed[key]
             del live_timers[key]
             return DueTimer(key, deadline, live[2])
-        return None
 
     def __len__(self) -> int:
         return len(self._live)
 
     def keys(self) -> list[Hashable]:
         return list(self._live)
+
+    def _drop_dead_head(self) -> None:
+        """Pop head entries that stand for nothing: superseded by an earlier armed entry of the
+        same key, or whose key was cancelled (or fired). The head left, if any, is a live key's
+        armed entry (possibly before its live deadline)."""
+        heap = self._heap
+        armed = self._armed
+        while heap:
+            deadline, seq, key = heap[0]
+            if armed.get(key) != (deadline, seq):
+                heapq.heappop(heap)
+            elif key not in self._live:
+                heapq.heappop(heap)
+                del armed[key]
+            else:
+                return
