@@ -38,7 +38,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
 
 
-# name stem -> whether kcoord answers it itself (True) or only needs to read/rewrite it.
+# Every API kcoord decodes: the ones it answers, the relayed ones whose responses it reads or
+# rewrites (Metadata, DescribeCluster, Produce, Fetch), and the group APIs it refuses by name.
 _STEMS = [
     "ApiVersions",
     "Metadata",
@@ -55,6 +56,10 @@ _STEMS = [
     "OffsetDelete",
     "TxnOffsetCommit",
     "DescribeCluster",
+    "Produce",
+    "Fetch",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
 ]
 
 # The ranges kcoord serves for the APIs it answers itself (DESIGN.md, Kafka 4.0).
@@ -139,3 +144,11 @@ TxnOffsetCommitRequest = _by_name["TxnOffsetCommitRequest"]
 TxnOffsetCommitResponse = _by_name["TxnOffsetCommitResponse"]
 DescribeClusterRequest = _by_name["DescribeClusterRequest"]
 DescribeClusterResponse = _by_name["DescribeClusterResponse"]
+ProduceRequest = _by_name["ProduceRequest"]
+ProduceResponse = _by_name["ProduceResponse"]
+FetchRequest = _by_name["FetchRequest"]
+FetchResponse = _by_name["FetchResponse"]
+ConsumerGroupHeartbeatRequest = _by_name["ConsumerGroupHeartbeatRequest"]
+ConsumerGroupHeartbeatResponse = _by_name["ConsumerGroupHeartbeatResponse"]
+ConsumerGroupDescribeRequest = _by_name["ConsumerGroupDescribeRequest"]
+ConsumerGroupDescribeResponse = _by_name["ConsumerGroupDescribeResponse"]

@@ -1,8 +1,8 @@
 """The client-side messages kcoord's Kafka storage speaks to the upstream cluster.
 
 These are the APIs kcoord *sends* (never serves): Produce, Fetch, ListOffsets, InitProducerId,
-CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, plus Metadata/FindCoordinator/
-ApiVersions reused from :mod:`protocol.messages`. They are kept out of
+CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, plus Produce/Fetch/Metadata/
+FindCoordinator/ApiVersions reused from :mod:`protocol.messages` (the gateway reads those too). They are kept out of
 ``protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
 serves, and a storage-only class there would change what the server claims to understand.
 
@@ -28,8 +28,8 @@ def _build(stem: str) -> tuple[type[Message], type[Message]]:
     return build_message_class(load_schema(stem + "Request")), build_message_class(load_schema(stem + "Response"))
 
 
-ProduceRequest, ProduceResponse = _build("Produce")
-FetchRequest, FetchResponse = _build("Fetch")
+ProduceRequest, ProduceResponse = messages.ProduceRequest, messages.ProduceResponse
+FetchRequest, FetchResponse = messages.FetchRequest, messages.FetchResponse
 ListOffsetsRequest, ListOffsetsResponse = _build("ListOffsets")
 InitProducerIdRequest, InitProducerIdResponse = _build("InitProducerId")
 CreateTopicsRequest, CreateTopicsResponse = _build("CreateTopics")
