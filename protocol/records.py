@@ -16,21 +16,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .codegen import Message, build_message_class
+from .codegen import Message
+from .coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .primitives import INT16, CodecError
-from .schema import load_schema
 
-OffsetCommitKey = build_message_class(load_schema("OffsetCommitKey"))
-OffsetCommitValue = build_message_class(load_schema("OffsetCommitValue"))
-GroupMetadataKey = build_message_class(load_schema("GroupMetadataKey"))
-GroupMetadataValue = build_message_class(load_schema("GroupMetadataValue"))
-MemberMetadata = GroupMetadataValue.MemberMetadata  # type: ignore[attr-defined]
+__all__ = [
+    "GROUP_METADATA_TYPE",
+    "GROUP_METADATA_VALUE_VERSION",
+    "OFFSET_COMMIT_TYPE",
+    "OFFSET_COMMIT_VALUE_VERSION",
+    "OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "Record",
+    "decode_record",
+    "encode_key",
+    "encode_record",
+    "encode_value",
+]
+
+MemberMetadata = GroupMetadataValue.MemberMetadata
 
 OFFSET_COMMIT_TYPE = 1
 GROUP_METADATA_TYPE = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
+
+# Keys have a single version, 0, in Kafka's coordinator-key specs; the record type in front of the
+# key is what tells them apart (kcoord's older copies numbered key versions after the record type).
+KEY_VERSION = 0
 
 # record type -> key class (types 0 and 1 share the offset key layout)
 _KEY_CLASSES: dict[int, type[Message]] = {0: OffsetCommitKey, 1: OffsetCommitKey, 2: GroupMetadataKey}
@@ -54,9 +72,9 @@ class Record:
 
 def encode_key(key: Any) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return INT16.pack(OFFSET_COMMIT_TYPE) + key.encode(1)
+        return INT16.pack(OFFSET_COMMIT_TYPE) + key.encode(KEY_VERSION)
     if isinstance(key, GroupMetadataKey):
-        return INT16.pack(GROUP_METADATA_TYPE) + key.encode(2)
+        return INT16.pack(GROUP_METADATA_TYPE) + key.encode(KEY_VERSION)
     raise CodecError(f"not a record key: {type(key).__name__}")
 
 
@@ -85,8 +103,7 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
     key_cls = _KEY_CLASSES.get(rtype)
     if key_cls is None:
         return None
-    key_version = 1 if rtype in (0, 1) else rtype
-    k = key_cls.decode(key[2:], key_version)
+    k = key_cls.decode(key[2:], KEY_VERSION)
     if value is None:
         return Record(k, None)
     if len(value) < 2:

@@ -89,7 +89,7 @@ class Field:
 class MessageSchema:
     name: str
     api_key: int | None
-    kind: str  # "request", "response", "header" or "data"
+    kind: str  # "request", "response", "header", "data", "coordinator-key" or "coordinator-value"
     valid: Versions
     flexible: Versions
     fields: list[Field]

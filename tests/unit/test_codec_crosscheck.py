@@ -125,11 +125,23 @@ def _kp_kwargs(kp_class: type) -> dict[str, Any]:
 
 def to_kp(obj: Any, fields: list[Field], kstruct: Any, version: int, data_class: Any) -> Any:
     """Our message → the equivalent kafka-python object (fields absent in ``version`` left out)."""
-    kwargs = {}
-    for f, kf in zip(fields, kstruct._fields, strict=True):
-        if f.present_in(version):
-            kwargs[kf.name] = _value_to_kp(getattr(obj, f.name), f, kf, version)
+    kwargs = {
+        kf.name: _value_to_kp(getattr(obj, f.name), f, kf, version)
+        for f, kf in paired(fields, kstruct, version)
+    }
     return data_class(version=version, **kwargs)
+
+
+def paired(fields: list[Field], kstruct: Any, version: int) -> list[tuple[Field, Any]]:
+    """Our fields and kafka-python's, matched by position among those present in ``version``.
+
+    kcoord's specs are newer than kafka-python's: fields were added in versions kafka-python lacks
+    (those cases are not generated) and fields of versions neither side serves any more were
+    dropped (OffsetCommit's v1 CommitTimestamp, ListOffsets' v0 MaxNumOffsets). Restricted to one
+    version both implement, the two lists are the same fields in the same order.
+    """
+    theirs = [kf for kf in kstruct._fields if kf.min_version <= version <= kf.max_version]
+    return list(zip([f for f in fields if f.present_in(version)], theirs, strict=True))
 
 
 def _value_to_kp(value: Any, f: Field, kf: Any, version: int) -> Any:
@@ -180,8 +192,7 @@ def kp_view(
     """A kafka-python object in the shape :func:`view` gives ours (our field names, our value types)."""
     items = tuple(
         (f.name, _kp_view_value(getattr(kobj, kf.name), f, kf, version))
-        for f, kf in zip(fields, kstruct._fields, strict=True)
-        if f.present_in(version)
+        for f, kf in paired(fields, kstruct, version)
     )
     unknown = getattr(kobj, "unknown_tags", None) or {}
     return items, tuple(sorted((int(k[1:]), bytes(v)) for k, v in unknown.items()))

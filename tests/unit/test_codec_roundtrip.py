@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages, records, storage_messages
+from protocol import coordinator_records, messages, storage_messages
 from protocol.codegen import ZERO_UUID, Message, Struct
 from protocol.schema import Field
 
@@ -68,10 +68,8 @@ def _message_classes() -> list[type[Message]]:
         messages.ResponseHeader,
         messages.ConsumerProtocolSubscription,
         messages.ConsumerProtocolAssignment,
-        records.OffsetCommitKey,
-        records.OffsetCommitValue,
-        records.GroupMetadataKey,
-        records.GroupMetadataValue,
+        # Every stored record struct: the classic ones kcoord writes and the KIP-848 ones.
+        *coordinator_records.CLASSES.values(),
     ]
     return classes
 

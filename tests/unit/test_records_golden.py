@@ -270,11 +270,13 @@ def test_group_metadata_value_v0_decodes() -> None:
     )
     (m,) = v.members
     assert (m.member_id, m.client_id, m.client_host, m.session_timeout) == ("m1", "cid", "/h", 30000)
+    # v0 has no rebalance timeout: Kafka's spec defaults it to -1, which the loader reads as
+    # "use the session timeout" (ClassicGroup.from_metadata_value, like Kafka's ClassicGroup.fromRecord).
     assert (m.subscription, m.assignment, m.group_instance_id, m.rebalance_timeout) == (
         b"sub",
         b"asg",
         None,
-        0,
+        -1,
     )
 
 
