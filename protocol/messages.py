@@ -1,7 +1,9 @@
 """Every request and response class kcoord speaks, generated from ``protocol/schemas``.
 
 ``REQUESTS[api_key]`` / ``RESPONSES[api_key]`` map an API key to its generated class; the
-classes are also module attributes (``messages.JoinGroupRequest``). :data:`KCOORD_VERSIONS`
+classes are also module attributes (``messages.JoinGroupRequest``), served by the module
+``__getattr__`` and declared, fields and all, in the checked-in stub ``messages.pyi`` that
+:mod:`protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
 holds the version ranges kcoord itself serves (DESIGN.md, Kafka 4.0), which may be narrower
 than the schema files allow.
 """
@@ -112,43 +114,3 @@ def is_flexible(api_key: int, version: int) -> bool:
     cls = REQUESTS.get(api_key)
     return cls is not None and version in cls.SCHEMA.flexible
 
-
-# Kafka's generated classes, exported for type checkers and readers.
-ApiVersionsRequest = _by_name["ApiVersionsRequest"]
-ApiVersionsResponse = _by_name["ApiVersionsResponse"]
-MetadataRequest = _by_name["MetadataRequest"]
-MetadataResponse = _by_name["MetadataResponse"]
-FindCoordinatorRequest = _by_name["FindCoordinatorRequest"]
-FindCoordinatorResponse = _by_name["FindCoordinatorResponse"]
-JoinGroupRequest = _by_name["JoinGroupRequest"]
-JoinGroupResponse = _by_name["JoinGroupResponse"]
-SyncGroupRequest = _by_name["SyncGroupRequest"]
-SyncGroupResponse = _by_name["SyncGroupResponse"]
-HeartbeatRequest = _by_name["HeartbeatRequest"]
-HeartbeatResponse = _by_name["HeartbeatResponse"]
-LeaveGroupRequest = _by_name["LeaveGroupRequest"]
-LeaveGroupResponse = _by_name["LeaveGroupResponse"]
-OffsetCommitRequest = _by_name["OffsetCommitRequest"]
-OffsetCommitResponse = _by_name["OffsetCommitResponse"]
-OffsetFetchRequest = _by_name["OffsetFetchRequest"]
-OffsetFetchResponse = _by_name["OffsetFetchResponse"]
-DescribeGroupsRequest = _by_name["DescribeGroupsRequest"]
-DescribeGroupsResponse = _by_name["DescribeGroupsResponse"]
-ListGroupsRequest = _by_name["ListGroupsRequest"]
-ListGroupsResponse = _by_name["ListGroupsResponse"]
-DeleteGroupsRequest = _by_name["DeleteGroupsRequest"]
-DeleteGroupsResponse = _by_name["DeleteGroupsResponse"]
-OffsetDeleteRequest = _by_name["OffsetDeleteRequest"]
-OffsetDeleteResponse = _by_name["OffsetDeleteResponse"]
-TxnOffsetCommitRequest = _by_name["TxnOffsetCommitRequest"]
-TxnOffsetCommitResponse = _by_name["TxnOffsetCommitResponse"]
-DescribeClusterRequest = _by_name["DescribeClusterRequest"]
-DescribeClusterResponse = _by_name["DescribeClusterResponse"]
-ProduceRequest = _by_name["ProduceRequest"]
-ProduceResponse = _by_name["ProduceResponse"]
-FetchRequest = _by_name["FetchRequest"]
-FetchResponse = _by_name["FetchResponse"]
-ConsumerGroupHeartbeatRequest = _by_name["ConsumerGroupHeartbeatRequest"]
-ConsumerGroupHeartbeatResponse = _by_name["ConsumerGroupHeartbeatResponse"]
-ConsumerGroupDescribeRequest = _by_name["ConsumerGroupDescribeRequest"]
-ConsumerGroupDescribeResponse = _by_name["ConsumerGroupDescribeResponse"]

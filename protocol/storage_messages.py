@@ -16,12 +16,17 @@ ApiVersions which always answers with header v0.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TypeVar
 
 from . import messages
 from .codegen import Message, build_message_class
 from .primitives import CodecError, decode_uvarint
 from .schema import load_schema
+
+_M = TypeVar("_M", bound=Message)
+
+# The APIs only storage speaks; their classes are built here (typed by storage_messages.pyi).
+STORAGE_STEMS = ["ListOffsets", "InitProducerId", "CreateTopics", "DescribeConfigs", "AddPartitionsToTxn", "EndTxn"]
 
 
 def _build(stem: str) -> tuple[type[Message], type[Message]]:
@@ -75,7 +80,7 @@ def encode_request(request: Message, version: int, correlation_id: int, client_i
     return bytes(out)
 
 
-def decode_response(response_cls: type[Message], version: int, payload: bytes) -> tuple[int, Any]:
+def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tuple[int, _M]:
     """Decode a response frame (without size prefix) → ``(correlation_id, body)``."""
     if len(payload) < 4:
         raise CodecError("response shorter than its header")

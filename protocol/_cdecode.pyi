@@ -1,0 +1,30 @@
+# Types of the C decoder extension built from protocol/_cdecode.c (see protocol/codegen.py for the
+# program format). Hand-written: the extension's API is two functions and its constants.
+
+from collections.abc import Callable
+from typing import Any
+
+_Decoder = Callable[[bytes, int, int], tuple[Any, int]]
+
+PROGRAM_FORMAT: int
+OP_BOOL: int
+OP_INT8: int
+OP_INT16: int
+OP_UINT16: int
+OP_INT32: int
+OP_INT64: int
+OP_FLOAT64: int
+OP_UUID: int
+OP_STRING: int
+OP_BYTES: int
+OP_STRUCT: int
+OP_ARRAY: int
+LEN_INT16: int
+LEN_INT32: int
+LEN_COMPACT: int
+DEF_CONST: int
+DEF_LIST: int
+DEF_CALL: int
+
+def configure(codec_error: type[Exception], uuid_type: type, /) -> None: ...
+def compile(program: tuple[Any, ...], fallback: _Decoder, /) -> _Decoder: ...
