@@ -51,13 +51,14 @@ import uuid
 import warnings
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from .primitives import CodecError, decode_uvarint, encode_uvarint
 from .schema import Field, MessageSchema
 
 ZERO_UUID = uuid.UUID(int=0)
 _MISSING: Any = object()
+_S = TypeVar("_S", bound="Struct")
 
 # The program format this module writes; the extension reports the one it reads.
 _PROGRAM_FORMAT = 1
@@ -170,7 +171,7 @@ class Message(Struct):
             raise CodecError(f"cannot encode {type(self).__name__} v{version}: {exc}") from exc
 
     @classmethod
-    def decode(cls, data: bytes, version: int) -> Any:
+    def decode(cls, data: bytes, version: int) -> Self:
         """Decode a whole buffer; trailing bytes are an error."""
         # decode_from's body, inlined: this is the hot path for every request kcoord serves.
         try:
@@ -178,6 +179,7 @@ class Message(Struct):
         except KeyError:
             raise CodecError(f"{cls.__name__} has no version {version}") from None
         end = len(data)
+        obj: Self  # what this class's decoders build (they are typed as returning Any)
         try:
             obj, pos = dec(data, 0, end)
         except CodecError:
@@ -191,7 +193,7 @@ class Message(Struct):
         return obj
 
     @classmethod
-    def decode_from(cls, data: bytes, pos: int, version: int, end: int | None = None) -> tuple[Any, int]:
+    def decode_from(cls, data: bytes, pos: int, version: int, end: int | None = None) -> tuple[Self, int]:
         try:
             dec = cls._DECODERS[version]
         except KeyError:
@@ -258,7 +260,7 @@ class _Generator:
         self.sources: list[str] = []
 
     # -- classes -----------------------------------------------------------------------------------
-    def make_class(self, name: str, fields: list[Field], base: type) -> type:
+    def make_class(self, name: str, fields: list[Field], base: type[_S]) -> type[_S]:
         names = tuple(f.name for f in fields)
         params = []
         body = []
@@ -285,9 +287,9 @@ class _Generator:
         ns = dict(self.ns)
         exec(src, ns)  # noqa: S102 - generated from our own schema files
         cls = type(name, (base,), {"__slots__": (*names, "unknown_tagged"), "FIELDS": names, "__init__": ns["__init__"]})
-        return cls
+        return cast(type[_S], cls)  # type() is typed as returning a plain type; this one subclasses base
 
-    def struct_class(self, f: Field) -> type:
+    def struct_class(self, f: Field) -> type[Struct]:
         # Keyed by the struct's type name: a common struct used in several places is one class.
         cls = self.classes.get(f.type)
         if cls is None:

@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from .primitives import CodecError, decode_varint, encode_varint
 
 try:  # the C extension is ~100x faster than the pure-Python table below
-    from crc32c import crc32c as _crc32c_ext
+    from crc32c import crc32c as _crc32c
+
+    _crc32c_ext: Callable[..., int] | None = _crc32c
 except ImportError:  # pragma: no cover - exercised only where the wheel is missing
     _crc32c_ext = None
 
@@ -123,10 +125,12 @@ def _decompress(codec: int, data: bytes) -> bytes:
         if codec == COMPRESSION_LZ4:
             import lz4.frame  # type: ignore[import-not-found]
 
-            return lz4.frame.decompress(data)
+            out: bytes = lz4.frame.decompress(data)  # untyped library: its result, declared
+            return out
         import zstandard  # type: ignore[import-not-found]
 
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        out = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        return out
     except ImportError as exc:
         raise UnsupportedCompression(f"batch compressed with {name}, whose library is not installed") from exc
 
@@ -135,6 +139,7 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
 def _snappy_decompress(data: bytes) -> bytes:
+    raw: Callable[[bytes], bytes]  # block decompressor of whichever (untyped) library is installed
     try:
         import cramjam  # type: ignore[import-not-found]
 
@@ -206,7 +211,8 @@ class RecordBatch(NamedTuple):
         key = self.records[0].key
         if len(key) < 4:
             raise CodecError("control record key shorter than 4 bytes")
-        return _CONTROL_KEY.unpack_from(key, 0)[1]
+        control_type: int = _CONTROL_KEY.unpack_from(key, 0)[1]
+        return control_type
 
 
 # -- encoding ---------------------------------------------------------------------------------------

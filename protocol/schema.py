@@ -17,11 +17,15 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 _COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 _CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
+
+# One JSON object of a spec file, as json.loads returns it.
+_Spec = dict[str, Any]
 
 PRIMITIVES = frozenset(
     {"bool", "int8", "int16", "uint16", "int32", "int64", "float64", "string", "bytes", "uuid", "records"}
@@ -95,7 +99,7 @@ class MessageSchema:
     fields: list[Field]
 
 
-def _default_for(spec: dict, type_name: str, is_array: bool) -> object:
+def _default_for(spec: _Spec, type_name: str, is_array: bool) -> object:
     raw = spec.get("default")
     if is_array:
         return None if raw == "null" else []
@@ -120,7 +124,7 @@ def _default_for(spec: dict, type_name: str, is_array: bool) -> object:
     return None  # struct: instance built by codegen
 
 
-def _parse_field(spec: dict, common: dict[str, list[dict]]) -> Field:
+def _parse_field(spec: _Spec, common: dict[str, list[_Spec]]) -> Field:
     raw_type: str = spec["type"]
     is_array = raw_type.startswith("[]")
     type_name = raw_type[2:] if is_array else raw_type

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command: installs everything it needs, then runs the linter and the whole suite.
+# The project's test command: installs everything it needs, then runs the linter, the type checker and the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -10,4 +10,6 @@ if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
     || echo "note: could not install kcat; its tests will be skipped"
 fi
 .venv/bin/ruff check .
+# Type-check the codec and the group-state modules (the file list is [tool.mypy] in pyproject.toml).
+.venv/bin/mypy
 exec .venv/bin/pytest "$@"
