@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from protocol.codegen import Message
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 
@@ -65,12 +66,12 @@ def _bounded(value: str, vocabulary: Iterable[str]) -> str:
     return value if value in vocabulary else "other"
 
 
-def _error_code(response: Any) -> int:
+def _error_code(response: Message) -> int:
     code = getattr(response, "error_code", 0)
     return code if isinstance(code, int) else 0
 
 
-def _nested_errors(api_key: int, response: Any) -> Iterator[int]:
+def _nested_errors(api_key: int, response: Message) -> Iterator[int]:
     """Per-partition / per-member error codes of the responses that carry them."""
     if api_key in _COMMIT_APIS:
         for topic in getattr(response, "topics", None) or ():
@@ -139,7 +140,7 @@ class Metrics:
         key = (api_key, version)
         requests[key] = requests.get(key, 0) + 1
 
-    def response_sent(self, api_key: int, version: int, response: Any) -> None:
+    def response_sent(self, api_key: int, version: int, response: Message) -> None:
         code = _error_code(response)
         responses = self.tally.responses
         key = (api_key, version, code)

@@ -12,9 +12,11 @@ and logs; they never affect state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from protocol.codegen import Message
 from protocol.records import Record
+
+from .events import GroupEvent
 
 
 @dataclass(eq=False, slots=True)
@@ -30,14 +32,14 @@ class RequestContext:
 @dataclass(slots=True)
 class Result:
     records: list[Record] = field(default_factory=list)
-    replies: list[tuple[RequestContext, Any]] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)  # coordinator.events.GroupEvent instances
+    replies: list[tuple[RequestContext, Message]] = field(default_factory=list)
+    events: list[GroupEvent] = field(default_factory=list)
 
-    def reply(self, ctx: RequestContext, response: Any) -> Result:
+    def reply(self, ctx: RequestContext, response: Message) -> Result:
         self.replies.append((ctx, response))
         return self
 
-    def emit(self, event: Any) -> Result:
+    def emit(self, event: GroupEvent) -> Result:
         self.events.append(event)
         return self
 

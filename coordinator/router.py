@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 from protocol import messages as m
+from protocol.codegen import Message
 from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 
@@ -61,6 +63,12 @@ def shard_for_group(group_id: str, num_shards: int) -> int:
     return kafka_abs(java_string_hash(group_id)) % num_shards
 
 
+class _SingleGroupRequest(Protocol):
+    """What every request of SINGLE_GROUP_APIS (and OffsetFetch before v8) has: one group id."""
+
+    group_id: str
+
+
 def _child(ctx: RequestContext) -> RequestContext:
     return RequestContext(ctx.api_version, ctx.client_id, ctx.client_host, ctx.correlation_id)
 
@@ -83,7 +91,7 @@ class Router:
     def all_loaded(self) -> bool:
         return all(s.loaded for s in self.shards)
 
-    def route(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+    def route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """Route a group request; ``reply(response)`` is called once the response may be sent.
 
         A single-group request goes straight to its shard (answered synchronously when it needs
@@ -91,10 +99,12 @@ class Router:
         in a task. A failure there is a bug: it is logged and answered UNKNOWN_SERVER_ERROR.
         """
         if api_key in SINGLE_GROUP_APIS or (api_key == ApiKey.OFFSET_FETCH and ctx.api_version < 8):
-            self.shard_of(request.group_id).submit_with(api_key, ctx, request, reply)
+            # The API key says which class the request is; for these it has a group id.
+            group_id = cast(_SingleGroupRequest, request).group_id
+            self.shard_of(group_id).submit_with(api_key, ctx, request, reply)
             return
 
-        def done(task: asyncio.Task[Any]) -> None:
+        def done(task: asyncio.Task[Message]) -> None:
             if task.cancelled():
                 return  # shutting down: the connection is closing too
             failed = task.exception()
@@ -106,7 +116,7 @@ class Router:
 
         asyncio.ensure_future(self._multi_group(api_key, ctx, request)).add_done_callback(done)
 
-    async def _multi_group(self, api_key: int, ctx: RequestContext, request: Any) -> Any:
+    async def _multi_group(self, api_key: int, ctx: RequestContext, request: Message) -> Message:
         if api_key == ApiKey.OFFSET_FETCH:  # v8+: a groups array
             return await self._split(
                 api_key, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
@@ -118,6 +128,7 @@ class Router:
                 api_key, ctx, request, "groups_names", lambda g: g, "results", lambda r: r.group_id
             )
         if api_key == ApiKey.LIST_GROUPS:
+            assert isinstance(request, m.ListGroupsRequest)
             return await self._list_groups(ctx, request)
         raise ValueError(f"not a group api: {api_key}")
 
@@ -125,12 +136,12 @@ class Router:
         self,
         api_key: int,
         ctx: RequestContext,
-        request: Any,
+        request: Message,
         req_field: str,
-        req_group: Any,
+        req_group: Callable[[Any], str],
         resp_field: str,
-        resp_group: Any,
-    ) -> Any:
+        resp_group: Callable[[Any], str],
+    ) -> Message:
         """Send each shard the part of a multi-group request it owns; answer in request order."""
         items = getattr(request, req_field) or []
         by_shard: dict[int, list[Any]] = {}
@@ -154,8 +165,10 @@ class Router:
         setattr(first, resp_field, [merged[req_group(i)] for i in items if req_group(i) in merged])
         return first
 
-    async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
-        responses = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in self.shards))
+    async def _list_groups(self, ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
+        answers = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in self.shards))
+        # A shard answers ListGroups with a ListGroupsResponse (or an error response of that class).
+        responses = [cast(m.ListGroupsResponse, r) for r in answers]
         error = next((r.error_code for r in responses if r.error_code), 0)
         groups = [g for r in responses for g in r.groups]
         return m.ListGroupsResponse(error_code=error, groups=groups)

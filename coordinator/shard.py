@@ -21,25 +21,27 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from protocol.codegen import Message
 from protocol.errors import ErrorCode
 from protocol.records import Record
 from storage.base import FencedError, ShardLog
 
 from .clock import Clock
 from .error_responses import error_response
+from .events import GroupEvent
 from .result import RequestContext, Result
 
 log = logging.getLogger("kcoord.shard")
 
 # Called with a request's response once it may be sent. It must not raise: a reply callback runs
 # inside the shard's write path, where one failing caller must not cost the others their replies.
-Reply = Callable[[Any], None]
+Reply = Callable[[Message], None]
 
 
 class ShardState(Protocol):
-    def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Result: ...
+    def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result: ...
     def replay(self, record: Record) -> None: ...
     def poll(self, now_ms: int) -> Result: ...
     def next_deadline(self) -> int | None: ...
@@ -80,15 +82,15 @@ class ShardRuntime:
         self.log = shard_log
         self.clock = clock
         self.observer: ShardObserver = observer or _NoObserver()
-        self._report_events: Callable[[int, list[Any]], None] | None = getattr(self.observer, "group_events", None)
+        self._report_events: Callable[[int, list[GroupEvent]], None] | None = getattr(self.observer, "group_events", None)
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
         self._closing = False
-        self._waiting: dict[RequestContext, tuple[Reply, int, Any]] = {}
+        self._waiting: dict[RequestContext, tuple[Reply, int, Message]] = {}
         self._pending_records: list[Record] = []
         self._written_seq = 0  # records handed to the log so far (replayed into the state)
         self._acked_seq = 0  # records the log acknowledged
-        self._deferred: deque[tuple[int, RequestContext, Any]] = deque()
+        self._deferred: deque[tuple[int, RequestContext, Message]] = deque()
         self._flushing = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
@@ -113,7 +115,7 @@ class ShardRuntime:
         self._apply(state.on_loaded())
 
     # -- requests -----------------------------------------------------------------------------------
-    def submit_with(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+    def submit_with(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """Hand a request to the state; ``reply(response)`` is called once it may be sent.
 
         Most replies need no log acknowledgement (heartbeats, most syncs, reads of acknowledged
@@ -134,11 +136,11 @@ class ShardRuntime:
             return
         self._apply(result)
 
-    def submit(self, api_key: int, ctx: RequestContext, request: Any) -> asyncio.Future[Any]:
+    def submit(self, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
         """:meth:`submit_with` for callers that await: the future resolves with the response."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
 
-        def settle(response: Any) -> None:
+        def settle(response: Message) -> None:
             if not fut.done():
                 fut.set_result(response)
 
@@ -167,7 +169,7 @@ class ShardRuntime:
                 self._deferred.append((barrier, ctx, response))
         self._reschedule_timer()
 
-    def _resolve(self, ctx: RequestContext, response: Any) -> None:
+    def _resolve(self, ctx: RequestContext, response: Message) -> None:
         entry = self._waiting.pop(ctx, None)
         if entry is not None:
             entry[0](response)

@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 from protocol import frames
+from protocol.codegen import Message
 from protocol.primitives import CodecError
 
 log = logging.getLogger("kcoord.upstream")
@@ -132,7 +133,7 @@ class UpstreamClient:
     async def connect(cls, address: tuple[str, int], max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE) -> UpstreamClient:
         return cls(await UpstreamConnection.open(address, max_frame_size))
 
-    async def request(self, api_key: int, version: int, request: Any, timeout: float = 30.0) -> Any:
+    async def request(self, api_key: int, version: int, request: Message, timeout: float = 30.0) -> Message:
         correlation_id = next(self._ids) & 0x7FFFFFFF
         fut = self.conn.send(frames.encode_request(api_key, version, correlation_id, self.client_id, request))
         assert fut is not None

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
 
+from .codegen import Message
 from .messages import REQUESTS, RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint
 
@@ -137,7 +137,7 @@ def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> Re
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Any]:
+def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Message]:
     """Decode a whole request frame of an API kcoord knows."""
     header = parse_request_header(frame_bytes)
     cls = REQUESTS.get(header.api_key)
@@ -147,7 +147,7 @@ def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Any]:
     return header, body
 
 
-def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> tuple[str | None, Any]:
+def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> tuple[str | None, Message]:
     """(client id, body) of a request whose api key and version the caller already peeked.
 
     The server's hot path: the same checks as :func:`decode_request`, without building a
@@ -167,7 +167,7 @@ def response_header_flexible(api_key: int, api_version: int) -> bool:
     return cls is not None and api_version in cls.SCHEMA.flexible
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Message) -> bytes:
     """A complete response frame, size prefix included."""
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))  # size is patched in below
     if response_header_flexible(api_key, api_version):
@@ -177,7 +177,9 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     return bytes(out)
 
 
-def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Any) -> bytes:
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Message
+) -> bytes:
     """A complete request frame (used by our own clients: tests, load generator, storage)."""
     out = bytearray(4)
     out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
@@ -194,7 +196,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return bytes(out)
 
 
-def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:
+def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Message]:
     """Decode a response frame (without size prefix) → (correlation_id, response)."""
     if len(frame_bytes) < 4:
         raise CodecError("response shorter than its header")
