@@ -169,7 +169,7 @@ def _uses_uuid(schemas: list[MessageSchema]) -> bool:
 class StubModule:
     """One module whose classes codegen builds: its stub path, its own API, the schemas it builds."""
 
-    module: str  # dotted name, for messages
+    module: str  # the dotted module name the stub types
     stub: str  # file name under protocol/
     header: Callable[[], str]  # the hand-written part of the stub, its whole import block first
     schemas: Callable[[], list[str]]
