@@ -19,6 +19,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from client import Connection as UpstreamConnection
+from client import ConnectionLost as UpstreamClosed
 from protocol import frames
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -27,7 +29,6 @@ from protocol.primitives import CodecError, decode_uvarint
 
 from .result import RequestContext
 from .router import GROUP_APIS
-from .upstream import UpstreamClosed, UpstreamConnection
 
 if TYPE_CHECKING:
     from .server import Listener

@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client import BrokerError, Connection
 from protocol import messages as m
-from protocol.messages import KCOORD_VERSIONS, REWRITTEN_VERSIONS, ApiKey
-
-from .upstream import UpstreamClient
+from protocol.errors import ErrorCode
+from protocol.messages import KCOORD_VERSIONS, REWRITTEN_VERSIONS
 
 log = logging.getLogger("kcoord.gateway")
 
@@ -68,32 +68,27 @@ class ClusterView:
         last_error: Exception | None = None
         for address in self.bootstrap:
             try:
-                client = await UpstreamClient.connect(address)
+                conn = await Connection.open(address)
             except (TimeoutError, OSError) as exc:
                 last_error = exc
                 continue
             try:
-                await self._fetch_api_versions(client)
-                meta = await client.request(ApiKey.METADATA, 1, m.MetadataRequest(topics=[]))
+                await self._fetch_api_versions(conn)
+                meta = await conn.request(m.MetadataRequest(topics=[]), 1)
                 self.cluster_id = getattr(meta, "cluster_id", None)
                 for b in meta.brokers:
                     await self.ensure_broker(b.node_id, b.host, b.port, b.rack)
                 return
             finally:
-                client.close()
+                conn.close()
         raise ConnectionError(f"no upstream broker reachable at {self.bootstrap}: {last_error}")
 
-    async def _fetch_api_versions(self, client: UpstreamClient) -> None:
-        resp = await client.request(
-            ApiKey.API_VERSIONS,
-            3,
-            m.ApiVersionsRequest(client_software_name="kcoord", client_software_version="0.1.0"),
-        )
-        if resp.error_code == 35:  # the broker only speaks older versions: ask in v0
-            resp = await client.request(ApiKey.API_VERSIONS, 0, m.ApiVersionsRequest())
-        if resp.error_code:
-            raise ConnectionError(f"upstream ApiVersions failed with error {resp.error_code}")
-        self.upstream_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+    async def _fetch_api_versions(self, conn: Connection) -> None:
+        try:
+            resp = await conn.negotiate()
+        except BrokerError as exc:
+            raise ConnectionError(f"upstream ApiVersions failed with error {exc.error_code}") from None
+        self.upstream_versions = dict(conn.versions)
         self.supported_features = list(resp.supported_features or [])
         self.finalized_features = list(resp.finalized_features or [])
 
@@ -185,7 +180,7 @@ class ClusterView:
         """Rewrite an upstream (transaction-key) FindCoordinator answer to kcoord's broker ports."""
         entries = resp.coordinators if resp.coordinators else [resp]
         for e in entries:
-            if e.error_code == 0 and e.node_id >= 0:
+            if e.error_code == ErrorCode.NONE and e.node_id >= 0:
                 broker = await self.ensure_broker(e.node_id, e.host, e.port)
                 e.host, e.port = self.advertised_host, broker.listen_port
         return resp
@@ -197,12 +192,12 @@ class ClusterView:
                 coordinators=[
                     R.Coordinator(
                         key=k, node_id=self.coordinator_node_id, host=self.advertised_host,
-                        port=self.coordinator_port, error_code=0,
+                        port=self.coordinator_port, error_code=ErrorCode.NONE,
                     )
                     for k in request.coordinator_keys
                 ]
             )
         return R(
-            error_code=0, error_message=None, node_id=self.coordinator_node_id,
+            error_code=ErrorCode.NONE, error_message=None, node_id=self.coordinator_node_id,
             host=self.advertised_host, port=self.coordinator_port,
         )
