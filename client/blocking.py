@@ -47,6 +47,10 @@ class BlockingConnection:
     def version_for(self, request_cls: type[Message], highest: int | None = None) -> int:
         return self.conn.version_for(request_cls, highest)
 
+    def negotiate(self, **software: str) -> Any:
+        """ApiVersions (see :meth:`Connection.negotiate`); returns the broker's response."""
+        return self._run(self.conn.negotiate(**software, timeout=self.timeout))
+
     def request(self, request: Message, version: int | None = None) -> Any:
         """Send ``request`` and return its decoded response."""
         return self._run(self.conn.request(request, version))

@@ -27,6 +27,10 @@ class WireClient:
         assert REQUESTS[api_key] is type(request)
         self.conn.send(request, version)
 
+    def api_versions(self) -> Any:
+        """The server's ApiVersions answer, through the client's own negotiation."""
+        return self.conn.negotiate(software_name="t", software_version="1")
+
     def request(self, api_key: int, version: int, request: Any) -> Any:
         assert REQUESTS[api_key] is type(request)
         return self.conn.request(request, version)
