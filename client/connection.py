@@ -201,14 +201,8 @@ class Connection(asyncio.Protocol):
             target(None)
 
     # -- sending --------------------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ConnectionLost(str(self._lost) if self._lost is not None else f"connection to {self.name} is closed")
-
-    def _correlation_id(self) -> int:
-        cid = self._next_id
-        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
-        return cid
+    def _closed_error(self) -> ConnectionLost:
+        return ConnectionLost(str(self._lost) if self._lost is not None else f"connection to {self.name} is closed")
 
     def _write(self, data: bytes) -> None:
         if not self._wbuf:
@@ -225,7 +219,8 @@ class Connection(asyncio.Protocol):
 
         ``None`` when no response is expected. The frame's correlation id is not checked.
         """
-        self._check_open()
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
         fut: asyncio.Future[bytes] | None = None
         if expect_response:
             fut = self._loop.create_future()
@@ -233,14 +228,19 @@ class Connection(asyncio.Protocol):
         self._write(framed)
         return fut
 
+    # The three senders below are the load generator's per-request path: checks and calls inlined.
     def _queue(self, request: Message, version: int, decode: bool, target: Any) -> None:
-        self._check_open()
-        api_key, response_cls = response_of(type(request))
-        cid = self._correlation_id()
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
+        api_key, response_cls = _RESPONSES.get(type(request)) or response_of(type(request))
+        cid = self._next_id
+        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
         frame = sm.encode_request(request, version, cid, self.client_id)
         sent = time.perf_counter() if self.observer is not None else 0.0
         self._pending.append((cid, api_key, response_cls if decode else None, version, sent, target))
-        self._write(frame)
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(frame)
 
     def call(self, request: Message, version: int | None = None) -> asyncio.Future[Any]:
         """Send ``request`` (at the negotiated version if None); the future resolves with the response."""
@@ -258,13 +258,17 @@ class Connection(asyncio.Protocol):
         Why: a member's heartbeat is the same bytes every time but for the correlation id;
         encoding it once per generation keeps the load generator's cost per heartbeat low.
         """
-        self._check_open()
-        api_key, response_cls = response_of(request_cls)
-        cid = self._correlation_id()
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
+        api_key, response_cls = _RESPONSES.get(request_cls) or response_of(request_cls)
+        cid = self._next_id
+        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
         _I32.pack_into(frame, _CORRELATION_OFFSET, cid)
         sent = time.perf_counter() if self.observer is not None else 0.0
         self._pending.append((cid, api_key, response_cls, version, sent, callback))
-        self._write(bytes(frame))
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(bytes(frame))
 
     async def request(self, request: Message, version: int | None = None, *, timeout: float | None = None) -> Any:
         """Send ``request`` and wait for its decoded response (``timeout`` defaults to ``request_timeout``)."""
@@ -292,31 +296,34 @@ class Connection(asyncio.Protocol):
         if not payloads:
             return
         pending = self._pending
-        observer = self.observer
-        now = time.perf_counter() if observer is not None else 0.0
+        observed = self.observer.response if self.observer is not None else None
+        now = time.perf_counter() if observed is not None else 0.0
+        unpack = _I32.unpack_from
+        decode = sm.decode_response
+        future = asyncio.Future
         for payload in payloads:
             if not pending:
                 self._abort(ConnectionLost(f"{self.name} sent an unsolicited response; closing"))
                 return
             cid, api_key, response_cls, version, sent, target = pending.popleft()
             if cid != _UNCHECKED:
-                got = _I32.unpack_from(payload, 0)[0] if len(payload) >= 4 else None
+                got = unpack(payload, 0)[0] if len(payload) >= 4 else None
                 if got != cid:
                     self._fail(target, api_key, CorrelationMismatch(
                         f"{self.name}: response correlation id {got}, expected {cid}"))
                     self._abort(ConnectionLost(f"{self.name}: responses out of step with requests; closing"))
                     return
-                if observer is not None:
-                    observer.response(api_key, now - sent)
+                if observed is not None:
+                    observed(api_key, now - sent)
             if response_cls is None:
                 if not target.done():
                     target.set_result(payload)
                 continue
-            is_future = isinstance(target, asyncio.Future)
+            is_future = isinstance(target, future)
             if is_future and target.done():
                 continue  # timed out or cancelled: nobody reads it, the FIFO stays in step
             try:
-                response = sm.decode_response(response_cls, version, payload)[1]
+                response = decode(response_cls, version, payload)[1]
             except Exception as exc:  # a malformed response fails that request, not the connection
                 self._fail(target, api_key, exc)
                 continue
