@@ -270,21 +270,20 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._write_out)
         self._wbuf.append(bytes(frame))
 
-    async def request(self, request: Message, version: int | None = None, *, timeout: float | None = None) -> Any:
-        """Send ``request`` and wait for its decoded response (``timeout`` defaults to ``request_timeout``)."""
-        fut = self.call(request, version)
-        limit = self.request_timeout if timeout is None else timeout
-        try:
-            return await asyncio.wait_for(fut, limit)
-        except TimeoutError:
-            raise RequestTimedOut(f"{type(request).__name__} to {self.name} timed out after {limit}s") from None
+    def request(self, request: Message, version: int | None = None, *, timeout: float | None = None) -> asyncio.Future[Any]:
+        """Send ``request``; await the result for its decoded response or :class:`RequestTimedOut`.
 
-    async def _wait(self, fut: asyncio.Future[Any], request: Message, timeout: float | None) -> Any:
+        ``timeout`` defaults to ``request_timeout``. A timer on the future instead of
+        ``asyncio.wait_for``: no coroutine per request on the storage's append path.
+        """
+        fut = self.call(request, version)
+        self._expire_after(fut, request, timeout)
+        return fut
+
+    def _expire_after(self, fut: asyncio.Future[Any], request: Message, timeout: float | None) -> None:
         limit = self.request_timeout if timeout is None else timeout
-        try:
-            return await asyncio.wait_for(fut, limit)
-        except TimeoutError:
-            raise RequestTimedOut(f"{type(request).__name__} to {self.name} timed out after {limit}s") from None
+        timer = self._loop.call_later(limit, _expire, fut, self.name, type(request).__name__, limit)
+        fut.add_done_callback(lambda _: timer.cancel())
 
     # -- receiving ------------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -350,7 +349,8 @@ class Connection(asyncio.Protocol):
             req = m.ApiVersionsRequest(client_software_name=software_name, client_software_version=software_version)
             fut: asyncio.Future[bytes] = self._loop.create_future()
             self._queue(req, version, False, fut)
-            payload = await self._wait(fut, req, timeout)
+            self._expire_after(fut, req, timeout)
+            payload = await fut
             try:
                 resp = sm.decode_response(m.ApiVersionsResponse, version, payload)[1]
             except CodecError:
@@ -387,6 +387,11 @@ class Connection(asyncio.Protocol):
                 f"{self.name} supports {request_cls.__name__} v{broker[0]}-{broker[1]}, we speak v{lo}-{hi}"
             )
         return version
+
+
+def _expire(fut: asyncio.Future[Any], name: str, what: str, limit: float) -> None:
+    if not fut.done():
+        fut.set_exception(RequestTimedOut(f"{what} to {name} timed out after {limit}s"))
 
 
 async def connect(
