@@ -20,11 +20,11 @@ from typing import Any
 
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .classic.group import ClassicGroup, ClassicGroupState
 from .classic.manager import ClassicGroupManager, emit_fenced
 from .group_config import GroupConfig
+from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
 from .result import RequestContext, Result
 
 S = ClassicGroupState
@@ -71,10 +71,6 @@ class OffsetStore:
         }
 
 
-def offset_tombstone(group_id: str, topic: str, partition: int) -> Record:
-    return Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
-
-
 class OffsetManager:
     def __init__(
         self,
@@ -105,7 +101,7 @@ class OffsetManager:
             return
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
-        expire = -1 if retention == DEFAULT_RETENTION_TIME else now + retention
+        expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
         for topic in req.topics:
             partitions = []
             for p in topic.partitions:
@@ -114,15 +110,18 @@ class OffsetManager:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     code = ErrorCode.NONE
-                    value = OffsetCommitValue(
-                        offset=p.committed_offset,
-                        leader_epoch=p.committed_leader_epoch,
-                        metadata=metadata or "",
-                        commit_timestamp=now,
-                        expire_timestamp=expire,
+                    out.records.append(
+                        offset_commit_record(
+                            req.group_id,
+                            topic.name,
+                            p.partition_index,
+                            offset=p.committed_offset,
+                            leader_epoch=p.committed_leader_epoch,
+                            metadata=metadata or "",
+                            commit_timestamp=now,
+                            expire_timestamp=expire,
+                        )
                     )
-                    key = OffsetCommitKey(group=req.group_id, topic=topic.name, partition=p.partition_index)
-                    out.records.append(Record(key, value))
                 partitions.append(
                     R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
                 )

@@ -32,6 +32,7 @@ from .error_responses import error_response
 from .events import GroupDeleted
 from .group_config import GroupConfig
 from .offsets import OffsetManager
+from .records import group_tombstone
 from .result import RequestContext, Result
 from .timer import TimerQueue
 
@@ -149,7 +150,7 @@ class GroupCoordinatorShard:
         before = len(out.records)
         for group in list(self.classic.groups.values()):
             if self.offsets.expire(group, now, out) and group.is_empty:
-                out.records.append(Record(GroupMetadataKey(group=group.group_id), None))
+                out.records.append(group_tombstone(group.group_id))
                 out.emit(GroupDeleted(group.group_id, "offsets_expired"))
                 self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
         if len(out.records) > before:

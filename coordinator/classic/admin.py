@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.events import GroupDeleted
+from coordinator.records import group_tombstone
 from coordinator.result import RequestContext, Result
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, Record
 
 from .group import ClassicGroup, ClassicGroupState
 from .manager import ClassicGroupManager
@@ -103,7 +103,7 @@ def delete_groups(
         error = _validate_delete(manager, group_id)
         if error is None:
             delete_offsets(group_id, out)
-            out.records.append(Record(GroupMetadataKey(group=group_id), None))
+            out.records.append(group_tombstone(group_id))
             out.emit(GroupDeleted(group_id, "delete_groups"))
             manager.log.info("group %s: deleted by DeleteGroups", group_id)
         results.append(

@@ -21,8 +21,6 @@ from enum import Enum
 from typing import Any
 
 from protocol import messages as m
-from protocol.codegen import Message
-from protocol.records import GroupMetadataValue, MemberMetadata
 
 from .member import ClassicMember, Protocols
 
@@ -342,45 +340,6 @@ class ClassicGroup:
 
     def assignments(self) -> dict[str, bytes]:
         return {member_id: member.assignment for member_id, member in self.members.items()}
-
-    # -- durable snapshot ---------------------------------------------------------------------------
-    def metadata_value(self, assignment: dict[str, bytes]) -> Message:
-        """The GroupMetadata value for the current generation (Kafka's ``newGroupMetadataRecord``)."""
-        members = [
-            MemberMetadata(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout=member.rebalance_timeout_ms,
-                session_timeout=member.session_timeout_ms,
-                subscription=member.metadata(self.protocol_name),
-                assignment=assignment.get(member.member_id, b""),
-            )
-            for member in self.members.values()
-        ]
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=self.generation_id,
-            protocol=self.protocol_name,
-            leader=self.leader_id,
-            current_state_timestamp=self._state_timestamp_or_default(),
-            members=members,
-        )
-
-    def empty_metadata_value(self) -> Message:
-        """The value Kafka writes when a JoinGroup creates a group (``newEmptyGroupMetadataRecord``)."""
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=0,
-            protocol=None,
-            leader=None,
-            current_state_timestamp=self._state_timestamp_or_default(),
-            members=[],
-        )
-
-    def _state_timestamp_or_default(self) -> int:
-        return -1 if self.current_state_timestamp is None else self.current_state_timestamp
 
     @classmethod
     def from_metadata_value(cls, group_id: str, value: Any, now_ms: int) -> ClassicGroup:

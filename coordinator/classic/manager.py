@@ -25,11 +25,12 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import events as ev
+from coordinator import records
 from coordinator.group_config import GroupConfig
 from coordinator.result import RequestContext, Result
 from coordinator.timer import TimerQueue
 from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, Record
+from protocol.records import Record
 
 from . import responses as r
 from .group import ClassicGroup, ClassicGroupState
@@ -140,7 +141,7 @@ class ClassicGroupManager:
 
         if is_new_group and len(out.records) == records_before:
             # Kafka commits a newly created group with an empty snapshot.
-            self._write_snapshot(group, group.empty_metadata_value(), out)
+            self._write_snapshot(group, records.empty_group_record(group), out)
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.max_size
@@ -349,7 +350,7 @@ class ClassicGroupManager:
                     "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
                     group.group_id, instance_id, new_member_id,
                 )  # fmt: skip
-                self._write_snapshot(group, group.metadata_value(group.assignments()), out)
+                self._write_snapshot(group, records.classic_group_record(group, group.assignments()), out)
                 member.awaiting_join = None
                 if version >= 9:
                     # KIP-814: a static leader learns it is the leader but must not reassign.
@@ -489,7 +490,7 @@ class ClassicGroupManager:
         if group.is_empty:
             self.log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
             self._rebalance_done(group, out)
-            self._write_snapshot(group, group.metadata_value({}), out)
+            self._write_snapshot(group, records.classic_group_record(group, {}), out)
             return
         self.log.info(
             "group %s: generation %d with %d members, protocol %s",
@@ -611,7 +612,7 @@ class ClassicGroupManager:
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
             group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
         )  # fmt: skip
-        self._write_snapshot(group, group.metadata_value(assignment), out)
+        self._write_snapshot(group, records.classic_group_record(group, assignment), out)
         for member_id, member in group.members.items():
             member.assignment = assignment.get(member_id, b"")
         self._propagate_assignment(group, ErrorCode.NONE, out)
@@ -847,9 +848,9 @@ class ClassicGroupManager:
             out.reply(previous, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
         member.awaiting_sync = ctx
 
-    def _write_snapshot(self, group: ClassicGroup, value: Any, out: Result) -> None:
-        group.unreplayed_values.append(value)
-        out.records.append(Record(GroupMetadataKey(group=group.group_id), value))
+    def _write_snapshot(self, group: ClassicGroup, record: Record, out: Result) -> None:
+        group.unreplayed_values.append(record.value)
+        out.records.append(record)
 
     # ===============================================================================================
     # Loading and replay
