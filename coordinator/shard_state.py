@@ -115,8 +115,12 @@ class GroupCoordinatorShard:
 
     # -- time ---------------------------------------------------------------------------------------
     def poll(self, now_ms: int) -> Result:
-        """Fire every timer due at ``now_ms``, one at a time in deadline order, so a timer that an
-        earlier one scheduled or cancelled is honoured."""
+        """Fire the timers due at ``now_ms``, one at a time in deadline order, so a timer that an
+        earlier one scheduled or cancelled is honoured.
+
+        A timer that writes records ends the poll: the next timer must see the state those records
+        produce, and they are replayed only when the runtime has them. The runtime polls again at
+        once, since a timer is still due (``next_deadline() <= now``)."""
         out = Result()
         for _ in range(_MAX_TIMERS_PER_POLL):
             due = self.timers.pop_next_due(now_ms)
@@ -126,6 +130,8 @@ class GroupCoordinatorShard:
                 due.payload(out)
             except Exception:
                 self.log.exception("shard %d: timer %r failed", self.shard_index, due.key)
+            if out.records:
+                break
         return out
 
     def next_deadline(self) -> int | None:
