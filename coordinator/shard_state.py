@@ -57,7 +57,10 @@ class GroupCoordinatorShard:
         self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
         self.timers = TimerQueue()
         self.classic = ClassicGroupManager(config, clock.now_ms, self.timers, self.log, new_member_id)
-        self.offsets = OffsetManager(config, clock.now_ms, self.classic, self.log)
+        self.offsets = OffsetManager(
+            config, clock.now_ms, lambda group_id: self.classic.groups.get(group_id),
+            self.classic.offsets_committed, self.log,
+        )
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,
             ApiKey.SYNC_GROUP: self.classic.sync,
@@ -95,6 +98,10 @@ class GroupCoordinatorShard:
     def replay(self, record: Record) -> None:
         key = record.key
         if isinstance(key, OffsetCommitKey):
+            if record.value is not None:
+                # A commit for a group the shard does not know implies a "simple" group (offsets
+                # only, no protocol), as in Kafka: the group exists for every API from now on.
+                self.classic.ensure_simple_group(key.group)
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self.classic.replay(key, record.value)

@@ -27,6 +27,7 @@ from enum import Enum
 from typing import Any
 
 from protocol import messages as m
+from protocol.errors import ErrorCode
 
 from .member import ClassicMember, Protocols
 
@@ -140,6 +141,38 @@ class ClassicGroup:
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[ClassicGroupState.PREPARING_REBALANCE]
+
+    # -- fencing ----------------------------------------------------------------------------------
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID checks of Kafka's ``ClassicGroup.validateMember``."""
+        if instance_id is not None:
+            current = self.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not self.has_member(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``: generation and static fencing, and
+        "simple" commits (generation -1, no member) only to an Empty group."""
+        if self.is_in(ClassicGroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and self.is_empty:
+            return ErrorCode.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error is not None:
+                return error
+            if generation != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not self.is_empty:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     # -- transitions --------------------------------------------------------------------------------
     def transition_to(self, target: ClassicGroupState, now_ms: int) -> None:

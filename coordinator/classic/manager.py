@@ -61,13 +61,6 @@ def sync_key(group_id: str) -> tuple[str, str]:
 # reason _update_member_then_rebalance_or_complete_join gets.
 _UPDATE_KINDS = {"member rejoins": "member_joined", "metadata changed": "metadata_changed",
                  "leader rejoins": "leader_rejoined"}
-_FENCING = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
-
-
-def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
-    """Report a request refused because its member is fenced (no-op for other errors)."""
-    if error in _FENCING:
-        out.emit(ev.MemberFenced(group_id, member_id, instance_id, ErrorCode(error).name, api))
 
 
 def _protocols(request: Any) -> Protocols:
@@ -210,7 +203,7 @@ class ClassicGroupManager:
             return
         error = self.validate_member(group, member_id, req.group_instance_id, "join-group")
         if error is not None:
-            emit_fenced(out, group.group_id, member_id, req.group_instance_id, error, "join_group")
+            ev.emit_fenced(out, group.group_id, member_id, req.group_instance_id, error, "join_group")
             out.reply(ctx, r.join_response(version, error, member_id=member_id))
             return
         member = group.member(member_id)
@@ -647,7 +640,7 @@ class ClassicGroupManager:
             return
         error = self._validate_sync(group, req)
         if error is not None:
-            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "sync_group")
+            ev.emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "sync_group")
             out.reply(ctx, r.sync_response(error))
             return
         if group.is_in(S.PREPARING_REBALANCE):
@@ -738,7 +731,7 @@ class ClassicGroupManager:
         if error is None and req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
-            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
+            ev.emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
             out.reply(ctx, r.heartbeat_response(error))
             return
         if group.is_empty:
@@ -758,9 +751,12 @@ class ClassicGroupManager:
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
             self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
 
-    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
-        """Push a member's session deadline back (used by offset commits, as in Kafka)."""
-        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+    def offsets_committed(self, group: ClassicGroup, member_id: str) -> None:
+        """A valid offset commit from a member keeps its session alive while the group is Stable or
+        rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not)."""
+        member = group.members.get(member_id)
+        if member is not None and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
         group = self.groups.get(group_id)
@@ -835,7 +831,7 @@ class ClassicGroupManager:
             else:
                 error = self.validate_member(group, member_id, instance_id, "leave-group")
                 if error is not None:
-                    emit_fenced(out, group.group_id, member_id, instance_id, error, "leave_group")
+                    ev.emit_fenced(out, group.group_id, member_id, instance_id, error, "leave_group")
                     responses.append(r.leave_member_response(member_id, instance_id, error))
                     continue
                 self._leave_member(group, member_id, reason, out)
@@ -865,20 +861,14 @@ class ClassicGroupManager:
     def validate_member(
         self, group: ClassicGroup, member_id: str, instance_id: str | None, operation: str
     ) -> int | None:
-        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID checks of Kafka's ``ClassicGroup.validateMember``."""
-        if instance_id is not None:
-            current = group.static_member_id(instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                self.log.info(
-                    "group %s: %s by member %s of instance %s is fenced by member %s",
-                    group.group_id, operation, member_id, instance_id, current,
-                )  # fmt: skip
-                return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has_member(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
+        """:meth:`ClassicGroup.validate_member`, logging a static member fenced by its successor."""
+        error = group.validate_member(member_id, instance_id)
+        if error == ErrorCode.FENCED_INSTANCE_ID:
+            self.log.info(
+                "group %s: %s by member %s of instance %s is fenced by member %s",
+                group.group_id, operation, member_id, instance_id, group.static_member_id(instance_id or ""),
+            )  # fmt: skip
+        return error
 
     def _remove_member(self, group: ClassicGroup, member_id: str, out: Result) -> None:
         """Remove a member, answering its parked requests with UNKNOWN_MEMBER_ID so a still-live
