@@ -199,7 +199,7 @@ class ClientConnection(asyncio.Protocol):
                 payload, ApiKey.FIND_COORDINATOR, version, self.app.cluster.rewrite_find_coordinator
             )
         else:
-            from .error_responses import error_response
+            from .responses import error_response
 
             resp = error_response(ApiKey.FIND_COORDINATOR, version, request, ErrorCode.INVALID_REQUEST)
             self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, resp))

@@ -23,11 +23,14 @@ from typing import Any
 
 from protocol import messages as m
 from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
 
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
+from .clock import NowMs
 from .group_config import GroupConfig
 from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
+from .responses import error_response
 from .result import RequestContext, Result
 
 S = ClassicGroupState
@@ -78,7 +81,7 @@ class OffsetManager:
     def __init__(
         self,
         config: GroupConfig,
-        now_ms: Callable[[], int],
+        now_ms: NowMs,
         find_group: Callable[[str], ClassicGroup | None],
         committed: Callable[[ClassicGroup, str], None],
         log: logging.Logger,
@@ -104,11 +107,7 @@ class OffsetManager:
                         req.group_id, req.member_id, req.group_instance_id,
                     )  # fmt: skip
                 ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
-            for topic in req.topics:
-                partitions = [R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error))
-                              for p in topic.partitions]  # fmt: skip
-                topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
-            out.reply(ctx, R(topics=topics))
+            out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(error)))
             return
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
@@ -158,27 +157,15 @@ class OffsetManager:
         return error
 
     # -- TxnOffsetCommit ------------------------------------------------------------------------------
-    def txn_commit(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def txn_commit(self, ctx: RequestContext, req: m.TxnOffsetCommitRequest, out: Result) -> None:
         """Transactional commits need transaction markers from the cluster, which kcoord does not
         follow yet: every partition gets COORDINATOR_NOT_AVAILABLE (retriable for producers) until
         transactions are implemented."""
-        R = m.TxnOffsetCommitResponse
-        topics = [
-            R.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-        out.reply(ctx, R(topics=topics))
+        error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, error))
 
     # -- OffsetFetch --------------------------------------------------------------------------------
-    def fetch(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest, out: Result) -> None:
         R = m.OffsetFetchResponse
         if ctx.api_version >= 8:
             groups = []
@@ -257,7 +244,7 @@ class OffsetManager:
         return result
 
     # -- OffsetDelete -------------------------------------------------------------------------------
-    def delete(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def delete(self, ctx: RequestContext, req: m.OffsetDeleteRequest, out: Result) -> None:
         R = m.OffsetDeleteResponse
         if not req.group_id:
             out.reply(ctx, R(error_code=int(ErrorCode.INVALID_GROUP_ID), topics=[]))

@@ -19,8 +19,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 from protocol.records import GroupMetadataKey, OffsetCommitKey, Record
 
@@ -28,11 +26,11 @@ from .classic import admin
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
-from .error_responses import error_response
 from .events import GroupDeleted
 from .group_config import GroupConfig
 from .offsets import OffsetManager
 from .records import group_tombstone
+from .responses import unexpected_failure
 from .result import RequestContext, Result
 from .timer import TimerQueue
 
@@ -87,11 +85,13 @@ class GroupCoordinatorShard:
                 raise ValueError(f"shard does not serve api key {api_key}")
             handler(ctx, request, out)
         except Exception:
-            self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
             # Keep what was already decided for other requests (their soft state moved on), and
             # answer this one if it was not answered yet.
             if not any(replied is ctx for replied, _ in out.replies):
-                out.reply(ctx, _failure_response(api_key, ctx, request))
+                what = f"shard {self.shard_index}"
+                out.reply(ctx, unexpected_failure(self.log, what, api_key, ctx.api_version, request))
+            else:
+                self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
         return out
 
     # -- durable state ------------------------------------------------------------------------------
@@ -185,14 +185,3 @@ class GroupCoordinatorShard:
     def rebalances_completed(self) -> int:
         return self.classic.rebalances_completed
 
-
-def _failure_response(api_key: int, ctx: RequestContext, request: Any) -> Any:
-    """UNKNOWN_SERVER_ERROR where the API's clients look for errors; if even that cannot be built
-    from this request, an empty response of the right class with a top-level error if it has one."""
-    try:
-        return error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-    except Exception:
-        response = m.RESPONSES[api_key]() if api_key in m.RESPONSES else None
-        if response is not None and "error_code" in response.FIELDS:
-            response.error_code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
-        return response

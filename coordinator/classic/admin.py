@@ -23,7 +23,9 @@ S = ClassicGroupState
 GROUP_TYPE = "classic"
 
 
-def describe_groups(manager: ClassicGroupManager, ctx: RequestContext, req: Any, out: Result) -> None:
+def describe_groups(
+    manager: ClassicGroupManager, ctx: RequestContext, req: m.DescribeGroupsRequest, out: Result
+) -> None:
     R = m.DescribeGroupsResponse
     described = []
     for group_id in req.groups:
@@ -73,7 +75,9 @@ def _describe(group: ClassicGroup) -> Any:
     )
 
 
-def list_groups(manager: ClassicGroupManager, ctx: RequestContext, req: Any, out: Result) -> None:
+def list_groups(
+    manager: ClassicGroupManager, ctx: RequestContext, req: m.ListGroupsRequest, out: Result
+) -> None:
     states = {s.lower() for s in req.states_filter} if ctx.api_version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if ctx.api_version >= 5 else set()
     R = m.ListGroupsResponse
@@ -94,7 +98,7 @@ def delete_groups(
     manager: ClassicGroupManager,
     delete_offsets: Callable[[str, Result], None],
     ctx: RequestContext,
-    req: Any,
+    req: m.DeleteGroupsRequest,
     out: Result,
 ) -> None:
     R = m.DeleteGroupsResponse

@@ -31,18 +31,18 @@ from typing import Any
 
 from coordinator import events as ev
 from coordinator import records
+from coordinator import responses as r
+from coordinator.clock import NowMs
 from coordinator.group_config import GroupConfig
 from coordinator.result import RequestContext, Result
 from coordinator.timer import TimerQueue
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from . import responses as r
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
 
 S = ClassicGroupState
-Clock = Callable[[], int]
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -78,7 +78,7 @@ class ClassicGroupManager:
     def __init__(
         self,
         config: GroupConfig,
-        now_ms: Clock,
+        now_ms: NowMs,
         timers: TimerQueue,
         log: logging.Logger,
         new_member_id: Callable[[str], str] | None = None,
@@ -95,7 +95,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # JoinGroup
     # ===============================================================================================
-    def join(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def join(self, ctx: RequestContext, req: m.JoinGroupRequest, out: Result) -> None:
         version = ctx.api_version
         if not req.group_id:
             out.reply(ctx, r.join_response(version, ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
@@ -152,7 +152,9 @@ class ClassicGroupManager:
             return already_waiting or group.num_awaiting_join() < max_size
         return group.has_member(member_id) or group.num_members < max_size
 
-    def _join_new_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+    def _join_new_member(
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, out: Result
+    ) -> None:
         version = ctx.api_version
         protocols = _protocols(req)
         if group.is_in(S.DEAD):
@@ -181,7 +183,9 @@ class ClassicGroupManager:
         else:
             self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, out)
 
-    def _join_existing_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+    def _join_existing_member(
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, out: Result
+    ) -> None:
         version = ctx.api_version
         member_id = req.member_id
         protocols = _protocols(req)
@@ -259,12 +263,12 @@ class ClassicGroupManager:
             skip_assignment=skip_assignment,
         )
 
-    def _rebalance_timeout(self, ctx: RequestContext, req: Any) -> int:
+    def _rebalance_timeout(self, ctx: RequestContext, req: m.JoinGroupRequest) -> int:
         # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
         return req.session_timeout_ms if ctx.api_version == 0 else req.rebalance_timeout_ms
 
     def _add_member_then_rebalance_or_complete_join(
-        self, ctx: RequestContext, req: Any, group: ClassicGroup, member_id: str, out: Result
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, member_id: str, out: Result
     ) -> None:
         member = ClassicMember(
             member_id=member_id,
@@ -294,7 +298,7 @@ class ClassicGroupManager:
     def _update_member_then_rebalance_or_complete_join(
         self,
         ctx: RequestContext,
-        req: Any,
+        req: m.JoinGroupRequest,
         group: ClassicGroup,
         member: ClassicMember,
         reason: str,
@@ -311,7 +315,7 @@ class ClassicGroupManager:
     def _replace_static_member(
         self,
         ctx: RequestContext,
-        req: Any,
+        req: m.JoinGroupRequest,
         group: ClassicGroup,
         old_member_id: str,
         new_member_id: str,
@@ -630,7 +634,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # SyncGroup
     # ===============================================================================================
-    def sync(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def sync(self, ctx: RequestContext, req: m.SyncGroupRequest, out: Result) -> None:
         if not req.group_id:
             out.reply(ctx, r.sync_response(ErrorCode.INVALID_GROUP_ID))
             return
@@ -664,7 +668,7 @@ class ClassicGroupManager:
             ),
         )
 
-    def _complete_sync(self, group: ClassicGroup, req: Any, out: Result) -> None:
+    def _complete_sync(self, group: ClassicGroup, req: m.SyncGroupRequest, out: Result) -> None:
         """The leader's assignment arrived: persist the generation, answer every waiting member."""
         assignment = {a.member_id: a.assignment for a in req.assignments}
         missing = [member_id for member_id in group.members if member_id not in assignment]
@@ -694,7 +698,7 @@ class ClassicGroupManager:
         duration = max(0, self.now_ms() - started) if started is not None else 0
         out.emit(ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name))
 
-    def _validate_sync(self, group: ClassicGroup, req: Any) -> int | None:
+    def _validate_sync(self, group: ClassicGroup, req: m.SyncGroupRequest) -> int | None:
         if group.is_in(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self.validate_member(group, req.member_id, req.group_instance_id, "sync-group")
@@ -716,7 +720,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # Heartbeat
     # ===============================================================================================
-    def heartbeat(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def heartbeat(self, ctx: RequestContext, req: m.HeartbeatRequest, out: Result) -> None:
         if not req.group_id:
             out.reply(ctx, r.heartbeat_response(ErrorCode.INVALID_GROUP_ID))
             return
@@ -788,7 +792,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # LeaveGroup
     # ===============================================================================================
-    def leave(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def leave(self, ctx: RequestContext, req: m.LeaveGroupRequest, out: Result) -> None:
         version = ctx.api_version
         if not req.group_id:
             out.reply(ctx, r.leave_response(version, ErrorCode.INVALID_GROUP_ID, []))
