@@ -867,7 +867,7 @@ class ClassicGroupManager:
     ) -> int | None:
         """:meth:`ClassicGroup.validate_member`, logging a static member fenced by its successor."""
         error = group.validate_member(member_id, instance_id)
-        if error == ErrorCode.FENCED_INSTANCE_ID:
+        if error is ErrorCode.FENCED_INSTANCE_ID:
             self.log.info(
                 "group %s: %s by member %s of instance %s is fenced by member %s",
                 group.group_id, operation, member_id, instance_id, group.static_member_id(instance_id or ""),
