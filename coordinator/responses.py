@@ -188,6 +188,21 @@ def _find_coordinator(version: int, req: Any, error: int) -> Any:
     return R(error_code=error, node_id=-1, host="", port=-1)
 
 
+# Kafka's message for UNSUPPORTED_VERSION, which the KIP-848 refusals below carry like Kafka's do.
+_UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
+
+
+def _consumer_group_heartbeat(version: int, req: Any, error: int) -> Any:
+    message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
+    return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
+
+
+def _consumer_group_describe(version: int, req: Any, error: int) -> Any:
+    R = m.ConsumerGroupDescribeResponse
+    message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
+    return R(groups=[R.DescribedGroup(group_id=g, error_code=error, error_message=message) for g in req.group_ids])
+
+
 _BUILDERS = {
     ApiKey.JOIN_GROUP: _join,
     ApiKey.SYNC_GROUP: _sync,
@@ -201,6 +216,8 @@ _BUILDERS = {
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _offset_delete,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
 }
 
 
