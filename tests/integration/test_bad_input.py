@@ -80,6 +80,7 @@ def test_unsupported_group_api_version(kcoord: KcoordProcess) -> None:
         bad.send_bytes(frames.frame(struct.pack(">hhih", 11, 42, 1, -1)))
         assert bad.is_closed_by_server()
     still_serving(kcoord.bootstrap)
+    assert "unsupported api 11 v42" in kcoord.log_tail(200)
 
 
 def test_oversized_frame_cap_is_configurable() -> None:

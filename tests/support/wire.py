@@ -35,6 +35,17 @@ class WireClient:
         assert REQUESTS[api_key] is type(request)
         return self.conn.request(request, version)
 
+    def request_frame(self, api_key: int, version: int, request: Any) -> bytes:
+        """The response to ``request`` exactly as it came on the wire (size prefix stripped), for
+        tests about the bytes themselves."""
+        self._raw_ids += 1
+        framed = frames.encode_request(api_key, version, self._raw_ids, "wire-test", request)
+        payload = self.conn.send_frame(framed)
+        assert payload is not None
+        (got,) = struct.unpack_from(">i", payload, 0)
+        assert got == self._raw_ids
+        return payload
+
     def request_raw(self, api_key: int, version: int, body: bytes) -> bytes:
         """Send a v1-header request with an arbitrary body; return the response body after header v0."""
         self._raw_ids += 1
