@@ -13,6 +13,7 @@ RUN apt-get update \
 # Only what the wheel needs: the build context stays small and the layer cache survives test edits.
 COPY pyproject.toml setup.py README.md /src/kcoord/
 COPY protocol/ /src/kcoord/protocol/
+COPY client/ /src/kcoord/client/
 COPY coordinator/ /src/kcoord/coordinator/
 COPY storage/ /src/kcoord/storage/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /src/kcoord

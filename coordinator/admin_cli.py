@@ -1,19 +1,17 @@
 """``kcoord groups``: list and describe consumer groups over the Kafka protocol.
 
 A quick look for operators without Grafana, shaped like ``kafka-consumer-groups.sh``. It speaks the
-wire protocol with kcoord's own codec, so it works against kcoord (and against a plain Kafka
+wire protocol through kcoord's own client, so it works against kcoord (and against a plain Kafka
 cluster): ListGroups on every node in Metadata; per group FindCoordinator, DescribeGroups and
 OffsetFetch on its coordinator; log-end offsets by ListOffsets(LATEST) sent to each partition's
-leader found through Metadata, exactly the path a client takes. It is a blocking client on
-purpose: one short-lived process, a handful of round trips, no event loop to manage.
+leader found through Metadata, exactly the path a client takes. It is blocking on purpose
+(:class:`client.BlockingConnection`): one short-lived process, a handful of round trips.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import socket
 import struct
 import sys
 import time
@@ -21,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from client import BlockingConnection, BrokerError, KafkaClientError, UnsupportedVersion
 from protocol import messages as m
 from protocol import storage_messages as sm
 from protocol.codegen import Message
@@ -49,56 +48,32 @@ def _error_name(code: int) -> str:
 
 # -- one broker connection ------------------------------------------------------------------------------
 class Connection:
+    """kcoord's client (:class:`client.BlockingConnection`) with its errors as :class:`AdminError`."""
+
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.address = f"{host}:{port}"
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
+            self.conn = BlockingConnection((host, port), timeout, client_id=CLIENT_ID, software_name=CLIENT_ID)
+        except BrokerError as exc:
+            raise AdminError(f"{self.address}: ApiVersions failed with {_error_name(exc.error_code)}") from None
+        except (OSError, KafkaClientError) as exc:
             raise AdminError(f"cannot connect to {self.address}: {exc}") from None
-        self._ids = itertools.count(1)
-        self.versions: dict[int, tuple[int, int]] = {}
-        self._api_versions()
-
-    def _api_versions(self) -> None:
-        resp = self.call(m.ApiVersionsRequest(), 0)
-        if resp.error_code:
-            raise AdminError(f"{self.address}: ApiVersions failed with {_error_name(resp.error_code)}")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
     def version(self, cls: type[Message], highest: int) -> int:
         """The highest version both we (up to ``highest``) and the server speak."""
-        key = cls.SCHEMA.api_key
-        lo, hi = self.versions.get(key, (0, -1))
-        ours = cls.SCHEMA.valid
-        version = min(hi, highest, ours.high)
-        if version < max(lo, ours.low):
-            raise AdminError(f"{self.address} does not support {cls.__name__[:-7]} in a version we speak")
-        return version
+        try:
+            return self.conn.version_for(cls, highest)
+        except UnsupportedVersion:
+            raise AdminError(f"{self.address} does not support {cls.__name__[:-7]} in a version we speak") from None
 
     def call(self, request: Message, version: int) -> Any:
-        response_cls = sm.RESPONSE_OF.get(type(request)) or m.RESPONSES[request.SCHEMA.api_key]
-        correlation_id = next(self._ids)
         try:
-            self.sock.sendall(sm.encode_request(request, version, correlation_id, CLIENT_ID))
-            (size,) = struct.unpack(">i", self._recv(4))
-            got, body = sm.decode_response(response_cls, version, self._recv(size))
-        except OSError as exc:
+            return self.conn.request(request, version)
+        except (OSError, KafkaClientError) as exc:
             raise AdminError(f"{self.address}: {exc}") from None
-        if got != correlation_id:
-            raise AdminError(f"{self.address}: response to request {got}, expected {correlation_id}")
-        return body
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise AdminError(f"{self.address} closed the connection")
-            buf += chunk
-        return bytes(buf)
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.close()
 
 
 # -- results --------------------------------------------------------------------------------------------

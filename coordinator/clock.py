@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
+
+
+# What the group state machines take: a clock's ``now_ms``, so they hold a function, not a clock.
+NowMs = Callable[[], int]
 
 
 class SystemClock:

@@ -2,12 +2,17 @@
 
 Each request gets a slot in arrival order, filled with the response bytes once its answer is
 known; a response is written only when every earlier slot has been written, so a parked JoinGroup
-holds back the responses behind it on that connection, as Kafka's clients expect. Requests kcoord serves go to the
-router; all others go, unchanged, to this listener's upstream broker over a connection paired
-with this one. Produce with acks=0 gets no response and takes no slot.
+holds back the responses behind it on that connection, as Kafka's clients expect. Requests
+kcoord serves go to the router; all others go to this listener's upstream broker over a
+connection paired with this one, and their answers come back unchanged unless they name a
+broker by address (Metadata, DescribeCluster, transaction FindCoordinator, and Produce/Fetch
+answers carrying KIP-951 leader endpoints: see gateway.py). Produce with acks=0 gets no response
+and takes no slot.
 
 Bad input never reaches past this class: an oversized or malformed frame, an unknown API key or
 an unsupported version closes this connection with a log line; other clients are unaffected.
+The group APIs of protocols kcoord does not serve yet (ConsumerGroupHeartbeat/Describe) are
+answered UNSUPPORTED_VERSION instead, as a Kafka broker with that protocol disabled answers.
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from client import Connection as UpstreamConnection
+from client import ConnectionLost as UpstreamClosed
 from protocol import frames
 from protocol import messages as m
+from protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
 from protocol.errors import ErrorCode
 from protocol.messages import KCOORD_VERSIONS, ApiKey
 from protocol.primitives import CodecError, decode_uvarint
 
+from .responses import error_response
 from .result import RequestContext
 from .router import GROUP_APIS
-from .upstream import UpstreamClosed, UpstreamConnection
 
 if TYPE_CHECKING:
     from .server import Listener
@@ -36,6 +44,13 @@ log = logging.getLogger("kcoord.connection")
 
 _INT16 = struct.Struct(">h")
 _ACKS_ONE = _INT16.pack(1)
+
+# Group APIs of protocols kcoord does not serve yet that it refuses with an answer, not a close.
+REFUSABLE_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+
+
+class UnsupportedApi(CodecError):
+    """A well-formed request for an API version kcoord neither serves nor relays."""
 
 
 def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
@@ -105,6 +120,9 @@ class ClientConnection(asyncio.Protocol):
                     return
                 try:
                     self._dispatch(payload)
+                except UnsupportedApi as exc:
+                    self.close_with(str(exc))
+                    return
                 except CodecError as exc:
                     self.close_with(f"malformed request: {exc}")
                     return
@@ -126,7 +144,7 @@ class ClientConnection(asyncio.Protocol):
         if api_key in KCOORD_VERSIONS:
             lo, hi = KCOORD_VERSIONS[api_key]
             if not lo <= version <= hi:
-                raise CodecError(f"unsupported version {version} of api {api_key}")
+                raise UnsupportedApi(f"unsupported api {api_key} v{version}: kcoord serves v{lo}-{hi}")
             client_id, request = frames.decode_request_body(payload, api_key, version)
             ctx = RequestContext(version, client_id or "", self.client_host, correlation_id)
             if api_key in GROUP_APIS:
@@ -136,7 +154,8 @@ class ClientConnection(asyncio.Protocol):
             return
         cluster = self.app.cluster
         if not cluster.supports(api_key, version):
-            raise CodecError(f"api {api_key} v{version} is supported neither by kcoord nor upstream")
+            self._refuse_unsupported(payload, api_key, version, correlation_id)
+            return
         if api_key == ApiKey.METADATA:
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_metadata)
         elif api_key == ApiKey.DESCRIBE_CLUSTER:
@@ -151,9 +170,28 @@ class ClientConnection(asyncio.Protocol):
                 payload = payload[:offset] + _ACKS_ONE + payload[offset + 2 :]
                 self._forward(payload, expect_response=True, reply=False)
             else:
-                self._forward(payload, expect_response=True)
+                self._forward(payload, expect_response=True, api=(api_key, version))
+        elif api_key == ApiKey.FETCH:
+            self._forward(payload, expect_response=True, api=(api_key, version))
         else:
             self._forward(payload, expect_response=True)
+
+    def _refuse_unsupported(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
+        """An API version kcoord neither serves nor relays.
+
+        The group APIs of protocols kcoord does not serve yet get Kafka's answer for a disabled
+        protocol, an UNSUPPORTED_VERSION response (a closed connection leaves librdkafka retrying
+        in silence). Anything else closes the connection, as Kafka does for an API version it
+        cannot parse.
+        """
+        if api_key in REFUSABLE_GROUP_APIS and version in m.REQUESTS[api_key].SCHEMA.valid:
+            _, request = frames.decode_request_body(payload, api_key, version)
+            log.info("%s: unsupported api %d v%d (that group protocol is not served): UNSUPPORTED_VERSION",
+                     self.peer, api_key, version)
+            resp = error_response(api_key, version, request, ErrorCode.UNSUPPORTED_VERSION)
+            self._reply_now(api_key, version, correlation_id, (version, resp))
+            return
+        raise UnsupportedApi(f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream")
 
     def _api_versions(self, version: int) -> tuple[int, Any]:
         cluster = self.app.cluster
@@ -199,8 +237,6 @@ class ClientConnection(asyncio.Protocol):
                 payload, ApiKey.FIND_COORDINATOR, version, self.app.cluster.rewrite_find_coordinator
             )
         else:
-            from .error_responses import error_response
-
             resp = error_response(ApiKey.FIND_COORDINATOR, version, request, ErrorCode.INVALID_REQUEST)
             self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, resp))
 
@@ -308,7 +344,11 @@ class ClientConnection(asyncio.Protocol):
             # Responses owed by the broker will never come: the client must reconnect and retry.
             self.close_with(f"upstream {conn.address[0]}:{conn.address[1]} closed with requests in flight")
 
-    def _forward(self, payload: bytes, expect_response: bool, reply: bool = True) -> None:
+    def _forward(
+        self, payload: bytes, expect_response: bool, reply: bool = True, api: tuple[int, int] | None = None
+    ) -> None:
+        """Relay a frame. ``api``: (key, version) of a Produce or Fetch, whose answer may carry
+        KIP-951 leader endpoints that must be rewritten before the client sees them."""
         try:
             fut = self._send_upstream(frames.frame(payload), expect_response)
         except UpstreamClosed as exc:
@@ -316,11 +356,41 @@ class ClientConnection(asyncio.Protocol):
             return
         if fut is None:
             return
-        if reply:
-            slot = self._new_slot()
+        if not reply:
+            fut.add_done_callback(_discard)
+            return
+        slot = self._new_slot()
+        if api is None or api[1] < NODE_ENDPOINTS_SINCE[api[0]]:
             fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
         else:
-            fut.add_done_callback(_discard)
+            api_key, version = api
+            fut.add_done_callback(lambda f: self._relay_checking_endpoints(slot, f, api_key, version))
+
+    def _relay_checking_endpoints(self, slot: _Slot, fut: Any, api_key: int, version: int) -> None:
+        """Relay a Produce/Fetch answer as it came unless it names a leader by address."""
+        if fut.cancelled() or fut.exception() is not None:
+            self._passthrough_done(slot, fut)
+            return
+        raw = fut.result()
+        try:
+            rewrite = carries_node_endpoints(api_key, version, raw)
+        except CodecError as exc:
+            # The client cannot parse it either; it is not ours to repair, but it is worth a line.
+            log.warning("%s: upstream api %d v%d response is malformed (%s); relayed as is",
+                        self.peer, api_key, version, exc)
+            rewrite = False
+        if not rewrite:
+            self._passthrough_done(slot, fut)
+            return
+        self.app.metrics.upstream_bytes("in", len(raw) + 4)
+        task = asyncio.ensure_future(self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
+        task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
+
+    @staticmethod
+    async def _rewritten(raw: bytes, api_key: int, version: int, rewrite: Any) -> bytes:
+        correlation_id, response = frames.decode_response(api_key, version, raw)
+        response = await rewrite(response)
+        return frames.encode_response(api_key, version, correlation_id, response)
 
     def _passthrough_done(self, slot: _Slot, fut: Any, framed: bool = False) -> None:
         """Fill a slot from an upstream answer: a raw payload, or (``framed``) a whole rewritten frame."""
@@ -349,9 +419,7 @@ class ClientConnection(asyncio.Protocol):
         async def run() -> bytes:
             raw = await fut
             self.app.metrics.upstream_bytes("in", len(raw) + 4)
-            correlation_id, response = frames.decode_response(api_key, version, raw)
-            response = await rewrite(response)
-            return frames.encode_response(api_key, version, correlation_id, response)
+            return await self._rewritten(raw, api_key, version, rewrite)
 
         task = asyncio.ensure_future(run())
         task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))

@@ -16,6 +16,12 @@ must stay bounded); free text — Kafka's human reason strings, a client's Leave
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .result import Result
 
 # Why a rebalance started: RebalanceStarted.reason.
 REBALANCE_REASONS = (
@@ -119,3 +125,12 @@ GroupEvent = (
     MemberJoined | MemberLeft | MemberExpired | MemberFenced | RebalanceStarted | RebalanceCompleted
     | GroupStateChanged | GroupDeleted
 )
+
+
+_FENCING_CODES = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
+
+
+def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
+    """Report a request refused because its member is fenced (no-op for other errors)."""
+    if error in _FENCING_CODES:
+        out.emit(MemberFenced(group_id, member_id, instance_id, ErrorCode(error).name, api))

@@ -7,10 +7,17 @@ kcoord's own coordinator node is added to the broker list (so clients that prune
 from metadata keep their coordinator connection). FindCoordinator for group keys answers with
 kcoord's coordinator listener; for transaction keys the upstream answer is rewritten like metadata.
 
+Produce (v10+) and Fetch (v16+) answers may carry a partition leader's address (KIP-951
+``NodeEndpoints``); those few are decoded and rewritten the same way, the rest are relayed as they
+came (protocol.endpoints finds the field without decoding the records). :data:`ADDRESS_HANDLING`
+lists every API in Kafka's specs whose response can hold a broker address and what kcoord does
+about it; a unit test checks that list against the specs.
+
 ApiVersions is answered by kcoord: for each API, the range both kcoord and the upstream support;
 for the group APIs kcoord serves, kcoord's own ranges; group-coordinator APIs kcoord does not
 serve yet (KIP-848, share and streams groups) are left out so clients fall back to the classic
-protocol instead of reaching a coordinator that does not know their group.
+protocol instead of reaching a coordinator that does not know their group. An API whose
+responses carry addresses is advertised only in the versions kcoord can rewrite.
 """
 
 from __future__ import annotations
@@ -21,15 +28,61 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client import BrokerError, Connection
 from protocol import messages as m
-from protocol.messages import KCOORD_VERSIONS, REWRITTEN_VERSIONS, ApiKey
-
-from .upstream import UpstreamClient
+from protocol.errors import ErrorCode
+from protocol.messages import KCOORD_VERSIONS, ApiKey
 
 log = logging.getLogger("kcoord.gateway")
 
 # Coordinator APIs of group kinds kcoord does not serve (yet): never advertised, never passed through.
+# 68-69 consumer groups (KIP-848), 76-79 and 90-92 share groups, 88-89 streams groups.
 UNSERVED_GROUP_APIS = frozenset({68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92})
+
+# KRaft controller APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter):
+# brokers do not serve them to clients, and their answers name controllers by address.
+CONTROLLER_APIS = frozenset({52, 53, 54, 59, 82})
+
+NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS
+
+
+def _schema_range(api_key: int) -> tuple[int, int]:
+    valid = m.RESPONSES[api_key].SCHEMA.valid
+    assert valid.high is not None
+    return valid.low, valid.high
+
+
+# Relayed APIs whose responses kcoord decodes and rewrites: the versions its schemas know. A newer
+# upstream version could hold an address in a field kcoord has never heard of, so it is not offered.
+REWRITTEN_VERSIONS: dict[int, tuple[int, int]] = {
+    api: _schema_range(api) for api in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.PRODUCE, ApiKey.FETCH)
+}
+
+# Relayed APIs offered only up to the last version whose responses hold no broker address.
+ADDRESS_FREE_VERSIONS: dict[int, tuple[int, int]] = {
+    55: (0, 1),  # DescribeQuorum: v2 adds each controller's listeners (host, port)
+}
+
+# Every API in Kafka's client-message specs whose response can carry a broker address, and how
+# kcoord keeps its clients from learning one (tests/unit/test_gateway_addresses.py checks this
+# table against ../shared/kafka-specs). Listed in README, "What kcoord relays".
+ADDRESS_HANDLING: dict[int, str] = {
+    ApiKey.METADATA: "rewritten: every broker is kcoord's host and that broker's kcoord port",
+    ApiKey.DESCRIBE_CLUSTER: "rewritten like Metadata",
+    ApiKey.FIND_COORDINATOR: "group keys answered by kcoord; transaction keys rewritten; share keys refused",
+    ApiKey.PRODUCE: "rewritten when the response carries NodeEndpoints (v10+, KIP-951)",
+    ApiKey.FETCH: "rewritten when the response carries NodeEndpoints (v16+, KIP-951)",
+    55: "DescribeQuorum: offered up to v1 (v2 adds controller listeners)",
+    78: "ShareFetch: not advertised, refused (share groups are not served)",
+    79: "ShareAcknowledge: not advertised, refused (share groups are not served)",
+    88: "StreamsGroupHeartbeat: not advertised, refused (streams groups are not served)",
+    89: "StreamsGroupDescribe: not advertised, refused (streams groups are not served)",
+    52: "Vote: controller-only, not relayed",
+    53: "BeginQuorumEpoch: controller-only, not relayed",
+    54: "EndQuorumEpoch: controller-only, not relayed",
+    59: "FetchSnapshot: controller-only, not relayed",
+    82: "UpdateRaftVoter: controller-only, not relayed",
+}
 
 
 @dataclass
@@ -60,6 +113,7 @@ class ClusterView:
         self.finalized_features: list[Any] = []
         self.supported_features: list[Any] = []
         self.cluster_id: str | None = None
+        self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
         self._lock = asyncio.Lock()
 
     # -- discovery ----------------------------------------------------------------------------------
@@ -68,32 +122,28 @@ class ClusterView:
         last_error: Exception | None = None
         for address in self.bootstrap:
             try:
-                client = await UpstreamClient.connect(address)
+                conn = await Connection.open(address)
             except (TimeoutError, OSError) as exc:
                 last_error = exc
                 continue
             try:
-                await self._fetch_api_versions(client)
-                meta = await client.request(ApiKey.METADATA, 1, m.MetadataRequest(topics=[]))
+                await self._fetch_api_versions(conn)
+                meta = await conn.request(m.MetadataRequest(topics=[]), 1)
                 self.cluster_id = getattr(meta, "cluster_id", None)
                 for b in meta.brokers:
                     await self.ensure_broker(b.node_id, b.host, b.port, b.rack)
                 return
             finally:
-                client.close()
+                conn.close()
         raise ConnectionError(f"no upstream broker reachable at {self.bootstrap}: {last_error}")
 
-    async def _fetch_api_versions(self, client: UpstreamClient) -> None:
-        resp = await client.request(
-            ApiKey.API_VERSIONS,
-            3,
-            m.ApiVersionsRequest(client_software_name="kcoord", client_software_version="0.1.0"),
-        )
-        if resp.error_code == 35:  # the broker only speaks older versions: ask in v0
-            resp = await client.request(ApiKey.API_VERSIONS, 0, m.ApiVersionsRequest())
-        if resp.error_code:
-            raise ConnectionError(f"upstream ApiVersions failed with error {resp.error_code}")
-        self.upstream_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+    async def _fetch_api_versions(self, conn: Connection) -> None:
+        try:
+            resp = await conn.negotiate()
+        except BrokerError as exc:
+            raise ConnectionError(f"upstream ApiVersions failed with error {exc.error_code}") from None
+        self.upstream_versions = dict(conn.versions)
+        self._compute_advertised()
         self.supported_features = list(resp.supported_features or [])
         self.finalized_features = list(resp.finalized_features or [])
 
@@ -128,20 +178,22 @@ class ClusterView:
         return self.bootstrap[0]
 
     # -- ApiVersions --------------------------------------------------------------------------------
-    def api_versions(self) -> list[tuple[int, int, int]]:
+    def _compute_advertised(self) -> None:
         ranges: dict[int, tuple[int, int]] = {}
         for key, (lo, hi) in self.upstream_versions.items():
-            if key in UNSERVED_GROUP_APIS or key in KCOORD_VERSIONS:
+            if key in NOT_RELAYED or key in KCOORD_VERSIONS:
                 continue
-            if key in REWRITTEN_VERSIONS:
-                rlo, rhi = REWRITTEN_VERSIONS[key]
-                lo, hi = max(lo, rlo), min(hi, rhi)
+            limit = REWRITTEN_VERSIONS.get(key) or ADDRESS_FREE_VERSIONS.get(key)
+            if limit is not None:
+                lo, hi = max(lo, limit[0]), min(hi, limit[1])
                 if lo > hi:
                     continue
             ranges[key] = (lo, hi)
-        for key, (lo, hi) in KCOORD_VERSIONS.items():
-            ranges[key] = (lo, hi)
-        return sorted((k, lo, hi) for k, (lo, hi) in ranges.items())
+        ranges.update(KCOORD_VERSIONS)
+        self._advertised = ranges
+
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        return sorted((k, lo, hi) for k, (lo, hi) in self._advertised.items())
 
     def api_versions_response(self, error: int = 0) -> Any:
         R = m.ApiVersionsResponse
@@ -154,8 +206,9 @@ class ClusterView:
         )
 
     def supports(self, api_key: int, version: int) -> bool:
-        rng = KCOORD_VERSIONS.get(api_key) or self.upstream_versions.get(api_key)
-        return rng is not None and api_key not in UNSERVED_GROUP_APIS and rng[0] <= version <= rng[1]
+        """Whether kcoord serves or relays this API version: exactly what it advertises."""
+        rng = self._advertised.get(api_key)
+        return rng is not None and rng[0] <= version <= rng[1]
 
     # -- rewriting ----------------------------------------------------------------------------------
     async def rewrite_metadata(self, resp: Any) -> Any:
@@ -185,9 +238,28 @@ class ClusterView:
         """Rewrite an upstream (transaction-key) FindCoordinator answer to kcoord's broker ports."""
         entries = resp.coordinators if resp.coordinators else [resp]
         for e in entries:
-            if e.error_code == 0 and e.node_id >= 0:
+            if e.error_code == ErrorCode.NONE and e.node_id >= 0:
                 broker = await self.ensure_broker(e.node_id, e.host, e.port)
                 e.host, e.port = self.advertised_host, broker.listen_port
+        return resp
+
+    async def rewrite_node_endpoints(self, resp: Any) -> Any:
+        """Rewrite a Produce/Fetch answer's KIP-951 leader endpoints to kcoord's broker ports.
+
+        A leader kcoord has no listener for yet (a broker that just joined) gets one. If that
+        listener cannot be opened the endpoint is dropped: the client then refreshes its metadata
+        instead of learning the broker's own address.
+        """
+        endpoints = []
+        for e in resp.node_endpoints:
+            try:
+                broker = await self.ensure_broker(e.node_id, e.host, e.port, e.rack)
+            except OSError as exc:
+                log.warning("no listener for broker %d (%s:%d): %s; endpoint dropped", e.node_id, e.host, e.port, exc)
+                continue
+            e.host, e.port = self.advertised_host, broker.listen_port
+            endpoints.append(e)
+        resp.node_endpoints = endpoints
         return resp
 
     def group_coordinator_response(self, request: Any, version: int) -> Any:
@@ -197,12 +269,12 @@ class ClusterView:
                 coordinators=[
                     R.Coordinator(
                         key=k, node_id=self.coordinator_node_id, host=self.advertised_host,
-                        port=self.coordinator_port, error_code=0,
+                        port=self.coordinator_port, error_code=ErrorCode.NONE,
                     )
                     for k in request.coordinator_keys
                 ]
             )
         return R(
-            error_code=0, error_message=None, node_id=self.coordinator_node_id,
+            error_code=ErrorCode.NONE, error_message=None, node_id=self.coordinator_node_id,
             host=self.advertised_host, port=self.coordinator_port,
         )

@@ -6,9 +6,12 @@ Invariants:
 - :class:`OffsetStore` changes only in :meth:`OffsetManager.replay`. Handlers validate, answer and
   return records; a commit is visible to OffsetFetch once its record was replayed (the runtime
   replays before it acknowledges anything, and answers only after the log acknowledged it).
-- Replaying a commit for a group that does not exist creates a "simple" Empty group with no
-  protocol type, as Kafka does for consumers that store offsets without group management — so
-  loading the log rebuilds exactly the groups the live shard had.
+- Offsets are independent of group objects: the store is keyed by group id. The shard's replay
+  creates the "simple" Empty group a commit for an unknown group implies (as Kafka does for
+  consumers that store offsets without group management), so loading the log rebuilds exactly
+  the groups the live shard had.
+- Commit fencing is the group's rule (:meth:`ClassicGroup.validate_offset_commit`); what a valid
+  commit means for the member's session is the group manager's (the ``committed`` hook).
 - Every offset removal (OffsetDelete, DeleteGroups, retention) is a tombstone record.
 """
 
@@ -20,11 +23,14 @@ from typing import Any
 
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+from protocol.messages import ApiKey
 
+from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
-from .classic.manager import ClassicGroupManager, emit_fenced
+from .clock import NowMs
 from .group_config import GroupConfig
+from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
+from .responses import error_response
 from .result import RequestContext, Result
 
 S = ClassicGroupState
@@ -71,41 +77,41 @@ class OffsetStore:
         }
 
 
-def offset_tombstone(group_id: str, topic: str, partition: int) -> Record:
-    return Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
-
-
 class OffsetManager:
     def __init__(
         self,
         config: GroupConfig,
-        now_ms: Callable[[], int],
-        classic: ClassicGroupManager,
+        now_ms: NowMs,
+        find_group: Callable[[str], ClassicGroup | None],
+        committed: Callable[[ClassicGroup, str], None],
         log: logging.Logger,
     ) -> None:
         self.config = config
         self.now_ms = now_ms
-        self.classic = classic
+        self._find_group = find_group
+        self._committed = committed  # told of every valid commit: (group, member id)
         self.log = log
         self.store = OffsetStore()
 
     # -- OffsetCommit -------------------------------------------------------------------------------
-    def commit(self, ctx: RequestContext, req: Any, out: Result) -> None:
-        error = self._validate_commit(ctx, req)
+    def commit(self, ctx: RequestContext, req: m.OffsetCommitRequest, out: Result) -> None:
+        group = self._find_group(req.group_id) if req.group_id is not None else None
+        error = self._validate_commit(ctx, req, group)
         R = m.OffsetCommitResponse
         topics = []
-        if error is not None:
+        if error != ErrorCode.NONE:
             if req.group_id is not None:
-                emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
-            for topic in req.topics:
-                partitions = [R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(error))
-                              for p in topic.partitions]  # fmt: skip
-                topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
-            out.reply(ctx, R(topics=topics))
+                if error == ErrorCode.FENCED_INSTANCE_ID:
+                    self.log.info(
+                        "group %s: offset commit by member %s of instance %s is fenced",
+                        req.group_id, req.member_id, req.group_instance_id,
+                    )  # fmt: skip
+                ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
+            out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(error)))
             return
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
-        expire = -1 if retention == DEFAULT_RETENTION_TIME else now + retention
+        expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
         for topic in req.topics:
             partitions = []
             for p in topic.partitions:
@@ -114,74 +120,52 @@ class OffsetManager:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     code = ErrorCode.NONE
-                    value = OffsetCommitValue(
-                        offset=p.committed_offset,
-                        leader_epoch=p.committed_leader_epoch,
-                        metadata=metadata or "",
-                        commit_timestamp=now,
-                        expire_timestamp=expire,
+                    out.records.append(
+                        offset_commit_record(
+                            req.group_id,
+                            topic.name,
+                            p.partition_index,
+                            offset=p.committed_offset,
+                            leader_epoch=p.committed_leader_epoch,
+                            metadata=metadata or "",
+                            commit_timestamp=now,
+                            expire_timestamp=expire,
+                        )
                     )
-                    key = OffsetCommitKey(group=req.group_id, topic=topic.name, partition=p.partition_index)
-                    out.records.append(Record(key, value))
                 partitions.append(
                     R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
                 )
             topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
         out.reply(ctx, R(topics=topics))
 
-    def _validate_commit(self, ctx: RequestContext, req: Any) -> int | None:
-        """Kafka's ``validateOffsetCommit`` for classic groups: generation fencing, static fencing,
-        and "simple" commits (generation -1, no member) only to an Empty or unknown group."""
+    def _validate_commit(
+        self, ctx: RequestContext, req: m.OffsetCommitRequest, group: ClassicGroup | None
+    ) -> ErrorCode:
+        """Kafka's ``OffsetMetadataManager.validateOffsetCommit``: a commit with no group id is
+        invalid; one for an unknown group is a "simple" commit when it carries no generation
+        (replaying it creates the group); otherwise the group's own fencing rule decides."""
         if req.group_id is None:
             return ErrorCode.INVALID_GROUP_ID
         generation = req.generation_id_or_member_epoch
-        instance_id = req.group_instance_id
-        group = self.classic.groups.get(req.group_id)
         if group is None:
             if generation < 0:
-                return None  # a simple group; replaying the commit creates it
+                return ErrorCode.NONE
             return ErrorCode.GROUP_ID_NOT_FOUND if ctx.api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        if group.is_in(S.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.is_empty:
-            return None
-        if generation >= 0 or req.member_id or instance_id is not None:
-            error = self.classic.validate_member(group, req.member_id, instance_id, "offset-commit")
-            if error is not None:
-                return error
-            if generation != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_empty:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_in(S.COMPLETING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
-            # A commit from a member keeps its session alive, as in Kafka.
-            self.classic.reschedule_heartbeat(group, group.member(req.member_id))
-        return None
+        error = group.validate_offset_commit(req.member_id, req.group_instance_id, generation)
+        if error == ErrorCode.NONE:
+            self._committed(group, req.member_id)
+        return error
 
     # -- TxnOffsetCommit ------------------------------------------------------------------------------
-    def txn_commit(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def txn_commit(self, ctx: RequestContext, req: m.TxnOffsetCommitRequest, out: Result) -> None:
         """Transactional commits need transaction markers from the cluster, which kcoord does not
         follow yet: every partition gets COORDINATOR_NOT_AVAILABLE (retriable for producers) until
         transactions are implemented."""
-        R = m.TxnOffsetCommitResponse
-        topics = [
-            R.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-        out.reply(ctx, R(topics=topics))
+        error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, error))
 
     # -- OffsetFetch --------------------------------------------------------------------------------
-    def fetch(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest, out: Result) -> None:
         R = m.OffsetFetchResponse
         if ctx.api_version >= 8:
             groups = []
@@ -236,7 +220,7 @@ class OffsetManager:
         """(topic, [(partition, offset, leader epoch, metadata)]) for the requested partitions, or
         for every committed partition when ``requested`` is None. No transactions are pending in
         kcoord yet, so RequireStable never has anything to wait for."""
-        group = self.classic.groups.get(group_id)
+        group = self._find_group(group_id)
         known = group is not None and not group.is_in(S.DEAD)
         if requested is None:
             if not known:
@@ -260,12 +244,12 @@ class OffsetManager:
         return result
 
     # -- OffsetDelete -------------------------------------------------------------------------------
-    def delete(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def delete(self, ctx: RequestContext, req: m.OffsetDeleteRequest, out: Result) -> None:
         R = m.OffsetDeleteResponse
         if not req.group_id:
             out.reply(ctx, R(error_code=int(ErrorCode.INVALID_GROUP_ID), topics=[]))
             return
-        group = self.classic.groups.get(req.group_id)
+        group = self._find_group(req.group_id)
         if group is None or group.is_in(S.DEAD):
             out.reply(ctx, R(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
             return
@@ -322,6 +306,5 @@ class OffsetManager:
     def replay(self, key: Any, value: Any | None) -> None:
         if value is None:
             self.store.remove(key.group, key.topic, key.partition)
-            return
-        self.classic.ensure_simple_group(key.group)
-        self.store.put(key.group, key.topic, key.partition, value)
+        else:
+            self.store.put(key.group, key.topic, key.partition, value)

@@ -14,10 +14,9 @@ from typing import Any, Protocol, cast
 
 from protocol import messages as m
 from protocol.codegen import Message
-from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 
-from .error_responses import error_response
+from .responses import unexpected_failure
 from .result import RequestContext
 from .shard import Reply, ShardRuntime
 
@@ -111,8 +110,7 @@ class Router:
             if failed is None:
                 reply(task.result())
                 return
-            log.error("api %d: multi-group request failed: %r", api_key, failed, exc_info=failed)
-            reply(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
+            reply(unexpected_failure(log, "multi-group request", api_key, ctx.api_version, request, failed))
 
         asyncio.ensure_future(self._multi_group(api_key, ctx, request)).add_done_callback(done)
 

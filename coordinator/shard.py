@@ -29,8 +29,8 @@ from protocol.records import Record
 from storage.base import FencedError, ShardLog
 
 from .clock import Clock
-from .error_responses import error_response
 from .events import GroupEvent
+from .responses import error_response
 from .result import RequestContext, Result
 
 log = logging.getLogger("kcoord.shard")
@@ -41,6 +41,10 @@ Reply = Callable[[Message], None]
 
 
 class ShardState(Protocol):
+    """The pure state the runtime drives (``GroupCoordinatorShard``). ``handle`` and ``poll`` never
+    raise: a bug costs the request UNKNOWN_SERVER_ERROR (``responses.unexpected_failure``) or the
+    timer, never the shard, so the runtime does not catch around them."""
+
     def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result: ...
     def replay(self, record: Record) -> None: ...
     def poll(self, now_ms: int) -> Result: ...
@@ -127,14 +131,7 @@ class ShardRuntime:
             reply(error_response(api_key, ctx.api_version, request, error))
             return
         self._waiting[ctx] = (reply, api_key, request)
-        try:
-            result = self.state.handle(api_key, ctx, request)
-        except Exception:  # a bug must cost one request, never the shard
-            log.exception("shard %d: handler for api %d failed", self.index, api_key)
-            self._waiting.pop(ctx, None)
-            reply(error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR))
-            return
-        self._apply(result)
+        self._apply(self.state.handle(api_key, ctx, request))
 
     def submit(self, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
         """:meth:`submit_with` for callers that await: the future resolves with the response."""
@@ -254,12 +251,7 @@ class ShardRuntime:
         self._timer_deadline = None
         if not self.loaded:
             return
-        try:
-            result = self.state.poll(self.clock.now_ms())
-        except Exception:
-            log.exception("shard %d: timer handling failed", self.index)
-            result = Result()
-        self._apply(result)
+        self._apply(self.state.poll(self.clock.now_ms()))
 
     # -- shutdown -----------------------------------------------------------------------------------
     async def drain(self, timeout: float = 5.0) -> None:

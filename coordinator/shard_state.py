@@ -19,8 +19,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
 from protocol.messages import ApiKey
 from protocol.records import GroupMetadataKey, OffsetCommitKey, Record
 
@@ -28,10 +26,11 @@ from .classic import admin
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
-from .error_responses import error_response
 from .events import GroupDeleted
 from .group_config import GroupConfig
 from .offsets import OffsetManager
+from .records import group_tombstone
+from .responses import unexpected_failure
 from .result import RequestContext, Result
 from .timer import TimerQueue
 
@@ -56,7 +55,10 @@ class GroupCoordinatorShard:
         self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
         self.timers = TimerQueue()
         self.classic = ClassicGroupManager(config, clock.now_ms, self.timers, self.log, new_member_id)
-        self.offsets = OffsetManager(config, clock.now_ms, self.classic, self.log)
+        self.offsets = OffsetManager(
+            config, clock.now_ms, lambda group_id: self.classic.groups.get(group_id),
+            self.classic.offsets_committed, self.log,
+        )
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,
             ApiKey.SYNC_GROUP: self.classic.sync,
@@ -83,17 +85,23 @@ class GroupCoordinatorShard:
                 raise ValueError(f"shard does not serve api key {api_key}")
             handler(ctx, request, out)
         except Exception:
-            self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
             # Keep what was already decided for other requests (their soft state moved on), and
             # answer this one if it was not answered yet.
             if not any(replied is ctx for replied, _ in out.replies):
-                out.reply(ctx, _failure_response(api_key, ctx, request))
+                what = f"shard {self.shard_index}"
+                out.reply(ctx, unexpected_failure(self.log, what, api_key, ctx.api_version, request))
+            else:
+                self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
         return out
 
     # -- durable state ------------------------------------------------------------------------------
     def replay(self, record: Record) -> None:
         key = record.key
         if isinstance(key, OffsetCommitKey):
+            if record.value is not None:
+                # A commit for a group the shard does not know implies a "simple" group (offsets
+                # only, no protocol), as in Kafka: the group exists for every API from now on.
+                self.classic.ensure_simple_group(key.group)
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self.classic.replay(key, record.value)
@@ -114,8 +122,12 @@ class GroupCoordinatorShard:
 
     # -- time ---------------------------------------------------------------------------------------
     def poll(self, now_ms: int) -> Result:
-        """Fire every timer due at ``now_ms``, one at a time in deadline order, so a timer that an
-        earlier one scheduled or cancelled is honoured."""
+        """Fire the timers due at ``now_ms``, one at a time in deadline order, so a timer that an
+        earlier one scheduled or cancelled is honoured.
+
+        A timer that writes records ends the poll: the next timer must see the state those records
+        produce, and they are replayed only when the runtime has them. The runtime polls again at
+        once, since a timer is still due (``next_deadline() <= now``)."""
         out = Result()
         for _ in range(_MAX_TIMERS_PER_POLL):
             due = self.timers.pop_next_due(now_ms)
@@ -125,6 +137,8 @@ class GroupCoordinatorShard:
                 due.payload(out)
             except Exception:
                 self.log.exception("shard %d: timer %r failed", self.shard_index, due.key)
+            if out.records:
+                break
         return out
 
     def next_deadline(self) -> int | None:
@@ -149,7 +163,7 @@ class GroupCoordinatorShard:
         before = len(out.records)
         for group in list(self.classic.groups.values()):
             if self.offsets.expire(group, now, out) and group.is_empty:
-                out.records.append(Record(GroupMetadataKey(group=group.group_id), None))
+                out.records.append(group_tombstone(group.group_id))
                 out.emit(GroupDeleted(group.group_id, "offsets_expired"))
                 self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
         if len(out.records) > before:
@@ -171,14 +185,3 @@ class GroupCoordinatorShard:
     def rebalances_completed(self) -> int:
         return self.classic.rebalances_completed
 
-
-def _failure_response(api_key: int, ctx: RequestContext, request: Any) -> Any:
-    """UNKNOWN_SERVER_ERROR where the API's clients look for errors; if even that cannot be built
-    from this request, an empty response of the right class with a top-level error if it has one."""
-    try:
-        return error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-    except Exception:
-        response = m.RESPONSES[api_key]() if api_key in m.RESPONSES else None
-        if response is not None and "error_code" in response.FIELDS:
-            response.error_code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
-        return response

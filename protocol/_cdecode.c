@@ -58,7 +58,7 @@ enum { LEN_INT16 = 0, LEN_INT32 = 1, LEN_COMPACT = 2 };
 enum { DEF_CONST = 0, DEF_LIST = 1, DEF_CALL = 2 };
 
 /* Bumped whenever the program format changes, so a stale .so is refused rather than misread. */
-#define PROGRAM_FORMAT 1
+#define PROGRAM_FORMAT 2
 #define MAX_UVARINT_BYTES 5
 
 static PyObject *CodecError; /* protocol.primitives.CodecError */
@@ -711,6 +711,125 @@ fail:
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Skipping: walk a message with the same bounds checks as decoding, but build nothing.
+ *
+ * The gateway relays Produce and Fetch responses unchanged unless they carry broker addresses,
+ * which live in the root's tagged fields at the very end of the body. Finding that section means
+ * walking every partition; decoding them would allocate an object per field and copy every
+ * record batch. Skipping costs a length read per field. Known tagged fields of nested structs are
+ * stepped over by their declared size, like unknown ones: their content is not needed here.
+ */
+
+static int skip_struct(Reader *r, const SProg *sp);
+
+static int skip_tags(Reader *r)
+{
+    uint64_t ntags, k;
+    if (read_uvarint(r, &ntags) < 0)
+        return -1;
+    for (k = 0; k < ntags; k++) {
+        uint64_t tag, size;
+        if (read_uvarint(r, &tag) < 0 || read_uvarint(r, &size) < 0)
+            return -1;
+        if (size > (uint64_t)(r->end - r->pos)) {
+            PyErr_SetString(CodecError, "tagged field past end of frame");
+            return -1;
+        }
+        r->pos += (Py_ssize_t)size;
+    }
+    return 0;
+}
+
+static int skip_value(Reader *r, const Op *op)
+{
+    if (is_fixed(op->kind) || op->kind == OP_UUID) {
+        Py_ssize_t n = op->kind == OP_UUID ? 16 : fixed_size(op->kind);
+        if (r->end - r->pos < n)
+            return truncated(r, n);
+        r->pos += n;
+        return 0;
+    }
+    switch (op->kind) {
+    case OP_STRING:
+    case OP_BYTES: {
+        int64_t len;
+        if (read_length(r, op->lenkind, &len) < 0)
+            return -1;
+        if (len < 0) {
+            if (op->nullable)
+                return 0;
+            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+            return -1;
+        }
+        if (len > r->end - r->pos) {
+            PyErr_Format(CodecError, "%U runs past end of frame", op->label);
+            return -1;
+        }
+        r->pos += (Py_ssize_t)len;
+        return 0;
+    }
+    case OP_STRUCT:
+        if (op->nullable) {
+            if (r->end - r->pos < 1)
+                return truncated(r, 1);
+            if ((int8_t)r->b[r->pos++] < 0)
+                return 0;
+        }
+        return skip_struct(r, op->sub);
+    case OP_ARRAY: {
+        int64_t n, i;
+        const Op *elem = op->elem;
+        Py_ssize_t left;
+        if (read_length(r, op->lenkind, &n) < 0)
+            return -1;
+        if (n < 0) {
+            if (op->nullable)
+                return 0;
+            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+            return -1;
+        }
+        left = r->end - r->pos;
+        if (n > left) {
+            PyErr_Format(CodecError, "%U: %lld elements exceed the frame", op->label, (long long)n);
+            return -1;
+        }
+        if (is_fixed(elem->kind)) {
+            Py_ssize_t total = (Py_ssize_t)n * fixed_size(elem->kind);
+            if (total > left)
+                return truncated(r, total);
+            r->pos += total;
+            return 0;
+        }
+        for (i = 0; i < n; i++) {
+            if (skip_value(r, elem) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    default:
+        PyErr_Format(CodecError, "cannot skip op kind %d", op->kind);
+        return -1;
+    }
+}
+
+static int skip_fields(Reader *r, const SProg *sp)
+{
+    Py_ssize_t i;
+    for (i = 0; i < sp->nfields; i++) {
+        if (skip_value(r, &sp->fields[i].op) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int skip_struct(Reader *r, const SProg *sp)
+{
+    if (skip_fields(r, sp) < 0)
+        return -1;
+    return sp->flexible ? skip_tags(r) : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The Program object (owns a compiled program) and the decoder callable bound to it.
  */
 
@@ -865,11 +984,47 @@ static PyObject *mod_compile(PyObject *Py_UNUSED(module), PyObject *args)
     return fn;
 }
 
+/* tag_section(decoder, buf, pos, blen) -> offset where the root struct's tagged fields start
+ * (for a non-flexible version: where the message ends). */
+static PyObject *mod_tag_section(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *decoder, *buf, *self;
+    Py_ssize_t pos, blen;
+    Program *prog;
+    Reader r;
+    if (!PyArg_ParseTuple(args, "OO!nn:tag_section", &decoder, &PyBytes_Type, &buf, &pos, &blen))
+        return NULL;
+    if (!PyCFunction_Check(decoder) || (self = PyCFunction_GET_SELF(decoder)) == NULL ||
+        !PyObject_TypeCheck(self, &ProgramType)) {
+        PyErr_SetString(PyExc_TypeError, "decoder must be a callable returned by compile()");
+        return NULL;
+    }
+    prog = (Program *)self;
+    if (prog->root == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "decoder was cleared");
+        return NULL;
+    }
+    if (blen > PyBytes_GET_SIZE(buf))
+        blen = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > blen) {
+        PyErr_Format(CodecError, "start offset %zd outside the frame (0..%zd)", pos, blen);
+        return NULL;
+    }
+    r.b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    r.pos = pos;
+    r.end = blen;
+    if (skip_fields(&r, prog->root) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(r.pos);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", mod_configure, METH_VARARGS,
      "configure(codec_error, uuid_type): the exception to raise and the uuid class to build."},
     {"compile", mod_compile, METH_VARARGS,
      "compile(program, fallback) -> decoder(buf, pos, blen); fallback handles non-bytes buffers."},
+    {"tag_section", mod_tag_section, METH_VARARGS,
+     "tag_section(decoder, buf, pos, blen) -> where the message's own tagged fields start (nothing built)."},
     {NULL, NULL, 0, NULL},
 };
 

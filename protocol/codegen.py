@@ -61,7 +61,7 @@ _MISSING: Any = object()
 _S = TypeVar("_S", bound="Struct")
 
 # The program format this module writes; the extension reports the one it reads.
-_PROGRAM_FORMAT = 1
+_PROGRAM_FORMAT = 2
 
 
 def _load_cdecode() -> ModuleType | None:
@@ -169,6 +169,17 @@ class Message(Struct):
             enc(self, out)
         except (struct.error, AttributeError, TypeError, OverflowError) as exc:
             raise CodecError(f"cannot encode {type(self).__name__} v{version}: {exc}") from exc
+
+    @classmethod
+    def tag_section(cls, data: bytes, pos: int, version: int) -> int | None:
+        """Where this message's own tagged fields start in ``data`` (it begins at ``pos``), found
+        without building anything; None when the C decoder is not active (decode instead).
+
+        Raises CodecError on malformed input, like decoding would.
+        """
+        if _cdecode is None or version not in cls._C_DECODERS or type(data) is not bytes:
+            return None
+        return int(_cdecode.tag_section(cls._C_DECODERS[version], data, pos, len(data)))
 
     @classmethod
     def decode(cls, data: bytes, version: int) -> Self:

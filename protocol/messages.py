@@ -81,11 +81,6 @@ KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),
 }
 
-# APIs passed through whose responses kcoord rewrites (broker addresses): the versions it can decode.
-REWRITTEN_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.METADATA: (0, 13),
-    ApiKey.DESCRIBE_CLUSTER: (0, 2),
-}
 
 REQUESTS: dict[int, type[Message]] = {}
 RESPONSES: dict[int, type[Message]] = {}

@@ -88,11 +88,14 @@ def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tup
     pos = 4
     schema = response_cls.SCHEMA
     if version in schema.flexible and schema.api_key != _API_VERSIONS_KEY:
-        count, pos = decode_uvarint(payload, pos)
-        for _ in range(count):
-            _tag, pos = decode_uvarint(payload, pos)
-            size, pos = decode_uvarint(payload, pos)
-            pos += size
+        if len(payload) > 4 and payload[4] == 0:
+            pos = 5  # no header tags: nearly always
+        else:
+            count, pos = decode_uvarint(payload, pos)
+            for _ in range(count):
+                _tag, pos = decode_uvarint(payload, pos)
+                size, pos = decode_uvarint(payload, pos)
+                pos += size
     body, end = response_cls.decode_from(payload, pos, version)
     if end != len(payload):
         raise CodecError(f"{response_cls.__name__} v{version}: {len(payload) - end} trailing bytes")

@@ -61,25 +61,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from protocol import storage_messages as sm
+from protocol.errors import ErrorCode
 from protocol.primitives import INT16, CodecError
 from protocol.record_batch import CONTROL_COMMIT, decode_batches, encode_batch
 from protocol.records import Record, decode_record, encode_record
 
 from .base import FencedError, StorageError
-from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster
+from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster, request
 
 log = logging.getLogger("kcoord.storage")
 
 FENCE_RECORD_TYPE = 0x4B43  # "KC": a record type Kafka's __consumer_offsets does not use
 FENCE_KEY = INT16.pack(FENCE_RECORD_TYPE) + b"kcoord-shard-owner"
 
-ERR_DUPLICATE_SEQUENCE = 46
-ERR_INVALID_PRODUCER_EPOCH = 47
-ERR_PRODUCER_FENCED = 90
-ERR_TOPIC_ALREADY_EXISTS = 36
-ERR_UNKNOWN_TOPIC = 3
-ERR_OFFSET_OUT_OF_RANGE = 1
-FENCING_ERRORS = frozenset({ERR_INVALID_PRODUCER_EPOCH, ERR_PRODUCER_FENCED})
+FENCING_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 RESOURCE_TOPIC = 2
 
 
@@ -136,10 +131,10 @@ class KafkaStorage:
     async def _ensure_topic(self, num_shards: int) -> None:
         resp = await self.cluster.metadata(self.topic)
         topic = next((t for t in resp.topics if t.name == self.topic), None)
-        error = ERR_UNKNOWN_TOPIC if topic is None else topic.error_code
-        if error == ERR_UNKNOWN_TOPIC:
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else topic.error_code
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             await self._create_topic(num_shards, resp)
-        elif error != 0:
+        elif error != ErrorCode.NONE:
             raise StorageError(f"internal topic {self.topic!r}: metadata error {error}")
         await self._validate_topic(num_shards)
 
@@ -156,11 +151,11 @@ class KafkaStorage:
         )
         controller = getattr(metadata, "controller_id", -1)
         conn = await (self.cluster.node(controller) if controller in self.cluster.brokers else self.cluster.any_node())
-        resp = await conn.request(req, self.request_timeout)
+        resp = await request(conn, req, self.request_timeout)
         result = resp.topics[0]
-        if result.error_code == ERR_TOPIC_ALREADY_EXISTS:
+        if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return  # someone else created it meanwhile; validation decides
-        if result.error_code != 0:
+        if result.error_code != ErrorCode.NONE:
             raise StorageError(
                 f"cannot create internal topic {self.topic!r} ({num_shards} partitions, replication factor {rf}): "
                 f"error {result.error_code} {result.error_message or ''}".rstrip()
@@ -200,9 +195,9 @@ class KafkaStorage:
                 )
             ]
         )
-        resp = await conn.request(req, self.request_timeout)
+        resp = await request(conn, req, self.request_timeout)
         result = resp.results[0]
-        if result.error_code != 0:
+        if result.error_code != ErrorCode.NONE:
             raise StorageError(f"DescribeConfigs of {self.topic!r}: error {result.error_code} {result.error_message or ''}")
         for entry in result.configs:
             if entry.name == "cleanup.policy":
@@ -267,7 +262,7 @@ class ProduceCombiner:
                 )
             ],
         )
-        task = asyncio.ensure_future(conn.request(req, self.timeout))
+        task = asyncio.ensure_future(request(conn, req, self.timeout))
         task.add_done_callback(lambda t: self._answer(t, entries))
 
     @staticmethod
@@ -325,14 +320,14 @@ class KafkaShardLog:
         while time.monotonic() < deadline:
             try:
                 conn = await self.cluster.transaction_coordinator(self.transactional_id)
-                resp = await conn.request(
-                    sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000),
+                resp = await request(
+                    conn, sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000),
                     self.storage.request_timeout,
                 )
             except StorageError as exc:
                 last = str(exc)
             else:
-                if resp.error_code == 0:
+                if resp.error_code == ErrorCode.NONE:
                     return resp.producer_id, resp.producer_epoch
                 if resp.error_code in FENCING_ERRORS:
                     raise self._fence(f"InitProducerId error {resp.error_code}")
@@ -416,7 +411,7 @@ class KafkaShardLog:
                 backoff = min(backoff * 2, 1.0)
                 continue
             err = part.error_code
-            if err == 0 or (err == ERR_DUPLICATE_SEQUENCE and attempt > 0):
+            if err == ErrorCode.NONE or (err == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and attempt > 0):
                 self.sequence = (self.sequence + len(pairs)) & 0x7FFFFFFF
                 return part.base_offset
             if err in FENCING_ERRORS:
@@ -546,14 +541,14 @@ class KafkaShardLog:
             for t in resp.responses:
                 for p in t.partitions:
                     if p.partition_index == self.partition:
-                        return 0 if p.error_code == ERR_OFFSET_OUT_OF_RANGE else p.error_code
-            return 0
+                        return ErrorCode.NONE if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else p.error_code
+            return ErrorCode.NONE
 
         resp = await self._leader_request(req, error_of)
         for t in resp.responses:
             for p in t.partitions:
                 if p.partition_index == self.partition:
-                    if p.error_code == ERR_OFFSET_OUT_OF_RANGE:
+                    if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         return None, p.high_watermark
                     return p.records or b"", p.high_watermark
         return b"", -1  # some brokers (tansu) answer an idle fetch with no partitions at all
@@ -565,12 +560,12 @@ class KafkaShardLog:
         while True:
             try:
                 conn = await self.cluster.leader(self.partition)
-                resp = await conn.request(req, self.storage.request_timeout)
+                resp = await request(conn, req, self.storage.request_timeout)
                 err = error_of(resp)
             except StorageError as exc:
                 err, last = -1, str(exc)
             else:
-                if err == 0:
+                if err == ErrorCode.NONE:
                     return resp
                 last = f"error {err}"
                 if err not in LEADERSHIP_ERRORS and err not in TRANSIENT_ERRORS:

@@ -1,10 +1,9 @@
-"""kcoord's own small Kafka client for its storage: connections, versions, metadata, leaders.
+"""The storage's view of the cluster: a connection per broker, and the leaders of one topic.
 
-One :class:`~coordinator.upstream.UpstreamConnection` per broker node (keyed by node id), opened
-on first use and reopened after it drops. Requests on a connection are pipelined: Kafka answers
-them in order, and the connection matches responses FIFO. Every connection starts with an
-ApiVersions exchange; each request is then sent at the highest version both we
-(:data:`VERSION_RANGES`) and that broker support — never one the broker did not advertise.
+Connections are :class:`client.Connection` (pipelined; ApiVersions on open, then every request
+at the highest version both the broker and kcoord (:data:`VERSION_RANGES`) speak), one per
+broker node (keyed by node id), opened on first use and reopened after it drops. :func:`request`
+turns connection trouble into :class:`StorageError`, which every caller here retries on.
 
 Leaders come from Metadata and are cached per partition of the internal topic; callers that get
 a leadership error (NOT_LEADER_OR_FOLLOWER, ...) call :meth:`KafkaCluster.refresh` and retry.
@@ -14,14 +13,13 @@ Nothing here knows about records or shards.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from typing import Any
 
-from coordinator.upstream import UpstreamClosed, UpstreamConnection
+from client import Connection, ConnectionLost, KafkaClientError, RequestTimedOut, UnsupportedVersion, connect
 from protocol import storage_messages as sm
 from protocol.codegen import Message
-from protocol.primitives import CodecError
+from protocol.errors import ErrorCode
 
 from .base import StorageError
 
@@ -31,7 +29,6 @@ log = logging.getLogger("kcoord.storage")
 # version changes semantics we do not implement (Produce 12+/Fetch 13+ use topic ids; Produce
 # 12 carries KIP-890 implicit transaction verification).
 VERSION_RANGES: dict[type[Message], tuple[int, int]] = {
-    sm.ApiVersionsRequest: (0, 0),
     sm.MetadataRequest: (1, 12),
     sm.ProduceRequest: (3, 11),
     sm.FetchRequest: (4, 12),
@@ -45,78 +42,28 @@ VERSION_RANGES: dict[type[Message], tuple[int, int]] = {
 }
 
 # Errors after which the leader we used may be stale: refresh metadata, retry.
-LEADERSHIP_ERRORS = frozenset({3, 5, 6, 74, 75})  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER, FENCED/UNKNOWN_LEADER_EPOCH
+LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
 # Errors that are transient on the same leader.
-TRANSIENT_ERRORS = frozenset({7, 13, 14, 15, 16, 19, 20, 51, 56})
+TRANSIENT_ERRORS = frozenset({
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.KAFKA_STORAGE_ERROR,
+})
 
 
-class BrokerConnection:
-    """One broker connection with its negotiated API versions."""
-
-    def __init__(self, conn: UpstreamConnection, versions: dict[int, tuple[int, int]], client_id: str) -> None:
-        self.conn = conn
-        self.versions = versions  # api key -> broker's (min, max)
-        self.client_id = client_id
-        self._ids = itertools.count(1)
-
-    @classmethod
-    async def open(cls, address: tuple[str, int], max_frame_size: int, client_id: str, timeout: float) -> BrokerConnection:
-        conn = await UpstreamConnection.open(address, max_frame_size, timeout)
-        self = cls(conn, {}, client_id)
-        try:
-            resp = await self.request(sm.ApiVersionsRequest(), timeout, version=0)
-        except BaseException:
-            conn.close()
-            raise
-        if resp.error_code != 0:
-            conn.close()
-            raise StorageError(f"broker {address[0]}:{address[1]} refused ApiVersions (error {resp.error_code})")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        return self
-
-    @property
-    def closed(self) -> bool:
-        return self.conn.closed
-
-    def version_for(self, request_cls: type[Message]) -> int:
-        lo, hi = VERSION_RANGES[request_cls]
-        api_key = request_cls.SCHEMA.api_key
-        assert api_key is not None
-        broker = self.versions.get(api_key)
-        if broker is None:
-            raise StorageError(f"broker {self.conn.address[0]}:{self.conn.address[1]} does not support {request_cls.__name__}")
-        version = min(hi, broker[1])
-        if version < max(lo, broker[0]):
-            raise StorageError(
-                f"broker {self.conn.address[0]}:{self.conn.address[1]} supports {request_cls.__name__} "
-                f"v{broker[0]}-{broker[1]}, kcoord needs v{lo}-{hi}"
-            )
-        return version
-
-    async def request(self, body: Message, timeout: float, version: int | None = None) -> Any:
-        """Send ``body`` and wait for its response; connection trouble becomes StorageError."""
+async def request(conn: Connection, body: Message, timeout: float, version: int | None = None) -> Any:
+    """``body``'s response from ``conn``; a lost connection, a timeout or no common version is a StorageError."""
+    try:
         if version is None:
-            version = self.version_for(type(body))
-        correlation_id = next(self._ids) & 0x7FFFFFFF
-        frame = sm.encode_request(body, version, correlation_id, self.client_id)
-        try:
-            fut = self.conn.send(frame)
-            assert fut is not None
-            payload = await asyncio.wait_for(fut, timeout)
-        except (UpstreamClosed, OSError) as exc:
-            raise StorageError(f"connection to {self.conn.address[0]}:{self.conn.address[1]} lost: {exc}") from exc
-        except TimeoutError as exc:
-            raise StorageError(
-                f"{type(body).__name__} to {self.conn.address[0]}:{self.conn.address[1]} timed out after {timeout}s"
-            ) from exc
-        got, response = sm.decode_response(sm.RESPONSE_OF[type(body)], version, payload)
-        if got != correlation_id:
-            self.conn.close()
-            raise CodecError(f"correlation id mismatch: sent {correlation_id}, got {got}")
-        return response
-
-    def close(self) -> None:
-        self.conn.close()
+            return await conn.request(body, timeout=timeout)
+        return await conn.request(body, version, timeout=timeout)
+    except (ConnectionLost, OSError) as exc:
+        raise StorageError(f"connection to {conn.name} lost: {exc}") from exc
+    except (RequestTimedOut, UnsupportedVersion) as exc:
+        raise StorageError(str(exc)) from exc
 
 
 class KafkaCluster:
@@ -135,24 +82,27 @@ class KafkaCluster:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}  # partition -> leader node id (-1: none)
         self.partition_count: int | None = None
-        self._conns: dict[int | tuple[str, int], BrokerConnection] = {}
-        self._connecting: dict[int | tuple[str, int], asyncio.Future[BrokerConnection]] = {}
+        self._conns: dict[int | tuple[str, int], Connection] = {}
+        self._connecting: dict[int | tuple[str, int], asyncio.Future[Connection]] = {}
         self._refresh: asyncio.Future[None] | None = None
 
     # -- connections ----------------------------------------------------------------------------------
-    async def _connect(self, key: int | tuple[str, int], address: tuple[str, int]) -> BrokerConnection:
+    async def _connect(self, key: int | tuple[str, int], address: tuple[str, int]) -> Connection:
         conn = self._conns.get(key)
         if conn is not None and not conn.closed:
             return conn
         pending = self._connecting.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        fut: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._connecting[key] = fut
         try:
             try:
-                conn = await BrokerConnection.open(address, self.max_frame_size, self.client_id, self.request_timeout)
-            except (OSError, TimeoutError) as exc:
+                conn = await connect(
+                    address, self.max_frame_size, self.request_timeout, client_id=self.client_id,
+                    request_timeout=self.request_timeout, limits=VERSION_RANGES,
+                )
+            except (OSError, TimeoutError, KafkaClientError) as exc:
                 raise StorageError(f"cannot connect to broker {address[0]}:{address[1]}: {exc}") from exc
             self._conns[key] = conn
             fut.set_result(conn)
@@ -164,13 +114,13 @@ class KafkaCluster:
         finally:
             del self._connecting[key]
 
-    async def node(self, node_id: int) -> BrokerConnection:
+    async def node(self, node_id: int) -> Connection:
         address = self.brokers.get(node_id)
         if address is None:
             raise StorageError(f"broker node {node_id} is not in the cluster metadata")
         return await self._connect(node_id, address)
 
-    async def any_node(self) -> BrokerConnection:
+    async def any_node(self) -> Connection:
         """A live connection to some broker: an open one if any, else the bootstrap list in order."""
         for conn in self._conns.values():
             if not conn.closed:
@@ -183,7 +133,7 @@ class KafkaCluster:
                 errors.append(str(exc))
         raise StorageError("no broker reachable: " + "; ".join(errors))
 
-    async def leader(self, partition: int) -> BrokerConnection:
+    async def leader(self, partition: int) -> Connection:
         node_id = self.leaders.get(partition, -1)
         if node_id < 0:
             raise StorageError(f"partition {partition} has no leader")
@@ -196,7 +146,7 @@ class KafkaCluster:
         req = sm.MetadataRequest(
             topics=[sm.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
         )
-        resp = await conn.request(req, self.request_timeout)
+        resp = await request(conn, req, self.request_timeout)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         for key in [k for k in self._conns if isinstance(k, int) and k not in self.brokers]:
             self._conns.pop(key).close()
@@ -211,7 +161,7 @@ class KafkaCluster:
         try:
             resp = await self.metadata(topic)
             for t in resp.topics:
-                if t.name == topic and t.error_code == 0:
+                if t.name == topic and t.error_code == ErrorCode.NONE:
                     self.partition_count = len(t.partitions)
                     self.leaders = {p.partition_index: p.leader_id for p in t.partitions}
             fut.set_result(None)
@@ -222,21 +172,24 @@ class KafkaCluster:
         finally:
             self._refresh = None
 
-    async def transaction_coordinator(self, transactional_id: str) -> BrokerConnection:
+    async def transaction_coordinator(self, transactional_id: str) -> Connection:
         """The broker coordinating ``transactional_id`` (FindCoordinator key type 1)."""
         conn = await self.any_node()
-        version = conn.version_for(sm.FindCoordinatorRequest)
+        try:
+            version = conn.version_for(sm.FindCoordinatorRequest)
+        except UnsupportedVersion as exc:
+            raise StorageError(str(exc)) from exc
         if version >= 4:
             req = sm.FindCoordinatorRequest(key_type=1, coordinator_keys=[transactional_id])
         else:
             req = sm.FindCoordinatorRequest(key=transactional_id, key_type=1)
-        resp = await conn.request(req, self.request_timeout, version)
+        resp = await request(conn, req, self.request_timeout, version)
         if version >= 4:
             c = resp.coordinators[0]
             error, node_id, host, port = c.error_code, c.node_id, c.host, c.port
         else:
             error, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-        if error != 0:
+        if error != ErrorCode.NONE:
             raise StorageError(f"FindCoordinator for transactional id {transactional_id!r}: error {error}")
         self.brokers.setdefault(node_id, (host, port))
         return await self._connect(node_id, (host, port))

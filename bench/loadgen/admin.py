@@ -12,10 +12,11 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from client import Connection
 from protocol import messages as m
 from protocol.messages import ApiKey
 
-from .conn import KafkaConnection, Stats
+from .conn import Stats, open_connection
 
 log = logging.getLogger("loadgen.admin")
 
@@ -35,11 +36,9 @@ def parse_address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-async def api_versions(conn: KafkaConnection) -> dict[int, tuple[int, int]]:
-    resp = await conn.call(ApiKey.API_VERSIONS, 3, m.ApiVersionsRequest(client_software_name="kcoord-loadgen", client_software_version="0.1"))
-    if resp.error_code:
-        raise RuntimeError(f"ApiVersions error {resp.error_code}")
-    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+async def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
+    await conn.negotiate("kcoord-loadgen", "0.1")
+    return conn.versions
 
 
 def check_versions(versions: dict[int, tuple[int, int]]) -> None:
@@ -55,7 +54,7 @@ def check_versions(versions: dict[int, tuple[int, int]]) -> None:
 async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats | None = None) -> dict[str, tuple[str, int]]:
     """group -> (host, port) of its coordinator, with batched FindCoordinator v4 requests."""
     host, port = parse_address(bootstrap)
-    conn = await KafkaConnection.open(host, port, stats or Stats(), name="bootstrap")
+    conn = await open_connection(host, port, stats or Stats(), name="bootstrap")
     try:
         check_versions(await api_versions(conn))
         out: dict[str, tuple[str, int]] = {}
@@ -63,7 +62,7 @@ async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats 
         for i in range(0, len(unique), 500):
             batch = unique[i : i + 500]
             for _attempt in range(50):
-                resp = await conn.call(ApiKey.FIND_COORDINATOR, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=batch))
+                resp = await conn.call(m.FindCoordinatorRequest(key_type=0, coordinator_keys=batch), 4)
                 retry = []
                 for c in resp.coordinators:
                     if c.error_code == 0:
@@ -80,7 +79,8 @@ async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats 
                 raise RuntimeError(f"no coordinator for {len(batch)} groups")
         return out
     finally:
-        await conn.close()
+        conn.close()
+        await conn.wait_closed()
 
 
 async def single_coordinator(bootstrap: str, groups: Sequence[str]) -> tuple[str, int]:

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from protocol import messages as m
 from protocol.errors import ErrorCode as E
-from protocol.messages import ApiKey
 
 from .assignor import (
     MemberSubscription,
@@ -43,7 +42,7 @@ _RETRIABLE_COORDINATOR = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAI
 
 
 class Caller(Protocol):
-    def call(self, api_key: int, version: int, request: Any) -> Awaitable[Any]: ...
+    def call(self, request: Any, version: int | None = None) -> Awaitable[Any]: ...
 
 
 class State(enum.Enum):
@@ -217,7 +216,7 @@ class Member:
         for _ in range(self.max_join_attempts):
             self.join_calls += 1
             self.listener.join_sent(self, bool(self.member_id))
-            join_resp = await lane.call(ApiKey.JOIN_GROUP, JOIN_VERSION, self.join_request())
+            join_resp = await lane.call(self.join_request(), JOIN_VERSION)
             step = self.on_join_response(join_resp)
             if step is Next.BACKOFF:
                 await asyncio.sleep(backoff_s)
@@ -226,7 +225,7 @@ class Member:
                 continue
             self.listener.joined(self)
             self.sync_calls += 1
-            sync_resp = await lane.call(ApiKey.SYNC_GROUP, SYNC_VERSION, self.sync_request(join_resp))
+            sync_resp = await lane.call(self.sync_request(join_resp), SYNC_VERSION)
             step = self.on_sync_response(sync_resp)
             if step is Next.OK:
                 return

@@ -21,10 +21,11 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from client import Connection, prepare
 from protocol import messages as m
 from protocol.messages import ApiKey
 
-from .conn import KafkaConnection, Stats, prepare
+from .conn import Stats, open_connection
 from .histogram import Histogram
 from .member import HEARTBEAT_VERSION, JoinFailed, Member, Next, State
 
@@ -38,14 +39,14 @@ class LanePool:
 
     def __init__(self, host: str, port: int, stats: Stats, size: int, client_id: str) -> None:
         self.host, self.port, self.stats, self.size, self.client_id = host, port, stats, size, client_id
-        self.free: list[KafkaConnection] = []
+        self.free: list[Connection] = []
         self.opened = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._reserved = 0  # lanes promised to woken waiters that have not taken them yet
-        self._all: list[KafkaConnection] = []
+        self._all: list[Connection] = []
 
-    async def _open(self) -> KafkaConnection:
-        conn = await KafkaConnection.open(self.host, self.port, self.stats, self.client_id, name=f"lane{len(self._all)}")
+    async def _open(self) -> Connection:
+        conn = await open_connection(self.host, self.port, self.stats, self.client_id, name=f"lane{len(self._all)}")
         self._all.append(conn)
         return conn
 
@@ -61,7 +62,7 @@ class LanePool:
     def _available(self) -> int:
         return len(self.free) + (self.size - self.opened) - self._reserved
 
-    async def acquire(self, k: int) -> list[KafkaConnection]:
+    async def acquire(self, k: int) -> list[Connection]:
         if k > self.size:
             raise ValueError(f"{k} lanes wanted, pool has {self.size}")
         if self._waiters or self._available() < k:
@@ -83,13 +84,12 @@ class LanePool:
                 raise
         return out
 
-    def release(self, conn: KafkaConnection) -> None:
-        if conn.is_open and conn.in_flight == 0:
+    def release(self, conn: Connection) -> None:
+        if not conn.closed and conn.in_flight == 0:
             self.free.append(conn)
         else:
             self.opened -= 1
-            if conn.transport is not None:
-                conn.transport.close()
+            conn.close()
         self._wake()
 
     def _wake(self) -> None:
@@ -103,7 +103,7 @@ class LanePool:
             fut.set_result(None)
 
     async def close(self) -> None:
-        await asyncio.gather(*(c.close() for c in self._all), return_exceptions=True)
+        await close_all(self._all)
 
 
 class HeartbeatWheel:
@@ -167,7 +167,7 @@ class Runtime:
         self.stats = stats
         self.connections_n = max(1, connections)
         self.client_id = client_id
-        self.shared: list[KafkaConnection] = []
+        self.shared: list[Connection] = []
         self.lanes = LanePool(self.host, self.port, stats, max(1, lanes), client_id)
         self.wheel = HeartbeatWheel(heartbeat_interval_s, self.send_heartbeat)
         self.members: list[Member] = []
@@ -182,7 +182,7 @@ class Runtime:
         self.shared = list(
             await asyncio.gather(
                 *(
-                    KafkaConnection.open(self.host, self.port, self.stats, self.client_id, name=f"shared{i}")
+                    open_connection(self.host, self.port, self.stats, self.client_id, name=f"shared{i}")
                     for i in range(self.connections_n)
                 )
             )
@@ -202,7 +202,7 @@ class Runtime:
         if leave:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.leave_all(), 20.0)
-        await asyncio.gather(*(c.close() for c in self.shared), return_exceptions=True)
+        await close_all(self.shared)
         await self.lanes.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -232,7 +232,7 @@ class Runtime:
         """Join a whole group at once: all its lanes are reserved before any JoinGroup goes out."""
         lanes = await self.lanes.acquire(len(members))
 
-        async def one(member: Member, lane: KafkaConnection) -> None:
+        async def one(member: Member, lane: Connection) -> None:
             try:
                 await member.join(lane)
             finally:
@@ -269,7 +269,7 @@ class Runtime:
         if request is not None:
             (lane,) = await self.lanes.acquire(1)
             try:
-                resp = await lane.call(ApiKey.LEAVE_GROUP, LEAVE_VERSION, request)
+                resp = await lane.call(request, LEAVE_VERSION)
                 if resp.error_code:
                     self.stats.error(ApiKey.LEAVE_GROUP, resp.error_code)
             finally:
@@ -289,11 +289,11 @@ class Runtime:
         calls = []
         for i, (group_id, mems) in enumerate(by_group.items()):
             conn = self.shared[i % self.connections_n]
-            if not conn.is_open:
+            if conn.closed:
                 continue
             for j in range(0, len(mems), batch):
                 members = [ident(member_id=x.member_id, group_instance_id=x.instance_id, reason="loadgen done") for x in mems[j : j + batch]]
-                calls.append(conn.call(ApiKey.LEAVE_GROUP, LEAVE_VERSION, m.LeaveGroupRequest(group_id=group_id, members=members)))
+                calls.append(conn.call(m.LeaveGroupRequest(group_id=group_id, members=members), LEAVE_VERSION))
         for mem in self.members:
             mem.state = State.STOPPED
         await asyncio.gather(*calls, return_exceptions=True)
@@ -306,14 +306,14 @@ class Runtime:
             self.heartbeats_skipped += 1
             return
         conn = member.conn
-        if not conn.is_open:
+        if conn.closed:
             return
         frame = member.hb_frame
         if frame is None:
-            frame = member.hb_frame = prepare(ApiKey.HEARTBEAT, HEARTBEAT_VERSION, self.client_id, member.heartbeat_request())
+            frame = member.hb_frame = prepare(member.heartbeat_request(), HEARTBEAT_VERSION, self.client_id)
         member.hb_inflight = True
         member.hb_sent_generation = member.generation
-        conn.send_prepared(frame, ApiKey.HEARTBEAT, HEARTBEAT_VERSION, member.hb_callback)
+        conn.send_prepared(frame, m.HeartbeatRequest, HEARTBEAT_VERSION, member.hb_callback)
 
     def _on_heartbeat(self, member: Member, resp: Any) -> None:
         member.hb_inflight = False
@@ -346,11 +346,11 @@ class Runtime:
         self.committing = False
 
     def _send_commit(self, member: Member) -> None:
-        if not (self.committing and member.committer) or member.state is not State.STABLE or not member.conn.is_open:
+        if not (self.committing and member.committer) or member.state is not State.STABLE or member.conn.closed:
             return
         member.commit_offset += 1
         member.commit_inflight = True
-        member.conn.call_cb(ApiKey.OFFSET_COMMIT, 9, member.commit_request(member.commit_offset), member.commit_callback)
+        member.conn.call_cb(member.commit_request(member.commit_offset), 9, member.commit_callback)
 
     def _on_commit(self, member: Member, resp: Any) -> None:
         member.commit_inflight = False
@@ -363,3 +363,10 @@ class Runtime:
             self.rejoin(member)
             return
         self._send_commit(member)
+
+
+async def close_all(conns: Sequence[Connection]) -> None:
+    """Close ``conns`` (what was sent still goes out) and wait until each is down."""
+    for conn in conns:
+        conn.close()
+    await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)

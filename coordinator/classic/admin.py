@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.events import GroupDeleted
+from coordinator.records import group_tombstone
 from coordinator.result import RequestContext, Result
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, Record
 
 from .group import ClassicGroup, ClassicGroupState
 from .manager import ClassicGroupManager
@@ -23,7 +23,9 @@ S = ClassicGroupState
 GROUP_TYPE = "classic"
 
 
-def describe_groups(manager: ClassicGroupManager, ctx: RequestContext, req: Any, out: Result) -> None:
+def describe_groups(
+    manager: ClassicGroupManager, ctx: RequestContext, req: m.DescribeGroupsRequest, out: Result
+) -> None:
     R = m.DescribeGroupsResponse
     described = []
     for group_id in req.groups:
@@ -73,7 +75,9 @@ def _describe(group: ClassicGroup) -> Any:
     )
 
 
-def list_groups(manager: ClassicGroupManager, ctx: RequestContext, req: Any, out: Result) -> None:
+def list_groups(
+    manager: ClassicGroupManager, ctx: RequestContext, req: m.ListGroupsRequest, out: Result
+) -> None:
     states = {s.lower() for s in req.states_filter} if ctx.api_version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if ctx.api_version >= 5 else set()
     R = m.ListGroupsResponse
@@ -94,7 +98,7 @@ def delete_groups(
     manager: ClassicGroupManager,
     delete_offsets: Callable[[str, Result], None],
     ctx: RequestContext,
-    req: Any,
+    req: m.DeleteGroupsRequest,
     out: Result,
 ) -> None:
     R = m.DeleteGroupsResponse
@@ -103,7 +107,7 @@ def delete_groups(
         error = _validate_delete(manager, group_id)
         if error is None:
             delete_offsets(group_id, out)
-            out.records.append(Record(GroupMetadataKey(group=group_id), None))
+            out.records.append(group_tombstone(group_id))
             out.emit(GroupDeleted(group_id, "delete_groups"))
             manager.log.info("group %s: deleted by DeleteGroups", group_id)
         results.append(

@@ -8,21 +8,26 @@ This is a data structure with invariants, not a protocol handler (that is
 - ``leader_id`` names a member whenever the group has members, and is None only when it has none.
 - ``protocol_type`` is fixed by the first member of a generation; every member supports at least
   one protocol that every other member supports (``supported_protocols`` counts them).
-- ``snapshot`` is the last GroupMetadata value replayed for the group — the durable part. The live
-  fields run ahead of it during a rebalance, exactly like Kafka, which persists a group only when a
-  generation completes its sync, when it becomes Empty, or when a static member is replaced.
+- Durable state — generation, protocol type and name, leader, state timestamp, and each member's
+  persisted fields and assignment — is what a GroupMetadata record holds, and :meth:`apply_metadata`
+  (the replay of that record, on the live path as on load) is what sets it in a settled group
+  (Stable or Empty): a handler computes the next value and writes it, it does not set it itself.
+- While a rebalance is in flight (PreparingRebalance, CompletingRebalance) the membership protocol
+  runs ahead of the log, exactly like Kafka, which persists a group only when a generation completes
+  its sync, when it becomes Empty, when it is created, or when a static member is replaced. A
+  rebalance settles only through a record.
+- ``snapshot`` is the last GroupMetadata value replayed for the group.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
 from protocol import messages as m
-from protocol.codegen import Message
-from protocol.records import GroupMetadataValue, MemberMetadata
+from protocol.errors import ErrorCode
 
 from .member import ClassicMember, Protocols
 
@@ -53,27 +58,17 @@ class IllegalGroupTransition(RuntimeError):
 
 
 class ClassicGroup:
-    def __init__(
-        self,
-        group_id: str,
-        now_ms: int,
-        state: ClassicGroupState = ClassicGroupState.EMPTY,
-        generation_id: int = 0,
-        protocol_type: str | None = None,
-        protocol_name: str | None = None,
-        leader_id: str | None = None,
-        current_state_timestamp: int | None = None,
-    ) -> None:
+    def __init__(self, group_id: str, now_ms: int) -> None:
+        """An Empty group with no protocol at generation 0: what a JoinGroup or an offset commit
+        for an unknown group creates, and what a loaded group's first record is applied to."""
         self.group_id = group_id
-        self.state = state
+        self.state = ClassicGroupState.EMPTY
         self.previous_state = ClassicGroupState.DEAD
-        self.current_state_timestamp: int | None = (
-            now_ms if current_state_timestamp is None else current_state_timestamp
-        )
-        self.generation_id = generation_id
-        self.protocol_type = protocol_type
-        self.protocol_name = protocol_name
-        self.leader_id = leader_id
+        self.current_state_timestamp: int | None = now_ms
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
         self.members: dict[str, ClassicMember] = {}  # insertion order = Kafka's "first member"
         self._awaiting_join_count = [0]  # members with a parked JoinGroup; kept by ClassicMember
         self.static_members: dict[str, str] = {}
@@ -83,10 +78,11 @@ class ClassicGroup:
         self.subscribed_topics: frozenset[str] | None = None
         self.new_member_added = False
         self.rebalance_started_ms: int | None = None  # when the current rebalance episode began (metrics)
-        # Durable side: the last GroupMetadata value replayed, and the values this shard's own
-        # handlers wrote that are still on their way to replay (recognised by identity).
-        self.snapshot: Any | None = None
-        self.unreplayed_values: list[Any] = []
+        # Protocol preference lists of members a written record is about to add (a static member's
+        # new id). The record stores only the selected protocol's metadata; the member keeps its
+        # whole list on the live path, as Kafka's does. Soft state, consumed by apply_metadata.
+        self.joining_protocols: dict[str, Protocols] = {}
+        self.snapshot: Any | None = None  # the last GroupMetadata value replayed
 
     # -- simple views -------------------------------------------------------------------------------
     @property
@@ -145,6 +141,38 @@ class ClassicGroup:
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[ClassicGroupState.PREPARING_REBALANCE]
+
+    # -- fencing ----------------------------------------------------------------------------------
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID checks of Kafka's ``ClassicGroup.validateMember``."""
+        if instance_id is not None:
+            current = self.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not self.has_member(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``: generation and static fencing, and
+        "simple" commits (generation -1, no member) only to an Empty group."""
+        if self.is_in(ClassicGroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and self.is_empty:
+            return ErrorCode.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error is not None:
+                return error
+            if generation != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not self.is_empty:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     # -- transitions --------------------------------------------------------------------------------
     def transition_to(self, target: ClassicGroupState, now_ms: int) -> None:
@@ -282,6 +310,22 @@ class ClassicGroup:
         votes: Counter[str] = Counter(member.vote(candidates) for member in self.members.values())
         return max(votes, key=lambda name: votes[name])  # Counter keeps first-vote order on ties
 
+    def select_protocol_replacing(self, member_id: str, protocols: Protocols) -> str:
+        """:meth:`select_protocol` as it would be after ``member_id`` left and a member with
+        ``protocols`` joined last (a static member's replacement), without changing the group."""
+        replaced = self.members[member_id]
+        counts = self.supported_protocols.copy()
+        counts.subtract(replaced.protocol_names())
+        counts.update({name for name, _ in protocols})
+        size = len(self.members)
+        candidates = {name for name, count in counts.items() if count == size}
+        newcomer = ClassicMember(member_id="", group_instance_id=None, client_id="", client_host="",
+                                 rebalance_timeout_ms=0, session_timeout_ms=0, protocol_type="",
+                                 protocols=protocols)  # fmt: skip
+        voters = [member for mid, member in self.members.items() if mid != member_id] + [newcomer]
+        votes: Counter[str] = Counter(member.vote(candidates) for member in voters)
+        return max(votes, key=lambda name: votes[name])
+
     def compute_subscribed_topics(self) -> frozenset[str] | None:
         """Topics the members subscribe to, when the group speaks the consumer protocol and its
         subscriptions parse (v0 is a prefix of every version); None when unknown."""
@@ -329,7 +373,9 @@ class ClassicGroup:
         return lambda commit_ts: commit_ts
 
     # -- responses ----------------------------------------------------------------------------------
-    def join_response_members(self) -> list[Any]:
+    def join_response_members(self, members: Iterable[ClassicMember] | None = None) -> list[Any]:
+        """What the leader's JoinGroup response lists: ``members`` (default: the group's) with their
+        metadata for the group's protocol."""
         JoinMember = m.JoinGroupResponse.JoinGroupResponseMember
         return [
             JoinMember(
@@ -337,86 +383,84 @@ class ClassicGroup:
                 group_instance_id=member.group_instance_id,
                 metadata=member.metadata(self.protocol_name),
             )
-            for member in self.members.values()
+            for member in (self.members.values() if members is None else members)
         ]
 
     def assignments(self) -> dict[str, bytes]:
         return {member_id: member.assignment for member_id, member in self.members.items()}
 
-    # -- durable snapshot ---------------------------------------------------------------------------
-    def metadata_value(self, assignment: dict[str, bytes]) -> Message:
-        """The GroupMetadata value for the current generation (Kafka's ``newGroupMetadataRecord``)."""
-        members = [
-            MemberMetadata(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout=member.rebalance_timeout_ms,
-                session_timeout=member.session_timeout_ms,
-                subscription=member.metadata(self.protocol_name),
-                assignment=assignment.get(member.member_id, b""),
-            )
-            for member in self.members.values()
-        ]
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=self.generation_id,
-            protocol=self.protocol_name,
-            leader=self.leader_id,
-            current_state_timestamp=self._state_timestamp_or_default(),
-            members=members,
-        )
+    # -- replay -------------------------------------------------------------------------------------
+    def apply_metadata(self, value: Any) -> None:
+        """Replay one GroupMetadata value: the only way a group's durable state changes, the same on
+        the live path (right after a handler wrote it) as when a shard loads.
 
-    def empty_metadata_value(self) -> Message:
-        """The value Kafka writes when a JoinGroup creates a group (``newEmptyGroupMetadataRecord``)."""
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=0,
-            protocol=None,
-            leader=None,
-            current_state_timestamp=self._state_timestamp_or_default(),
-            members=[],
-        )
+        The value settles the group: Stable with its members, or Empty, with exactly the value's
+        generation, protocol, leader, state timestamp, and members' persisted fields and
+        assignments. What the record does not hold stays with the members that remain (parked
+        requests, the whole protocol preference list when it agrees with the record, ``is_new``).
 
-    def _state_timestamp_or_default(self) -> int:
-        return -1 if self.current_state_timestamp is None else self.current_state_timestamp
-
-    @classmethod
-    def from_metadata_value(cls, group_id: str, value: Any, now_ms: int) -> ClassicGroup:
-        """Rebuild a group from its stored snapshot: Stable when it has members, else Empty."""
-        group = cls(
-            group_id,
-            now_ms,
-            state=ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY,
-            generation_id=value.generation,
-            protocol_type=value.protocol_type or None,
-            protocol_name=value.protocol,
-            leader_id=value.leader,
-            current_state_timestamp=None
-            if value.current_state_timestamp == -1
-            else value.current_state_timestamp,
-        )
-        if value.current_state_timestamp == -1:
-            group.current_state_timestamp = None
+        One value does not settle the group: the one that creates it (generation 0) while its first
+        member's join phase is open. That join phase owns the membership, as it does in Kafka,
+        and goes on; the value only becomes the group's snapshot.
+        """
+        self.snapshot = value
+        if self.state is ClassicGroupState.PREPARING_REBALANCE and value.generation <= self.generation_id:
+            return
+        protocol = value.protocol
+        live = self.members
+        members: dict[str, ClassicMember] = {}
         for stored in value.members:
-            group.add(
-                ClassicMember(
+            protocols: Protocols = [(protocol or "", stored.subscription)]
+            member = live.get(stored.member_id)
+            known = member.protocols if member is not None else self.joining_protocols.get(stored.member_id)
+            if known is not None and any(n == protocol and md == stored.subscription for n, md in known):
+                protocols = known
+            if member is None:
+                member = ClassicMember(
                     member_id=stored.member_id,
                     group_instance_id=stored.group_instance_id,
                     client_id=stored.client_id,
                     client_host=stored.client_host,
-                    rebalance_timeout_ms=stored.session_timeout
-                    if stored.rebalance_timeout == -1
-                    else stored.rebalance_timeout,
-                    session_timeout_ms=stored.session_timeout,
+                    rebalance_timeout_ms=0,
+                    session_timeout_ms=0,
                     protocol_type=value.protocol_type,
-                    protocols=[(value.protocol or "", stored.subscription)],
-                    assignment=stored.assignment,
                 )
+            member.group_instance_id = stored.group_instance_id
+            member.client_id = stored.client_id
+            member.client_host = stored.client_host
+            # Records older than member metadata v1 have no rebalance timeout (-1): Kafka uses the session's.
+            member.rebalance_timeout_ms = (
+                stored.session_timeout if stored.rebalance_timeout == -1 else stored.rebalance_timeout
             )
-        if group.leader_id is not None and group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members), None)
-        group.subscribed_topics = group.compute_subscribed_topics()
-        group.snapshot = value
-        return group
+            member.session_timeout_ms = stored.session_timeout
+            member.protocol_type = value.protocol_type
+            member.protocols = protocols
+            member.assignment = stored.assignment
+            members[stored.member_id] = member
+        self.joining_protocols.clear()
+
+        for member in live.values():
+            self._detach(member)
+        self.members = {}
+        self.static_members = {}
+        self.supported_protocols = Counter()
+        for member in members.values():
+            self.members[member.member_id] = member
+            self._attach(member)
+            self.supported_protocols.update(member.protocol_names())
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
+            self.pending_join_members.discard(member.member_id)
+
+        # A group with members takes the protocol type its members were stored with, as Kafka's load.
+        self.protocol_type = value.protocol_type if members else (value.protocol_type or None)
+        self.generation_id = value.generation
+        self.protocol_name = protocol
+        self.leader_id = value.leader if value.leader in members else next(iter(members), None)
+        self.current_state_timestamp = (
+            None if value.current_state_timestamp == -1 else value.current_state_timestamp
+        )
+        state = ClassicGroupState.STABLE if members else ClassicGroupState.EMPTY
+        if state is not self.state:
+            self.previous_state, self.state = self.state, state
+        self.subscribed_topics = self.compute_subscribed_topics()

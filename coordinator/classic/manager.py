@@ -6,10 +6,15 @@ replies — possibly for requests parked earlier (a completed join phase answers
 JoinGroup; the leader's SyncGroup answers every parked follower SyncGroup).
 
 Invariants:
-- Soft state (who joined this round, parked requests, pending members, deadlines) changes here;
-  the durable snapshot of a group (``ClassicGroup.snapshot``) changes only in :meth:`replay`.
-  A value this module writes is remembered in ``group.unreplayed_values`` so that replaying it
-  on the write path adopts it as the snapshot instead of rebuilding the live group.
+- A group's durable state (what its GroupMetadata record holds) changes only in :meth:`replay`,
+  which the runtime calls right after a handler returns, exactly as when a shard loads. Handlers
+  compute the next value and write it: completing a sync, emptying a group and replacing a static
+  member in a Stable group are the record's replay, not the handler's doing. Soft state (who
+  joined this round, parked requests, pending members, deadlines) changes here; during a
+  rebalance the membership runs ahead of the log, as in Kafka (see :mod:`.group`).
+- A handler that writes a group's record does not read the state that record produces: it is
+  replayed only after the handler returns (so a timer that writes ends its poll, see
+  ``GroupCoordinatorShard.poll``).
 - Every parked request is answered exactly once (see :mod:`coordinator.classic.member`).
 - Timer callbacks look their group up by id and do nothing if it is gone: a timer never keeps a
   deleted group alive, and stale timers are harmless.
@@ -25,18 +30,19 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import events as ev
+from coordinator import records
+from coordinator import responses as r
+from coordinator.clock import NowMs
 from coordinator.group_config import GroupConfig
 from coordinator.result import RequestContext, Result
 from coordinator.timer import TimerQueue
+from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import GroupMetadataKey, Record
 
-from . import responses as r
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
 
 S = ClassicGroupState
-Clock = Callable[[], int]
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -55,13 +61,6 @@ def sync_key(group_id: str) -> tuple[str, str]:
 # reason _update_member_then_rebalance_or_complete_join gets.
 _UPDATE_KINDS = {"member rejoins": "member_joined", "metadata changed": "metadata_changed",
                  "leader rejoins": "leader_rejoined"}
-_FENCING = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
-
-
-def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
-    """Report a request refused because its member is fenced (no-op for other errors)."""
-    if error in _FENCING:
-        out.emit(ev.MemberFenced(group_id, member_id, instance_id, ErrorCode(error).name, api))
 
 
 def _protocols(request: Any) -> Protocols:
@@ -79,7 +78,7 @@ class ClassicGroupManager:
     def __init__(
         self,
         config: GroupConfig,
-        now_ms: Clock,
+        now_ms: NowMs,
         timers: TimerQueue,
         log: logging.Logger,
         new_member_id: Callable[[str], str] | None = None,
@@ -96,7 +95,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # JoinGroup
     # ===============================================================================================
-    def join(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def join(self, ctx: RequestContext, req: m.JoinGroupRequest, out: Result) -> None:
         version = ctx.api_version
         if not req.group_id:
             out.reply(ctx, r.join_response(version, ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
@@ -140,7 +139,7 @@ class ClassicGroupManager:
 
         if is_new_group and len(out.records) == records_before:
             # Kafka commits a newly created group with an empty snapshot.
-            self._write_snapshot(group, group.empty_metadata_value(), out)
+            out.records.append(records.empty_group_record(group))
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.max_size
@@ -153,7 +152,9 @@ class ClassicGroupManager:
             return already_waiting or group.num_awaiting_join() < max_size
         return group.has_member(member_id) or group.num_members < max_size
 
-    def _join_new_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+    def _join_new_member(
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, out: Result
+    ) -> None:
         version = ctx.api_version
         protocols = _protocols(req)
         if group.is_in(S.DEAD):
@@ -182,7 +183,9 @@ class ClassicGroupManager:
         else:
             self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, out)
 
-    def _join_existing_member(self, ctx: RequestContext, req: Any, group: ClassicGroup, out: Result) -> None:
+    def _join_existing_member(
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, out: Result
+    ) -> None:
         version = ctx.api_version
         member_id = req.member_id
         protocols = _protocols(req)
@@ -204,7 +207,7 @@ class ClassicGroupManager:
             return
         error = self.validate_member(group, member_id, req.group_instance_id, "join-group")
         if error is not None:
-            emit_fenced(out, group.group_id, member_id, req.group_instance_id, error, "join_group")
+            ev.emit_fenced(out, group.group_id, member_id, req.group_instance_id, error, "join_group")
             out.reply(ctx, r.join_response(version, error, member_id=member_id))
             return
         member = group.member(member_id)
@@ -260,12 +263,12 @@ class ClassicGroupManager:
             skip_assignment=skip_assignment,
         )
 
-    def _rebalance_timeout(self, ctx: RequestContext, req: Any) -> int:
+    def _rebalance_timeout(self, ctx: RequestContext, req: m.JoinGroupRequest) -> int:
         # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
         return req.session_timeout_ms if ctx.api_version == 0 else req.rebalance_timeout_ms
 
     def _add_member_then_rebalance_or_complete_join(
-        self, ctx: RequestContext, req: Any, group: ClassicGroup, member_id: str, out: Result
+        self, ctx: RequestContext, req: m.JoinGroupRequest, group: ClassicGroup, member_id: str, out: Result
     ) -> None:
         member = ClassicMember(
             member_id=member_id,
@@ -295,7 +298,7 @@ class ClassicGroupManager:
     def _update_member_then_rebalance_or_complete_join(
         self,
         ctx: RequestContext,
-        req: Any,
+        req: m.JoinGroupRequest,
         group: ClassicGroup,
         member: ClassicMember,
         reason: str,
@@ -312,7 +315,7 @@ class ClassicGroupManager:
     def _replace_static_member(
         self,
         ctx: RequestContext,
-        req: Any,
+        req: m.JoinGroupRequest,
         group: ClassicGroup,
         old_member_id: str,
         new_member_id: str,
@@ -321,9 +324,9 @@ class ClassicGroupManager:
         """A known instance id joins with an empty member id: it gets a new id and the old one is
         fenced. In a Stable group whose protocol would not change, persist and answer with the
         current generation (no rebalance); otherwise rebalance."""
-        version = ctx.api_version
-        instance_id: str = req.group_instance_id
-        old_leader = group.leader_id
+        instance_id = req.group_instance_id
+        assert instance_id is not None  # only a static member has an older self to replace
+        protocols = _protocols(req)
         old = group.member(old_member_id)
         self._answer_parked(
             old,
@@ -332,11 +335,15 @@ class ClassicGroupManager:
             sync=r.sync_response(ErrorCode.FENCED_INSTANCE_ID),
         )
         self.timers.cancel(heartbeat_key(group.group_id, old_member_id))
+        if group.is_in(S.STABLE) and group.protocol_name == group.select_protocol_replacing(
+            old_member_id, protocols
+        ):
+            self._replace_static_member_in_stable_group(ctx, req, group, old, new_member_id, protocols, out)
+            return
+        # The replacement starts a rebalance: the membership runs ahead of the log until it settles.
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         self._schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
-        group.update_member(
-            member, _protocols(req), self._rebalance_timeout(ctx, req), req.session_timeout_ms
-        )
+        group.update_member(member, protocols, self._rebalance_timeout(ctx, req), req.session_timeout_ms)
         member.client_id = ctx.client_id
         member.client_host = ctx.client_host
         out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, member.client_id, member.client_host,
@@ -344,27 +351,6 @@ class ClassicGroupManager:
         member.awaiting_join = ctx
 
         if group.is_in(S.STABLE):
-            if group.protocol_name == group.select_protocol():
-                self.log.info(
-                    "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
-                    group.group_id, instance_id, new_member_id,
-                )  # fmt: skip
-                self._write_snapshot(group, group.metadata_value(group.assignments()), out)
-                member.awaiting_join = None
-                if version >= 9:
-                    # KIP-814: a static leader learns it is the leader but must not reassign.
-                    is_leader = group.is_leader(new_member_id)
-                    members = group.join_response_members() if is_leader else []
-                    response = self._current_generation_join_response(
-                        version, group, new_member_id, members, skip_assignment=is_leader
-                    )
-                else:
-                    # Older clients would reassign if told they lead: name the old leader id.
-                    response = self._current_generation_join_response(
-                        version, group, new_member_id, [], leader=old_leader or ""
-                    )
-                out.reply(ctx, response)
-                return
             self._maybe_prepare_rebalance_or_complete_join(
                 group, f"static member {instance_id} rejoined with a protocol change", out,
                 kind="static_member_replaced",
@@ -378,6 +364,71 @@ class ClassicGroupManager:
             )
             return
         self._maybe_complete_join_phase(group, out)
+
+    def _replace_static_member_in_stable_group(
+        self,
+        ctx: RequestContext,
+        req: m.JoinGroupRequest,
+        group: ClassicGroup,
+        old: ClassicMember,
+        new_member_id: str,
+        protocols: Protocols,
+        out: Result,
+    ) -> None:
+        """The protocol would not change: persist the group with the new member id in place of the
+        old one (the record's replay makes the swap) and answer with the current generation."""
+        version = ctx.api_version
+        instance_id = req.group_instance_id
+        assert instance_id is not None  # only a static member has an older self to replace
+        # Timers are soft state: the new id's session starts with the old member's timeout, as the
+        # member it replaces had it.
+        self._schedule_heartbeat(group.group_id, new_member_id, old.session_timeout_ms)
+        newcomer = ClassicMember(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=ctx.client_id,
+            client_host=ctx.client_host,
+            rebalance_timeout_ms=self._rebalance_timeout(ctx, req),
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=protocols,
+            assignment=old.assignment,
+        )
+        out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, ctx.client_id, ctx.client_host,
+                                 old.protocol_type, rejoin=True))
+        self.log.info(
+            "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
+            group.group_id, instance_id, new_member_id,
+        )  # fmt: skip
+        # The replacement joins last, as Kafka's replaceStaticMember re-inserts it.
+        members = [member for mid, member in group.members.items() if mid != old.member_id] + [newcomer]
+        leader = new_member_id if group.is_leader(old.member_id) else group.leader_id
+        group.pending_sync_members.discard(old.member_id)
+        group.joining_protocols[new_member_id] = protocols
+        out.records.append(
+            records.group_metadata_record(
+                group.group_id,
+                protocol_type=group.protocol_type,
+                generation=group.generation_id,
+                protocol=group.protocol_name,
+                leader=leader,
+                current_state_timestamp=group.current_state_timestamp,
+                members=[records.member_metadata(mb, group.protocol_name, mb.assignment) for mb in members],
+            )
+        )
+        if version >= 9:
+            # KIP-814: a static leader learns it is the leader but must not reassign.
+            is_leader = leader == new_member_id
+            joined = group.join_response_members(members) if is_leader else []
+            response = self._current_generation_join_response(
+                version, group, new_member_id, joined, leader=leader, skip_assignment=is_leader
+            )
+        else:
+            # Older clients would reassign if told they lead: name the old leader id.
+            response = self._current_generation_join_response(
+                version, group, new_member_id, [], leader=group.leader_id or ""
+            )
+        out.reply(ctx, response)
 
     # ===============================================================================================
     # Rebalance machinery
@@ -483,14 +534,12 @@ class ClassicGroupManager:
             self._schedule_join_timeout(group)
             return
 
+        if not group.members:
+            self._complete_join_empty(group, out)
+            return
         group.init_next_generation(self.now_ms())
         out.emit(ev.GroupStateChanged(group.group_id, S.PREPARING_REBALANCE.value, group.state_name,
                                       group.generation_id))
-        if group.is_empty:
-            self.log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self._rebalance_done(group, out)
-            self._write_snapshot(group, group.metadata_value({}), out)
-            return
         self.log.info(
             "group %s: generation %d with %d members, protocol %s",
             group.group_id, group.generation_id, group.num_members, group.protocol_name,
@@ -509,6 +558,25 @@ class ClassicGroupManager:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._schedule_pending_sync(group)
+
+    def _complete_join_empty(self, group: ClassicGroup, out: Result) -> None:
+        """Nobody is left: the next generation is Empty. Its record's replay empties the group."""
+        generation = group.generation_id + 1
+        group.pending_sync_members.clear()
+        out.emit(ev.GroupStateChanged(group.group_id, S.PREPARING_REBALANCE.value, S.EMPTY.value, generation))
+        self.log.info("group %s: generation %d is empty", group.group_id, generation)
+        self._rebalance_done(group, out, generation=generation, protocol_name=None)
+        out.records.append(
+            records.group_metadata_record(
+                group.group_id,
+                protocol_type=group.protocol_type,
+                generation=generation,
+                protocol=None,
+                leader=None,
+                current_state_timestamp=self.now_ms(),
+                members=[],
+            )
+        )
 
     def _schedule_pending_sync(self, group: ClassicGroup) -> None:
         group_id, generation = group.group_id, group.generation_id
@@ -542,7 +610,11 @@ class ClassicGroupManager:
             member.assignment = b""
         self._propagate_assignment(group, error, out)
 
-    def _propagate_assignment(self, group: ClassicGroup, error: int, out: Result) -> None:
+    def _propagate_assignment(
+        self, group: ClassicGroup, error: int, out: Result, assignment: dict[str, bytes] | None = None
+    ) -> None:
+        """Answer every parked SyncGroup: with ``assignment`` (the one being written) when given,
+        else with the members' current assignments."""
         ok = error == ErrorCode.NONE
         for member in group.members.values():
             if member.awaiting_sync is None:
@@ -555,7 +627,7 @@ class ClassicGroupManager:
                     error,
                     protocol_type=group.protocol_type if ok else None,
                     protocol_name=group.protocol_name if ok else None,
-                    assignment=member.assignment,
+                    assignment=member.assignment if assignment is None else assignment.get(member.member_id, b""),
                 ),
             )
             # A session that ran out while the member waited is reset now that it has its answer.
@@ -564,7 +636,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # SyncGroup
     # ===============================================================================================
-    def sync(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def sync(self, ctx: RequestContext, req: m.SyncGroupRequest, out: Result) -> None:
         if not req.group_id:
             out.reply(ctx, r.sync_response(ErrorCode.INVALID_GROUP_ID))
             return
@@ -574,7 +646,7 @@ class ClassicGroupManager:
             return
         error = self._validate_sync(group, req)
         if error is not None:
-            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "sync_group")
+            ev.emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "sync_group")
             out.reply(ctx, r.sync_response(error))
             return
         if group.is_in(S.PREPARING_REBALANCE):
@@ -598,7 +670,7 @@ class ClassicGroupManager:
             ),
         )
 
-    def _complete_sync(self, group: ClassicGroup, req: Any, out: Result) -> None:
+    def _complete_sync(self, group: ClassicGroup, req: m.SyncGroupRequest, out: Result) -> None:
         """The leader's assignment arrived: persist the generation, answer every waiting member."""
         assignment = {a.member_id: a.assignment for a in req.assignments}
         missing = [member_id for member_id in group.members if member_id not in assignment]
@@ -611,24 +683,24 @@ class ClassicGroupManager:
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
             group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
         )  # fmt: skip
-        self._write_snapshot(group, group.metadata_value(assignment), out)
-        for member_id, member in group.members.items():
-            member.assignment = assignment.get(member_id, b"")
-        self._propagate_assignment(group, ErrorCode.NONE, out)
-        group.transition_to(S.STABLE, self.now_ms())
+        # The record's replay stores the assignments and makes the group Stable.
+        out.records.append(records.classic_group_record(group, assignment))
+        self._propagate_assignment(group, ErrorCode.NONE, out, assignment)
         self.rebalances_completed += 1
-        out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, group.state_name,
+        out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, S.STABLE.value,
                                       group.generation_id))
-        self._rebalance_done(group, out)
+        self._rebalance_done(group, out, generation=group.generation_id, protocol_name=group.protocol_name)
 
-    def _rebalance_done(self, group: ClassicGroup, out: Result) -> None:
-        """The episode that started in PreparingRebalance ended in Stable or Empty."""
+    def _rebalance_done(
+        self, group: ClassicGroup, out: Result, *, generation: int, protocol_name: str | None
+    ) -> None:
+        """The episode that started in PreparingRebalance ends in Stable or Empty (the generation
+        and protocol the record being written settles it with)."""
         started, group.rebalance_started_ms = group.rebalance_started_ms, None
         duration = max(0, self.now_ms() - started) if started is not None else 0
-        out.emit(ev.RebalanceCompleted(group.group_id, group.generation_id, duration, group.num_members,
-                                       group.protocol_name))
+        out.emit(ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name))
 
-    def _validate_sync(self, group: ClassicGroup, req: Any) -> int | None:
+    def _validate_sync(self, group: ClassicGroup, req: m.SyncGroupRequest) -> int | None:
         if group.is_in(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self.validate_member(group, req.member_id, req.group_instance_id, "sync-group")
@@ -650,7 +722,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # Heartbeat
     # ===============================================================================================
-    def heartbeat(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def heartbeat(self, ctx: RequestContext, req: m.HeartbeatRequest, out: Result) -> None:
         if not req.group_id:
             out.reply(ctx, r.heartbeat_response(ErrorCode.INVALID_GROUP_ID))
             return
@@ -665,7 +737,7 @@ class ClassicGroupManager:
         if error is None and req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
-            emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
+            ev.emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
             out.reply(ctx, r.heartbeat_response(error))
             return
         if group.is_empty:
@@ -685,9 +757,12 @@ class ClassicGroupManager:
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
             self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
 
-    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
-        """Push a member's session deadline back (used by offset commits, as in Kafka)."""
-        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+    def offsets_committed(self, group: ClassicGroup, member_id: str) -> None:
+        """A valid offset commit from a member keeps its session alive while the group is Stable or
+        rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not)."""
+        member = group.members.get(member_id)
+        if member is not None and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
         group = self.groups.get(group_id)
@@ -719,7 +794,7 @@ class ClassicGroupManager:
     # ===============================================================================================
     # LeaveGroup
     # ===============================================================================================
-    def leave(self, ctx: RequestContext, req: Any, out: Result) -> None:
+    def leave(self, ctx: RequestContext, req: m.LeaveGroupRequest, out: Result) -> None:
         version = ctx.api_version
         if not req.group_id:
             out.reply(ctx, r.leave_response(version, ErrorCode.INVALID_GROUP_ID, []))
@@ -762,7 +837,7 @@ class ClassicGroupManager:
             else:
                 error = self.validate_member(group, member_id, instance_id, "leave-group")
                 if error is not None:
-                    emit_fenced(out, group.group_id, member_id, instance_id, error, "leave_group")
+                    ev.emit_fenced(out, group.group_id, member_id, instance_id, error, "leave_group")
                     responses.append(r.leave_member_response(member_id, instance_id, error))
                     continue
                 self._leave_member(group, member_id, reason, out)
@@ -792,20 +867,14 @@ class ClassicGroupManager:
     def validate_member(
         self, group: ClassicGroup, member_id: str, instance_id: str | None, operation: str
     ) -> int | None:
-        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID checks of Kafka's ``ClassicGroup.validateMember``."""
-        if instance_id is not None:
-            current = group.static_member_id(instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                self.log.info(
-                    "group %s: %s by member %s of instance %s is fenced by member %s",
-                    group.group_id, operation, member_id, instance_id, current,
-                )  # fmt: skip
-                return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has_member(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
+        """:meth:`ClassicGroup.validate_member`, logging a static member fenced by its successor."""
+        error = group.validate_member(member_id, instance_id)
+        if error is ErrorCode.FENCED_INSTANCE_ID:
+            self.log.info(
+                "group %s: %s by member %s of instance %s is fenced by member %s",
+                group.group_id, operation, member_id, instance_id, group.static_member_id(instance_id or ""),
+            )  # fmt: skip
+        return error
 
     def _remove_member(self, group: ClassicGroup, member_id: str, out: Result) -> None:
         """Remove a member, answering its parked requests with UNKNOWN_MEMBER_ID so a still-live
@@ -847,28 +916,20 @@ class ClassicGroupManager:
             out.reply(previous, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
         member.awaiting_sync = ctx
 
-    def _write_snapshot(self, group: ClassicGroup, value: Any, out: Result) -> None:
-        group.unreplayed_values.append(value)
-        out.records.append(Record(GroupMetadataKey(group=group.group_id), value))
-
     # ===============================================================================================
     # Loading and replay
     # ===============================================================================================
     def replay(self, key: Any, value: Any | None) -> None:
+        """Apply one GroupMetadata record: a tombstone deletes the group, a value settles it (see
+        :meth:`ClassicGroup.apply_metadata`), creating it first if the shard does not know it."""
         group_id = key.group
         if value is None:
             self.remove_group(group_id)
             return
-        live = self.groups.get(group_id)
-        if live is not None:
-            for i, written in enumerate(live.unreplayed_values):
-                if written is value:
-                    del live.unreplayed_values[i]
-                    live.snapshot = value
-                    return
-            if live.members or live.pending_join_members:
-                self.log.warning("group %s: replaying a snapshot over a live group rebuilds it", group_id)
-        self.groups[group_id] = ClassicGroup.from_metadata_value(group_id, value, self.now_ms())
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+        group.apply_metadata(value)
 
     def ensure_simple_group(self, group_id: str) -> None:
         """An offset commit for an unknown group creates a "simple" Empty group with no protocol."""

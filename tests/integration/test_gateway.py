@@ -68,7 +68,7 @@ def kcoord_embedded():
 
 def test_api_versions_report_group_ranges(kcoord_embedded: KcoordProcess) -> None:
     with WireClient(kcoord_embedded.bootstrap) as client:
-        resp = client.request(18, 3, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        resp = client.api_versions()
     assert resp.error_code == 0
     ranges = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
     for key, rng in GROUP_API_RANGES.items():
@@ -129,7 +129,7 @@ def test_sigterm_exits_zero() -> None:
     proc = KcoordProcess().start()
     try:
         with WireClient(proc.bootstrap) as client:
-            client.request(18, 0, m.ApiVersionsRequest())
+            client.api_versions()
     finally:
         code = proc.stop()
     assert code == 0, proc.log_tail()
@@ -169,8 +169,7 @@ def test_acks_zero_produce_does_not_stall_later_responses(kcoord_embedded: Kcoor
         for _ in range(3):
             client.send_bytes(frames.encode_request(0, 8, 99, "t", produce))  # no response will come
         # The next request on the same connection is answered at once: acks=0 took no response slot.
-        resp = client.request(18, 3, m.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-        assert resp.error_code == 0
+        assert client.api_versions().error_code == 0
     consumer = KafkaConsumer(bootstrap_servers=kcoord_embedded.bootstrap, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, 0)])
     got: list[bytes] = []
@@ -193,7 +192,7 @@ def test_upstream_down_closes_clients_and_kcoord_stays_up() -> None:
             client.send(3, 9, m.MetadataRequest(topics=None))
             assert client.is_closed_by_server(10)  # a pass-through request cannot be answered
         with WireClient(proc.bootstrap) as client:  # kcoord itself still answers
-            assert client.request(18, 0, m.ApiVersionsRequest()).error_code == 0
+            assert client.api_versions().error_code == 0
         broker = TansuBroker(port=port).start()  # the broker comes back on the same address
         try:
             with WireClient(proc.bootstrap) as client:

@@ -73,7 +73,7 @@ async def read_all(storage: KafkaStorage | MemoryStorage, shard: int) -> list[Re
 
 async def request(storage: KafkaStorage, body: object) -> object:
     conn = await storage.cluster.any_node()
-    return await conn.request(body, 10.0)  # type: ignore[arg-type]
+    return await conn.request(body, timeout=10.0)  # type: ignore[arg-type]
 
 
 async def test_creates_compacted_topic_with_one_partition_per_shard(broker: TansuBroker) -> None:
@@ -288,8 +288,10 @@ async def test_lost_produce_response_is_retried_without_duplicates(broker: Tansu
         def __init__(self, conn: object) -> None:
             self.conn = conn
 
-        async def request(self, body: object, timeout: float) -> object:
-            resp = await self.conn.request(body, timeout)  # type: ignore[attr-defined]
+        name = "loses-first-ack"
+
+        async def request(self, body: object, *, timeout: float) -> object:
+            resp = await self.conn.request(body, timeout=timeout)  # type: ignore[attr-defined]
             if isinstance(body, sm.ProduceRequest) and not lost:
                 lost.append(resp)
                 raise StorageError("simulated: connection lost before the response")

@@ -1,71 +1,66 @@
-"""A minimal blocking Kafka-protocol client on our own codec, for tests that need exact requests."""
+"""A blocking Kafka-protocol client for tests that need exact requests, on kcoord's own client."""
 
 from __future__ import annotations
 
-import itertools
-import socket
 import struct
 from typing import Any
 
+from client import BlockingConnection
 from protocol import frames
+from protocol.messages import REQUESTS
 
 
 class WireClient:
+    """``request(api_key, version, body)`` at an exact version; no ApiVersions handshake first."""
+
     def __init__(self, address: str, timeout: float = 10.0) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self._ids = itertools.count(1)
+        self.conn = BlockingConnection((host, int(port)), timeout, negotiate=False, client_id="wire-test")
+        self._raw_ids = 0x40000000  # request_raw's own correlation ids, apart from the client's
 
     def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        """Write ``data`` as it is (garbage, half frames): no response is expected."""
+        self.conn.send_frame(data, expect_response=False)
 
-    def recv_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._recv_exact(4))
-        return self._recv_exact(size)
+    def send(self, api_key: int, version: int, request: Any) -> None:
+        """Send without waiting for the response."""
+        assert REQUESTS[api_key] is type(request)
+        self.conn.send(request, version)
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by server")
-            buf += chunk
-        return bytes(buf)
-
-    def send(self, api_key: int, version: int, request: Any, client_id: str = "wire-test") -> int:
-        correlation_id = next(self._ids)
-        self.sock.sendall(frames.encode_request(api_key, version, correlation_id, client_id, request))
-        return correlation_id
-
-    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
-        got, response = frames.decode_response(api_key, version, self.recv_frame())
-        assert got == correlation_id, (got, correlation_id)
-        return response
+    def api_versions(self) -> Any:
+        """The server's ApiVersions answer, through the client's own negotiation."""
+        return self.conn.negotiate(software_name="t", software_version="1")
 
     def request(self, api_key: int, version: int, request: Any) -> Any:
-        return self.receive(api_key, version, self.send(api_key, version, request))
+        assert REQUESTS[api_key] is type(request)
+        return self.conn.request(request, version)
+
+    def request_frame(self, api_key: int, version: int, request: Any) -> bytes:
+        """The response to ``request`` exactly as it came on the wire (size prefix stripped), for
+        tests about the bytes themselves."""
+        self._raw_ids += 1
+        framed = frames.encode_request(api_key, version, self._raw_ids, "wire-test", request)
+        payload = self.conn.send_frame(framed)
+        assert payload is not None
+        (got,) = struct.unpack_from(">i", payload, 0)
+        assert got == self._raw_ids
+        return payload
 
     def request_raw(self, api_key: int, version: int, body: bytes) -> bytes:
         """Send a v1-header request with an arbitrary body; return the response body after header v0."""
-        correlation_id = next(self._ids)
-        header = struct.pack(">hhih", api_key, version, correlation_id, -1)
-        self.sock.sendall(frames.frame(header + body))
-        payload = self.recv_frame()
+        self._raw_ids += 1
+        header = struct.pack(">hhih", api_key, version, self._raw_ids, -1)
+        payload = self.conn.send_frame(frames.frame(header + body))
+        assert payload is not None
         (got,) = struct.unpack_from(">i", payload, 0)
-        assert got == correlation_id
+        assert got == self._raw_ids
         return payload[4:]
 
     def is_closed_by_server(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except TimeoutError:
-            return False
+        return self.conn.wait_closed_by_peer(timeout)
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.close()
 
     def __enter__(self) -> WireClient:
         return self

@@ -121,11 +121,15 @@ class ClassicContext:
     def group(self, group_id: str) -> Any:
         return self.shard.classic.groups.get(group_id)
 
-    def fresh_replay_view(self) -> dict[str, Any]:
+    def fresh_replay(self) -> GroupCoordinatorShard:
+        """A new shard that replayed every record written so far (not yet ``on_loaded``)."""
         fresh = GroupCoordinatorShard(self.config, ManualClock(self.clock.now_ms()))
         for record in self.records:
             fresh.replay(record)
-        return fresh.durable_view()
+        return fresh
+
+    def fresh_replay_view(self) -> dict[str, Any]:
+        return self.fresh_replay().durable_view()
 
     # -- request builders -----------------------------------------------------------------------------
     def join(

@@ -115,8 +115,8 @@ class CannedLane:
         self.script = list(script)
         self.sent: list[tuple[int, Any]] = []
 
-    def call(self, api_key: int, version: int, request: Any) -> Any:
-        self.sent.append((api_key, request))
+    def call(self, request: Any, version: int | None = None) -> Any:
+        self.sent.append((request.SCHEMA.api_key, request))
         fut = asyncio.get_event_loop().create_future()
         fut.set_result(self.script.pop(0))
         return fut

@@ -18,6 +18,8 @@ R = sm.ProduceResponse
 class FakeBroker:
     """Answers each Produce with a per-partition error chosen by the test (or fails the request)."""
 
+    name = "fake-broker"
+
     def __init__(self, errors: dict[int, int] | None = None, fail: BaseException | None = None) -> None:
         self.requests: list[Any] = []
         self.errors = errors or {}
@@ -80,6 +82,6 @@ async def test_a_failed_request_fails_every_batch_in_it_with_storage_error() -> 
     results = await asyncio.gather(
         combiner.produce(broker, 0, b"x"), combiner.produce(broker, 1, b"y"), return_exceptions=True
     )
-    assert all(isinstance(r, StorageError) for r in results)
+    assert all(isinstance(r, StorageError) and "fake-broker lost: gone" in str(r) for r in results)
     with pytest.raises(StorageError):
         await combiner.produce(FakeBroker(fail=StorageError("timed out")), 0, b"z")

@@ -1,0 +1,30 @@
+"""kcoord's one Kafka client: :class:`Connection` (asyncio) and :class:`BlockingConnection`.
+
+It sits below ``storage`` and ``coordinator`` and imports only :mod:`protocol`.
+"""
+
+from .blocking import BlockingConnection
+from .connection import Connection, Observer, connect, prepare, response_of
+from .errors import (
+    BrokerError,
+    ConnectionLost,
+    CorrelationMismatch,
+    KafkaClientError,
+    RequestTimedOut,
+    UnsupportedVersion,
+)
+
+__all__ = [
+    "BlockingConnection",
+    "BrokerError",
+    "Connection",
+    "ConnectionLost",
+    "CorrelationMismatch",
+    "KafkaClientError",
+    "Observer",
+    "RequestTimedOut",
+    "UnsupportedVersion",
+    "connect",
+    "prepare",
+    "response_of",
+]

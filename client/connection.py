@@ -1,0 +1,408 @@
+"""One asyncio Kafka connection: pipelined requests, ApiVersions negotiation, its own errors.
+
+Invariants:
+- A broker answers a connection's requests strictly in order, so in-flight requests are a FIFO:
+  each response frame belongs to the oldest request still waiting. For a request this client
+  encoded, the response's correlation id must be that request's; anything else means the stream
+  is out of step (:class:`~client.errors.CorrelationMismatch`) and the connection closes.
+- Raw frames (:meth:`Connection.send`) travel unchanged and take a FIFO slot only if a response
+  is expected (``Produce`` with ``acks=0`` gets none). Their correlation ids are the sender's
+  own and are not checked: that is the gateway's pass-through.
+- Every request sent in one loop iteration leaves in ONE write (a buffer flushed by
+  ``call_soon``): the storage's appends for all shards and the load generator's heartbeats
+  share few connections, and a syscall per frame was a hot spot in both.
+- When the connection goes away, every in-flight request fails with
+  :class:`~client.errors.ConnectionLost`; nothing waits for a response that cannot come.
+
+Bytes ↔ messages is :mod:`protocol`'s job (``storage_messages.encode_request`` and
+``decode_response``: request header v1/v2, response header v0/v1, ApiVersions' header v0 rule);
+this module only frames, matches and waits. Three ways to wait for an answer:
+``await request(...)`` (decoded response, with a timeout), ``call(...)`` (a future, for many in
+flight) and ``call_cb``/``send_prepared`` (a callback, no future: the load generator's hot path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from protocol import frames
+from protocol import messages as m
+from protocol import storage_messages as sm
+from protocol.codegen import Message
+from protocol.errors import ErrorCode
+from protocol.primitives import CodecError
+
+from .errors import BrokerError, ConnectionLost, CorrelationMismatch, RequestTimedOut, UnsupportedVersion
+
+log = logging.getLogger("kcoord.client")
+
+Address = tuple[str, int]
+Callback = Callable[[Any], None]
+
+SOFTWARE_NAME = "kcoord"
+SOFTWARE_VERSION = "0.1.0"
+# The ApiVersions version tried first: v3 carries the client software name and version.
+API_VERSIONS_VERSION = 3
+
+_I32 = struct.Struct(">i")
+_CORRELATION_OFFSET = 8  # size(4) + api key(2) + api version(2)
+_UNCHECKED = -1  # correlation id of a raw frame: the sender's own, not ours to check
+
+
+class Observer(Protocol):
+    """Sees every response of a connection as it arrives (the load generator's statistics)."""
+
+    def response(self, api_key: int, seconds: float) -> None:
+        """A response to a request of ``api_key`` arrived ``seconds`` after the request was queued."""
+
+    def failure(self, api_key: int, error: BaseException) -> None:
+        """A callback request failed (its callback gets ``None``; futures carry their own error)."""
+
+
+_RESPONSES: dict[type[Message], tuple[int, type[Message]]] = {}
+
+
+def response_of(request_cls: type[Message]) -> tuple[int, type[Message]]:
+    """(api key, response class) of a request class, from the storage or the served registry."""
+    found = _RESPONSES.get(request_cls)
+    if found is None:
+        api_key = request_cls.SCHEMA.api_key
+        assert api_key is not None
+        found = _RESPONSES[request_cls] = (api_key, sm.RESPONSE_OF.get(request_cls) or m.RESPONSES[api_key])
+    return found
+
+
+def prepare(request: Message, version: int, client_id: str) -> bytearray:
+    """A request frame encoded once, to send many times with :meth:`Connection.send_prepared`."""
+    return bytearray(sm.encode_request(request, version, 0, client_id))
+
+
+class Connection(asyncio.Protocol):
+    """A client connection to one Kafka broker (or to anything speaking the Kafka protocol)."""
+
+    def __init__(
+        self,
+        address: Address,
+        max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
+        *,
+        client_id: str = SOFTWARE_NAME,
+        name: str | None = None,
+        request_timeout: float = 30.0,
+        limits: Mapping[type[Message], tuple[int, int]] | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.address = address
+        self.name = name or f"{address[0]}:{address[1]}"
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        # Our own (lowest, highest) per request class where narrower than its schema.
+        self.limits = dict(limits or {})
+        self.observer = observer
+        self.versions: dict[int, tuple[int, int]] = {}  # api key -> the broker's (min, max)
+        self.api_versions: Any = None  # the broker's whole ApiVersions response (features)
+        self.on_close: list[Callable[[Connection], Any]] = []
+        self.closed_by_peer = False
+        self._loop = asyncio.get_running_loop()
+        self._decoder = frames.FrameDecoder(max_frame_size)
+        # (correlation id, api key, response class or None for the raw payload, version, queued at, target)
+        self._pending: deque[tuple[int, int, type[Message] | None, int, float, Any]] = deque()
+        self._next_id = 1
+        self._wbuf: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self._closing = False
+        self._lost: ConnectionLost | None = None
+        self._close_when_idle = False
+        self._closed_fut: asyncio.Future[None] = self._loop.create_future()
+
+    # -- opening and closing --------------------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls, address: Address, max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE, timeout: float | None = 10.0,
+        **options: Any,
+    ) -> Connection:
+        """Connect (TCP only: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits as long as TCP does."""
+        loop = asyncio.get_running_loop()
+        opening = loop.create_connection(lambda: cls(address, max_frame_size, **options), address[0], address[1])
+        _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
+        return proto
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost is None:
+            self.closed_by_peer = not self._closing
+            reason = f": {exc}" if exc is not None else ""
+            self._lost = ConnectionLost(f"connection to {self.name} closed{reason}")
+        self._fail_pending(self._lost)
+        if not self._closed_fut.done():
+            self._closed_fut.set_result(None)
+        for cb in self.on_close:
+            cb(self)
+
+    @property
+    def closed(self) -> bool:
+        """True once closing or lost: nothing sent now could be answered."""
+        return self._closing or self._lost is not None or self._transport is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Close after writing what was already sent; in-flight requests then fail."""
+        if self._transport is not None and not self._closing:
+            self._closing = True
+            self._write_out()
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed_fut)
+
+    def close_when_idle(self, timeout: float = 30.0) -> None:
+        """Close once every request sent has its response (or after ``timeout``).
+
+        A client that disconnects has still sent its requests; a broker may abandon requests whose
+        connection closes under them, so the connection stays until they are answered.
+        """
+        if not self._pending:
+            self.close()
+            return
+        self._close_when_idle = True
+        self._loop.call_later(timeout, self.close)
+
+    def _abort(self, error: ConnectionLost) -> None:
+        """The broker broke the protocol: fail everything in flight with ``error`` and close."""
+        log.error("%s", error)
+        if self._lost is None:
+            self._lost = error
+        self._fail_pending(error)
+        self.close()
+
+    def _fail_pending(self, error: ConnectionLost) -> None:
+        pending, self._pending = self._pending, deque()
+        for _cid, api_key, _cls, _version, _sent, target in pending:
+            # One exception object each: an exception raised in many tasks would collect all their tracebacks.
+            self._fail(target, api_key, ConnectionLost(str(error)))
+
+    def _fail(self, target: Any, api_key: int, error: BaseException) -> None:
+        if isinstance(target, asyncio.Future):
+            if not target.done():
+                target.set_exception(error)
+        else:
+            if self.observer is not None:
+                self.observer.failure(api_key, error)
+            target(None)
+
+    # -- sending --------------------------------------------------------------------------------------
+    def _closed_error(self) -> ConnectionLost:
+        return ConnectionLost(str(self._lost) if self._lost is not None else f"connection to {self.name} is closed")
+
+    def _write(self, data: bytes) -> None:
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(data)
+
+    def _write_out(self) -> None:
+        buf, self._wbuf = self._wbuf, []
+        if buf and self._transport is not None and self._lost is None:
+            self._transport.write(b"".join(buf) if len(buf) > 1 else buf[0])
+
+    def send(self, framed: bytes, expect_response: bool = True) -> asyncio.Future[bytes] | None:
+        """Write a whole frame (size prefix included) as it is; a future for the raw response payload.
+
+        ``None`` when no response is expected. The frame's correlation id is not checked.
+        """
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
+        fut: asyncio.Future[bytes] | None = None
+        if expect_response:
+            fut = self._loop.create_future()
+            self._pending.append((_UNCHECKED, -1, None, 0, 0.0, fut))
+        self._write(framed)
+        return fut
+
+    # The three senders below are the load generator's per-request path: checks and calls inlined.
+    def _queue(self, request: Message, version: int, decode: bool, target: Any) -> None:
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
+        api_key, response_cls = _RESPONSES.get(type(request)) or response_of(type(request))
+        cid = self._next_id
+        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
+        frame = sm.encode_request(request, version, cid, self.client_id)
+        sent = time.perf_counter() if self.observer is not None else 0.0
+        self._pending.append((cid, api_key, response_cls if decode else None, version, sent, target))
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(frame)
+
+    def call(self, request: Message, version: int | None = None) -> asyncio.Future[Any]:
+        """Send ``request`` (at the negotiated version if None); the future resolves with the response."""
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._queue(request, self.version_for(type(request)) if version is None else version, True, fut)
+        return fut
+
+    def call_cb(self, request: Message, version: int, callback: Callback) -> None:
+        """Send ``request``; ``callback(response)`` on arrival, ``callback(None)`` if it fails."""
+        self._queue(request, version, True, callback)
+
+    def send_prepared(self, frame: bytearray, request_cls: type[Message], version: int, callback: Callback) -> None:
+        """Send a frame from :func:`prepare` under a fresh correlation id; callback as in :meth:`call_cb`.
+
+        Why: a member's heartbeat is the same bytes every time but for the correlation id;
+        encoding it once per generation keeps the load generator's cost per heartbeat low.
+        """
+        if self._closing or self._lost is not None:
+            raise self._closed_error()
+        api_key, response_cls = _RESPONSES.get(request_cls) or response_of(request_cls)
+        cid = self._next_id
+        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
+        _I32.pack_into(frame, _CORRELATION_OFFSET, cid)
+        sent = time.perf_counter() if self.observer is not None else 0.0
+        self._pending.append((cid, api_key, response_cls, version, sent, callback))
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(bytes(frame))
+
+    def request(self, request: Message, version: int | None = None, *, timeout: float | None = None) -> asyncio.Future[Any]:
+        """Send ``request``; await the result for its decoded response or :class:`RequestTimedOut`.
+
+        ``timeout`` defaults to ``request_timeout``. A timer on the future instead of
+        ``asyncio.wait_for``: no coroutine per request on the storage's append path.
+        """
+        fut = self.call(request, version)
+        self._expire_after(fut, request, timeout)
+        return fut
+
+    def _expire_after(self, fut: asyncio.Future[Any], request: Message, timeout: float | None) -> None:
+        limit = self.request_timeout if timeout is None else timeout
+        timer = self._loop.call_later(limit, _expire, fut, self.name, type(request).__name__, limit)
+        fut.add_done_callback(lambda _: timer.cancel())
+
+    # -- receiving ------------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        try:
+            payloads = self._decoder.feed(data)
+        except CodecError as exc:
+            self._abort(ConnectionLost(f"{self.name} sent a bad frame ({exc}); closing"))
+            return
+        if not payloads:
+            return
+        pending = self._pending
+        observed = self.observer.response if self.observer is not None else None
+        now = time.perf_counter() if observed is not None else 0.0
+        unpack = _I32.unpack_from
+        decode = sm.decode_response
+        future = asyncio.Future
+        for payload in payloads:
+            if not pending:
+                self._abort(ConnectionLost(f"{self.name} sent an unsolicited response; closing"))
+                return
+            cid, api_key, response_cls, version, sent, target = pending.popleft()
+            if cid != _UNCHECKED:
+                got = unpack(payload, 0)[0] if len(payload) >= 4 else None
+                if got != cid:
+                    self._fail(target, api_key, CorrelationMismatch(
+                        f"{self.name}: response correlation id {got}, expected {cid}"))
+                    self._abort(ConnectionLost(f"{self.name}: responses out of step with requests; closing"))
+                    return
+                if observed is not None:
+                    observed(api_key, now - sent)
+            if response_cls is None:
+                if not target.done():
+                    target.set_result(payload)
+                continue
+            is_future = isinstance(target, future)
+            if is_future and target.done():
+                continue  # timed out or cancelled: nobody reads it, the FIFO stays in step
+            try:
+                response = decode(response_cls, version, payload)[1]
+            except Exception as exc:  # a malformed response fails that request, not the connection
+                self._fail(target, api_key, exc)
+                continue
+            if is_future:
+                target.set_result(response)
+            else:
+                target(response)
+        if self._close_when_idle and not pending:
+            self.close()
+
+    # -- versions -------------------------------------------------------------------------------------
+    async def negotiate(
+        self, software_name: str = SOFTWARE_NAME, software_version: str = SOFTWARE_VERSION,
+        timeout: float | None = None,
+    ) -> Any:
+        """ApiVersions: learn the broker's version ranges (:attr:`versions`); returns its response.
+
+        Asks at v3 first. A broker that does not speak that version answers UNSUPPORTED_VERSION in
+        a v0 body (Kafka's rule, whatever the version asked), advertising its own ApiVersions range:
+        ask again at the highest version both speak.
+        """
+        version = API_VERSIONS_VERSION
+        while True:
+            req = m.ApiVersionsRequest(client_software_name=software_name, client_software_version=software_version)
+            fut: asyncio.Future[bytes] = self._loop.create_future()
+            self._queue(req, version, False, fut)
+            self._expire_after(fut, req, timeout)
+            payload = await fut
+            try:
+                resp = sm.decode_response(m.ApiVersionsResponse, version, payload)[1]
+            except CodecError:
+                if version == 0:
+                    raise
+                resp = sm.decode_response(m.ApiVersionsResponse, 0, payload)[1]
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
+                theirs = next((k.max_version for k in resp.api_keys if k.api_key == m.ApiKey.API_VERSIONS), 0)
+                version = max(0, min(version - 1, theirs))
+                continue
+            break
+        if resp.error_code:
+            raise BrokerError(f"{self.name} answered ApiVersions with error {resp.error_code}", resp.error_code)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        self.api_versions = resp
+        return resp
+
+    def version_for(self, request_cls: type[Message], highest: int | None = None) -> int:
+        """The highest version both sides speak: min(ours, the broker's), if not below either's lowest.
+
+        Ours is the message schema's range, narrowed by :attr:`limits` and ``highest``.
+        """
+        api_key, _ = response_of(request_cls)
+        valid = request_cls.SCHEMA.valid
+        lo, hi = self.limits.get(request_cls, (valid.low, valid.high if valid.high is not None else 0x7FFF))
+        if highest is not None:
+            hi = min(hi, highest)
+        broker = self.versions.get(api_key)
+        if broker is None:
+            raise UnsupportedVersion(f"{self.name} does not support {request_cls.__name__}")
+        version = min(hi, broker[1])
+        if version < max(lo, broker[0]):
+            raise UnsupportedVersion(
+                f"{self.name} supports {request_cls.__name__} v{broker[0]}-{broker[1]}, we speak v{lo}-{hi}"
+            )
+        return version
+
+
+def _expire(fut: asyncio.Future[Any], name: str, what: str, limit: float) -> None:
+    if not fut.done():
+        fut.set_exception(RequestTimedOut(f"{what} to {name} timed out after {limit}s"))
+
+
+async def connect(
+    address: Address, max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE, timeout: float | None = 10.0,
+    *, software_name: str = SOFTWARE_NAME, software_version: str = SOFTWARE_VERSION, **options: Any,
+) -> Connection:
+    """Open a :class:`Connection` and negotiate its versions; closes it again if that fails."""
+    conn = await Connection.open(address, max_frame_size, timeout, **options)
+    try:
+        await conn.negotiate(software_name, software_version, timeout)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -1,0 +1,68 @@
+"""Broker addresses inside relayed Produce and Fetch responses (KIP-951), found cheaply.
+
+Since KIP-951 a broker that is not a partition's leader answers Produce (v10+) and Fetch (v16+)
+with NOT_LEADER_OR_FOLLOWER, the partition's ``CurrentLeader`` and, in the root tagged field
+``NodeEndpoints`` (tag 0), the leader's host and port. Clients act on that address at once
+(librdkafka: "Nodename changed"), so a relay that passes it through sends its clients around it.
+
+The field lives in the root's tagged fields, after every partition. Finding it by decoding the
+response would build an object per field and copy every record batch; this module walks to the
+root's tagged-field section without building anything (the C decoder's ``tag_section``) and
+reads only the tag headers. A response that carries no endpoints — almost every one — is relayed
+as it came. Without the C decoder the response is decoded whole instead: slower, same answer.
+"""
+
+from __future__ import annotations
+
+from . import messages as m
+from .messages import RESPONSES, ApiKey
+from .primitives import CodecError, decode_uvarint
+
+NODE_ENDPOINTS_TAG = 0
+
+# Relayed API -> the first version whose response can carry NodeEndpoints.
+NODE_ENDPOINTS_SINCE: dict[int, int] = {ApiKey.PRODUCE: 10, ApiKey.FETCH: 16}
+
+
+def body_start(frame: bytes, flexible: bool) -> int:
+    """Where a response body starts in ``frame`` (size prefix stripped): after the correlation id
+    and, for a flexible response header, its tagged fields."""
+    if len(frame) < 4:
+        raise CodecError("response shorter than its header")
+    if not flexible:
+        return 4
+    count, pos = decode_uvarint(frame, 4)
+    for _ in range(count):
+        _, pos = decode_uvarint(frame, pos)
+        size, pos = decode_uvarint(frame, pos)
+        pos += size
+    if pos > len(frame):
+        raise CodecError("response header tagged fields past end of frame")
+    return pos
+
+
+def carries_node_endpoints(api_key: int, version: int, frame: bytes) -> bool:
+    """Whether a Produce or Fetch response frame (size prefix stripped) has NodeEndpoints.
+
+    Raises CodecError when the frame is not a well-formed response of that API and version.
+    """
+    since = NODE_ENDPOINTS_SINCE.get(api_key)
+    if since is None or version < since:
+        return False
+    cls = RESPONSES[api_key]
+    pos = body_start(frame, True)  # every version with NodeEndpoints is flexible
+    tags_at = cls.tag_section(frame, pos, version)
+    if tags_at is None:
+        body, _ = cls.decode_from(frame, pos, version)
+        assert isinstance(body, (m.ProduceResponse, m.FetchResponse))
+        return bool(body.node_endpoints)
+    count, pos = decode_uvarint(frame, tags_at)
+    for _ in range(count):
+        tag, pos = decode_uvarint(frame, pos)
+        size, pos = decode_uvarint(frame, pos)
+        if tag == NODE_ENDPOINTS_TAG:
+            return True
+        pos += size
+    if pos > len(frame):
+        raise CodecError("tagged field past end of frame")
+    return False

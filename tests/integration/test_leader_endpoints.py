@@ -1,0 +1,402 @@
+"""KIP-951 leader endpoints never lead a client around kcoord.
+
+Apache Kafka answers a Produce (v10+) or Fetch (v16+) sent to a broker that is no longer the
+partition's leader with NOT_LEADER_OR_FOLLOWER and the new leader's address. tansu never does, so
+these tests put :class:`~tests.support.fault_upstream.FaultUpstream` behind kcoord: alone (a fake
+broker scripted per request) or in front of tansu (real data, with every Nth Produce refused the
+way Kafka refuses it). The upstream listens on 127.0.0.2, kcoord on 127.0.0.1, so an upstream
+address in what a client receives is visible in the bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coordinator.gateway import ADDRESS_HANDLING
+from protocol import frames
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+from tests.support.broker import probe_metadata_brokers
+from tests.support.fault_upstream import KAFKA_40_VERSIONS, FaultUpstream
+from tests.support.kcoord_process import KcoordProcess, free_port_block
+from tests.support.wire import WireClient
+from tests.support.workload import create_topic
+
+pytestmark = pytest.mark.integration
+
+UPSTREAM_HOSTS = (b"127.0.0.2", b"127.0.0.3")
+NEW_NODE = 7  # a broker kcoord has never seen in Metadata: it must get a listener of its own
+
+
+# Where the fake upstream says each node is: node 1 is the fake itself (kcoord relays node 1's
+# traffic there); the others are brokers that exist only in these answers.
+ADDRESSES: dict[int, tuple[str, int]] = {2: ("127.0.0.3", 9002), NEW_NODE: ("127.0.0.3", 9007)}
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[tuple[FaultUpstream, KcoordProcess]]:
+    with FaultUpstream() as upstream:
+        ADDRESSES[1] = (upstream.host, upstream.port)
+        port = free_port_block(12)
+        kcoord = KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=upstream.address, port=port)
+        with kcoord:
+            yield upstream, kcoord
+
+
+def broker_port(kcoord: KcoordProcess) -> int:
+    """kcoord's port for the fake upstream's node 1, from its Metadata."""
+    with WireClient(kcoord.bootstrap) as client:
+        meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[]))
+    ports = {b.node_id: b.port for b in meta.brokers}
+    assert all(b.host == "127.0.0.1" for b in meta.brokers), meta.brokers
+    return ports[1]
+
+
+def kcoord_ports(kcoord: KcoordProcess) -> dict[int, int]:
+    """Node id -> the kcoord port serving it, from kcoord's log; its own node -> its own port."""
+    served = re.findall(r"broker (\d+) \(.*?\) is served on [\d.]+:(\d+)", kcoord.log_path.read_text())
+    return {**{int(n): int(p) for n, p in served}, 1_000_000: kcoord.port}
+
+
+def produce_request(version: int) -> Any:
+    R = m.ProduceRequest
+    return R(
+        transactional_id=None, acks=-1, timeout_ms=1000,
+        topic_data=[R.TopicProduceData(name="t", topic_id=uuid.UUID(int=0), partition_data=[
+            R.PartitionProduceData(index=0, records=b"")])],
+    )  # fmt: skip
+
+
+def fetch_request(version: int) -> Any:
+    R = m.FetchRequest
+    return R(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[R.FetchTopic(topic="t", topic_id=uuid.UUID(int=1), partitions=[
+            R.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id="",
+    )  # fmt: skip
+
+
+def not_leader_produce(node_ids: list[int]) -> Any:
+    R = m.ProduceResponse
+    return R(
+        responses=[R.TopicProduceResponse(name="t", topic_id=uuid.UUID(int=0), partition_responses=[
+            R.PartitionProduceResponse(index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
+                                       current_leader=R.LeaderIdAndEpoch(leader_id=node_ids[0], leader_epoch=5))])],
+        node_endpoints=[R.NodeEndpoint(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1], rack=None) for n in node_ids],
+    )  # fmt: skip
+
+
+def not_leader_fetch(node_ids: list[int], records: bytes = b"") -> Any:
+    R = m.FetchResponse
+    return R(
+        responses=[R.FetchableTopicResponse(topic="t", topic_id=uuid.UUID(int=1), partitions=[
+            R.PartitionData(partition_index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, high_watermark=-1,
+                            current_leader=R.LeaderIdAndEpoch(leader_id=node_ids[0], leader_epoch=5),
+                            records=records)])],
+        node_endpoints=[R.NodeEndpoint(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1], rack="r1") for n in node_ids],
+    )  # fmt: skip
+
+
+def exchange(kcoord: KcoordProcess, api_key: int, version: int, request: Any) -> tuple[bytes, Any]:
+    """Send one request on kcoord's port for node 1; the raw response frame and its decoding."""
+    with WireClient(f"127.0.0.1:{broker_port(kcoord)}") as client:
+        raw = client.request_frame(api_key, version, request)
+    return raw, frames.decode_response(api_key, version, raw)[1]
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 10), (ApiKey.PRODUCE, 12),
+                                                  (ApiKey.FETCH, 16), (ApiKey.FETCH, 17)])  # fmt: skip
+def test_leader_endpoints_name_kcoord_ports_never_the_brokers(
+    fake: tuple[FaultUpstream, KcoordProcess], api_key: int, version: int
+) -> None:
+    upstream, kcoord = fake
+    build = not_leader_produce if api_key == ApiKey.PRODUCE else not_leader_fetch
+    request = produce_request(version) if api_key == ApiKey.PRODUCE else fetch_request(version)
+    upstream.responder = lambda api, v, req: build([1, NEW_NODE])
+    raw, response = exchange(kcoord, api_key, version, request)
+
+    for host in UPSTREAM_HOSTS:
+        assert host not in raw
+    endpoints = {e.node_id: (e.host, e.port) for e in response.node_endpoints}
+    assert set(endpoints) == {1, NEW_NODE}
+    assert endpoints[1] == ("127.0.0.1", broker_port(kcoord))
+    # The broker kcoord had not met before now has a kcoord port of its own, and Metadata agrees
+    # once the upstream lists it.
+    new_host, new_port = endpoints[NEW_NODE]
+    assert new_host == "127.0.0.1" and new_port not in (kcoord.port, broker_port(kcoord))
+    # Everything else in the answer is the broker's, unchanged.
+    partitions = response.responses[0].partition_responses if api_key == ApiKey.PRODUCE else response.responses[0].partitions
+    assert partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions[0].current_leader.leader_id == 1 and partitions[0].current_leader.leader_epoch == 5
+
+
+def test_answers_without_endpoints_are_relayed_byte_for_byte(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+    upstream, kcoord = fake
+    R = m.FetchResponse
+    records = bytes(range(256)) * 64
+    answer = R(responses=[R.FetchableTopicResponse(topic_id=uuid.UUID(int=1), partitions=[
+        R.PartitionData(partition_index=p, high_watermark=10, records=records) for p in range(3)])])  # fmt: skip
+    upstream.responder = lambda api, v, req: answer
+    raw, response = exchange(kcoord, ApiKey.FETCH, 17, fetch_request(17))
+    assert raw[4:] == answer.encode(17)[0:0] + raw[4:]  # same frame layout
+    assert frames.encode_response(ApiKey.FETCH, 17, int.from_bytes(raw[:4], "big"), answer)[4:] == raw
+    assert [p.records for p in response.responses[0].partitions] == [records] * 3
+
+
+def test_every_address_carrying_api_kcoord_advertises_is_covered(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+    """What kcoord offers a client, against an upstream offering Kafka 4.0's ranges: every API
+    whose answers can hold an address is either rewritten in every offered version or offered
+    only in versions without addresses."""
+    _, kcoord = fake
+    with WireClient(kcoord.bootstrap) as client:
+        resp = client.request(ApiKey.API_VERSIONS, 3, m.ApiVersionsRequest(client_software_name="t",
+                                                                            client_software_version="1"))
+    offered = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+    assert offered[ApiKey.PRODUCE] == KAFKA_40_VERSIONS[ApiKey.PRODUCE]
+    assert offered[ApiKey.FETCH] == KAFKA_40_VERSIONS[ApiKey.FETCH]
+    assert offered[55] == (0, 1)  # DescribeQuorum v2 names controllers by address
+    assert not {68, 69, 78, 79, 88, 89} & set(offered)
+    assert set(offered) & set(ADDRESS_HANDLING) <= {0, 1, 3, 10, 55, 60}
+
+
+# -- property: no relayed answer of an advertised API names an upstream address -------------------
+
+NODE_IDS = st.sampled_from([1, 2, NEW_NODE])
+RACKS = st.none() | st.just("r1")
+
+
+def _endpoints(cls: Any) -> st.SearchStrategy[list[Any]]:
+    return st.lists(
+        st.builds(lambda n, rack: cls.NodeEndpoint(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1], rack=rack), NODE_IDS, RACKS),
+        max_size=3, unique_by=lambda e: e.node_id,
+    )  # fmt: skip
+
+
+@st.composite
+def relayed_exchange(draw: st.DrawFn) -> tuple[int, int, Any, Any]:
+    """(api key, version, request, the upstream's answer full of upstream addresses)."""
+    api_key = draw(st.sampled_from([ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR,
+                                    ApiKey.PRODUCE, ApiKey.FETCH]))  # fmt: skip
+    if api_key == ApiKey.METADATA:
+        version = draw(st.integers(0, 12))
+        R = m.MetadataResponse
+        nodes = draw(st.lists(NODE_IDS, min_size=1, max_size=3, unique=True))
+        answer = R(brokers=[R.MetadataResponseBroker(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1]) for n in nodes],
+                   controller_id=nodes[0], topics=[])  # fmt: skip
+        return api_key, version, m.MetadataRequest(topics=[]), answer
+    if api_key == ApiKey.DESCRIBE_CLUSTER:
+        version = draw(st.integers(0, 1))
+        R = m.DescribeClusterResponse
+        nodes = draw(st.lists(NODE_IDS, min_size=1, max_size=3, unique=True))
+        answer = R(brokers=[R.DescribeClusterBroker(broker_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1]) for n in nodes],
+                   cluster_id="c", controller_id=nodes[0])  # fmt: skip
+        return api_key, version, m.DescribeClusterRequest(), answer
+    if api_key == ApiKey.FIND_COORDINATOR:
+        version = draw(st.integers(1, 6))
+        R = m.FindCoordinatorResponse
+        n = draw(NODE_IDS)
+        if version >= 4:
+            request = m.FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"])
+            answer = R(coordinators=[R.Coordinator(key="txn", node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])])
+        else:
+            request = m.FindCoordinatorRequest(key="txn", key_type=1)
+            answer = R(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])
+        return api_key, version, request, answer
+    records = draw(st.binary(max_size=64))
+    if api_key == ApiKey.PRODUCE:
+        version = draw(st.integers(3, 12))
+        R = m.ProduceResponse
+        answer = not_leader_produce([1])
+        answer.node_endpoints = draw(_endpoints(R)) if version >= 10 else []
+        return api_key, version, produce_request(version), answer
+    version = draw(st.integers(4, 17))
+    R = m.FetchResponse
+    answer = not_leader_fetch([1], records)
+    answer.node_endpoints = draw(_endpoints(R)) if version >= 16 else []
+    return api_key, version, fetch_request(version), answer
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=relayed_exchange())
+def test_no_relayed_answer_names_an_upstream_address(
+    fake: tuple[FaultUpstream, KcoordProcess], case: tuple[int, int, Any, Any]
+) -> None:
+    upstream, kcoord = fake
+    api_key, version, request, answer = case
+    upstream.responder = lambda api, v, req: answer
+    raw, response = exchange(kcoord, api_key, version, request)
+    for host in UPSTREAM_HOSTS:
+        assert host not in raw, (api_key, version)
+    if api_key == ApiKey.METADATA:
+        addresses = [(b.node_id, b.host, b.port) for b in response.brokers]
+    elif api_key == ApiKey.DESCRIBE_CLUSTER:
+        addresses = [(b.broker_id, b.host, b.port) for b in response.brokers]
+    elif api_key == ApiKey.FIND_COORDINATOR:
+        addresses = [(c.node_id, c.host, c.port) for c in (response.coordinators if version >= 4 else [response])]
+    else:
+        addresses = [(e.node_id, e.host, e.port) for e in response.node_endpoints]
+        assert [e.node_id for e in response.node_endpoints] == [e.node_id for e in answer.node_endpoints]
+    ours = kcoord_ports(kcoord)
+    assert all((host, port) == ("127.0.0.1", ours[node]) for node, host, port in addresses), addresses
+
+
+# -- KIP-848 APIs before kcoord serves them ---------------------------------------------------------
+
+def test_consumer_group_apis_get_unsupported_version_and_the_connection_stays(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
+    _, kcoord = fake
+    with WireClient(kcoord.bootstrap) as client:
+        hb = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, m.ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id="", member_epoch=0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+            topic_partitions=[]))  # fmt: skip
+        assert hb.error_code == ErrorCode.UNSUPPORTED_VERSION
+        desc = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(group_ids=["a", "b"]))
+        assert [(g.group_id, g.error_code) for g in desc.groups] == [("a", 35), ("b", 35)]
+        # Same connection, still served.
+        meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[]))
+        assert meta.brokers
+    assert "unsupported api 68" in kcoord.log_path.read_text()
+    assert "malformed request" not in kcoord.log_path.read_text()
+
+
+def test_librdkafka_consumer_protocol_learns_it_is_unsupported_without_losing_its_connection(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
+    """librdkafka (2.16) reads ApiVersions before it sends ConsumerGroupHeartbeat: kcoord does
+    not offer it, so the client keeps its connection and says why it waits. (Its wait is silent
+    to the application, as against a Kafka broker with the consumer protocol disabled.)"""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    _, kcoord = fake
+    logged: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    logger = logging.getLogger("test.librdkafka.kip848")
+    logger.addHandler(Capture())
+    logger.setLevel(logging.DEBUG)
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": kcoord.bootstrap, "group.id": "kip848-before-it-lands", "group.protocol": "consumer",
+        "debug": "cgrp", "logger": logger,
+    })  # fmt: skip
+    try:
+        consumer.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while not any("ConsumerGroupHeartbeatRequest not supported" in line for line in logged):
+            assert time.monotonic() < deadline, "librdkafka never found out that KIP-848 is not offered"
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    assert "closing connection" not in kcoord.log_path.read_text()
+
+
+# -- real data through leader changes: nothing lost, nothing written twice ------------------------
+
+RECORDS = 100_000
+
+
+@pytest.fixture
+def faulty_cluster(tansu: Any) -> Iterator[tuple[FaultUpstream, KcoordProcess]]:
+    """kcoord in front of tansu, with every 5th Produce refused the way Kafka refuses one sent to
+    a broker that just lost the partition's leadership."""
+    host, port = tansu.bootstrap.rsplit(":", 1)
+    upstream = FaultUpstream(target=(host, int(port)), node_id=tansu_node_id(tansu))
+    with upstream, KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=upstream.address) as kcoord:
+        upstream.fault_produce_every = 5
+        yield upstream, kcoord
+
+
+def tansu_node_id(tansu: Any) -> int:
+    host, port = tansu.bootstrap.rsplit(":", 1)
+    return probe_metadata_brokers(host, int(port))[0][0]
+
+
+def count_keys(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every record key in ``topic``, read through kcoord from the start to the end of each partition."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "counter", "enable.partition.eof": True,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])  # fmt: skip
+    keys: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 120
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read {len(keys)} records, ends of {sorted(at_end)} only"
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error() is None:
+                    keys.append(msg.key())
+                    at_end.discard(msg.partition())
+                elif msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                else:
+                    raise AssertionError(msg.error())
+    finally:
+        consumer.close()
+    return keys
+
+
+def assert_exactly_once(upstream: FaultUpstream, kcoord: KcoordProcess, topic: str, key_prefix: str) -> None:
+    keys = count_keys(kcoord.bootstrap, topic, 3)
+    print(f"{topic}: {len(keys)} records stored, {upstream.faults['produce']} Produce requests refused")
+    assert len(keys) == RECORDS, f"{len(keys)} records stored for {RECORDS} produced"
+    assert set(keys) == {f"{key_prefix}{i:06d}".encode() for i in range(RECORDS)}
+    assert upstream.faults["produce"] > 10, upstream.faults
+    # Only kcoord itself ever spoke to the upstream: no client was sent around it.
+    assert set(upstream.software_names) == {"kcoord"}, upstream.software_names
+
+
+def test_librdkafka_idempotent_producer_through_leader_changes_stores_each_record_once(
+    faulty_cluster: tuple[FaultUpstream, KcoordProcess],
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    upstream, kcoord = faulty_cluster
+    topic = f"kip951-rdkafka-{uuid.uuid4().hex[:8]}"
+    create_topic(kcoord.bootstrap, topic, 3)
+    failures: list[Any] = []
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": kcoord.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+        "batch.num.messages": 500,  # a few hundred Produce requests, so dozens are refused
+    })  # fmt: skip
+    for i in range(RECORDS):
+        while True:
+            try:
+                producer.produce(topic, key=b"r%06d" % i, value=b"value-%d" % i,
+                                 on_delivery=lambda err, msg: err is not None and failures.append(err))  # fmt: skip
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert not failures, failures[:3]
+    assert_exactly_once(upstream, kcoord, topic, "r")
+
+
+def test_java_producer_through_leader_changes_stores_each_record_once(
+    faulty_cluster: tuple[FaultUpstream, KcoordProcess], java_peer: Any,
+) -> None:
+    upstream, kcoord = faulty_cluster
+    topic = f"kip951-java-{uuid.uuid4().hex[:8]}"
+    create_topic(kcoord.bootstrap, topic, 3)
+    peer = java_peer("ProducerPeer", ["--bootstrap", kcoord.bootstrap, "--topic", topic,
+                                      "--count", str(RECORDS), "--key-prefix", "j"])  # fmt: skip
+    assert peer.wait_exit(180) == 0, peer.stderr_tail()
+    produced = peer.latest("produced")
+    assert produced is not None and produced["acked"] == RECORDS and produced["failed"] == 0, produced
+    assert_exactly_once(upstream, kcoord, topic, "j")

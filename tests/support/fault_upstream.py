@@ -1,0 +1,284 @@
+"""A Kafka-protocol upstream for kcoord that sends what tansu never does: KIP-951 leader endpoints.
+
+Since KIP-951 a Kafka broker that is not a partition's leader answers Produce (v10+) and Fetch
+(v16+) with NOT_LEADER_OR_FOLLOWER, the partition's ``CurrentLeader`` and the leader's address in
+``NodeEndpoints``. tansu, the embedded upstream, never does, so this server stands in for Kafka:
+
+- in front of a real broker (``target``), it relays every frame in order and rewrites the
+  broker addresses in Metadata, DescribeCluster and transaction FindCoordinator answers to its
+  own, as a broker behind a load balancer would; ``fault_produce_every`` makes it answer every
+  Nth Produce itself with NOT_LEADER_OR_FOLLOWER plus endpoints (the batch is *not* written, so
+  the client must retry it, as after a real leader move);
+- with no target it is a fake broker: ApiVersions and Metadata from its own tables, and every
+  other request answered by :attr:`responder`.
+
+It listens on its own loopback address (127.0.0.2 by default) so an upstream address is told
+apart from kcoord's (127.0.0.1) in any bytes a client receives, and it records the
+``client_software_name`` of every ApiVersions it is sent: kcoord sends "kcoord"; a client that
+went around kcoord sends its own name.
+
+The server runs on an event loop in a thread of its own, so synchronous tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.embedded import free_port
+from protocol import frames
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.messages import ApiKey
+
+log = logging.getLogger("tests.fault_upstream")
+
+# ApiVersions of an Apache Kafka 4.0 broker, for the APIs a fake upstream is asked about.
+KAFKA_40_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 12),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    55: (0, 2),  # DescribeQuorum
+}
+
+Responder = Callable[[int, int, Any], Any]  # (api key, version, request) -> response object
+
+
+class FaultUpstream:
+    def __init__(
+        self,
+        target: tuple[str, int] | None = None,
+        host: str = "127.0.0.2",
+        node_id: int = 1,
+        versions: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.target = target
+        self.host = host
+        self.port = free_port(host)
+        self.node_id = node_id
+        self.versions = versions or KAFKA_40_VERSIONS
+        self.responder: Responder | None = None
+        self.fault_produce_every = 0  # 0: never
+        self.software_names: list[str] = []
+        self.faults = Counter[str]()
+        self.requests = Counter[int]()
+        self._produce_seen = itertools.count(1)
+        self._leader_epoch = itertools.count(1000)  # newer than any epoch the target reports
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-upstream", daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> FaultUpstream:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+
+    def stop(self) -> None:
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def __enter__(self) -> FaultUpstream:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- one connection -----------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Answers leave strictly in request order, whichever of them this server makes itself.
+        answers: asyncio.Queue[asyncio.Future[bytes] | None] = asyncio.Queue()
+        relayed: list[asyncio.Future[bytes]] = []
+        up_reader: asyncio.StreamReader | None = None
+        up_writer: asyncio.StreamWriter | None = None
+        tasks: list[asyncio.Task[None]] = []
+        if self.target is not None:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+            tasks.append(asyncio.ensure_future(self._read_upstream(up_reader, relayed)))
+        tasks.append(asyncio.ensure_future(self._write_answers(writer, answers)))
+        try:
+            while True:
+                payload = await _read_frame(reader)
+                if payload is None:
+                    break
+                api_key, version, correlation_id = frames.peek_header(payload)
+                self.requests[api_key] += 1
+                own = self._own_answer(payload, api_key, version, correlation_id)
+                fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+                if own is not None:
+                    fut.set_result(own)
+                elif up_writer is not None:
+                    rewrite = self._rewriter(payload, api_key, version)
+                    relayed.append(fut)
+                    up_writer.write(frames.frame(payload))
+                    if rewrite is not None:
+                        fut = _then(fut, rewrite)
+                else:
+                    log.error("fake upstream has no answer for api %d v%d", api_key, version)
+                    break
+                await answers.put(fut)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            await answers.put(None)
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, ConnectionError):
+                await asyncio.wait_for(tasks[-1], 5)  # the answers already owed go out
+            for task in tasks:
+                task.cancel()
+            if up_writer is not None:
+                up_writer.close()
+            writer.close()
+
+    async def _read_upstream(self, reader: asyncio.StreamReader, relayed: list[asyncio.Future[bytes]]) -> None:
+        while True:
+            payload = await _read_frame(reader)
+            if payload is None:
+                for fut in relayed:
+                    if not fut.done():
+                        fut.set_exception(ConnectionError("target closed"))
+                return
+            relayed.pop(0).set_result(payload)
+
+    @staticmethod
+    async def _write_answers(
+        writer: asyncio.StreamWriter, answers: asyncio.Queue[asyncio.Future[bytes] | None]
+    ) -> None:
+        while True:
+            fut = await answers.get()
+            if fut is None:
+                return
+            writer.write(frames.frame(await fut))
+            await writer.drain()
+
+    # -- what this server answers itself ------------------------------------------------------------
+    def _own_answer(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> bytes | None:
+        if api_key == ApiKey.API_VERSIONS:
+            _, request = frames.decode_request_body(payload, api_key, version)
+            self.software_names.append(getattr(request, "client_software_name", "") or "")
+            if self.target is not None:
+                return None
+            R = m.ApiVersionsResponse
+            keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in self.versions.items()]
+            return _payload(frames.encode_response(api_key, min(version, 3), correlation_id, R(api_keys=keys)))
+        if (
+            api_key == ApiKey.PRODUCE
+            and self.fault_produce_every
+            and version >= 10
+            and next(self._produce_seen) % self.fault_produce_every == 0
+        ):
+            _, request = frames.decode_request_body(payload, api_key, version)
+            self.faults["produce"] += 1
+            response = self.not_leader_produce_response(request)
+            return _payload(frames.encode_response(api_key, version, correlation_id, response))
+        if self.target is not None:
+            return None
+        _, request = frames.decode_request_body(payload, api_key, version)
+        if api_key == ApiKey.METADATA:
+            response = m.MetadataResponse(
+                brokers=[m.MetadataResponse.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)],
+                cluster_id="fault-upstream",
+                controller_id=self.node_id,
+                topics=[],
+            )
+        elif self.responder is not None:
+            response = self.responder(api_key, version, request)
+        else:
+            return None
+        return _payload(frames.encode_response(api_key, version, correlation_id, response))
+
+    def not_leader_produce_response(self, request: Any) -> Any:
+        """NOT_LEADER_OR_FOLLOWER for every partition of a Produce, naming this node as the new
+        leader with a newer epoch and this server's address, as Kafka does after a leader move."""
+        R = m.ProduceResponse
+        epoch = next(self._leader_epoch)
+        leader = R.LeaderIdAndEpoch(leader_id=self.node_id, leader_epoch=epoch)
+        topics = [
+            R.TopicProduceResponse(
+                name=t.name,
+                topic_id=t.topic_id,
+                partition_responses=[
+                    R.PartitionProduceResponse(
+                        index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
+                        log_append_time_ms=-1, log_start_offset=-1, current_leader=leader,
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ]
+        return R(
+            responses=topics,
+            node_endpoints=[R.NodeEndpoint(node_id=self.node_id, host=self.host, port=self.port, rack=None)],
+        )
+
+    # -- rewriting relayed answers ------------------------------------------------------------------
+    def _rewriter(self, payload: bytes, api_key: int, version: int) -> Callable[[bytes], bytes] | None:
+        if api_key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER):
+            def brokers(resp: Any) -> None:
+                for b in resp.brokers:
+                    b.host, b.port = self.host, self.port
+        elif api_key == ApiKey.FIND_COORDINATOR:
+            def brokers(resp: Any) -> None:
+                for e in resp.coordinators or [resp]:
+                    if e.node_id >= 0:
+                        e.host, e.port = self.host, self.port
+        else:
+            return None
+
+        def rewrite(raw: bytes) -> bytes:
+            correlation_id, resp = frames.decode_response(api_key, version, raw)
+            brokers(resp)
+            return _payload(frames.encode_response(api_key, version, correlation_id, resp))
+
+        return rewrite
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+        return await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+
+
+def _payload(framed: bytes) -> bytes:
+    return framed[4:]
+
+
+def _then(fut: asyncio.Future[bytes], fn: Callable[[bytes], bytes]) -> asyncio.Future[bytes]:
+    out: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[bytes]) -> None:
+        if f.exception() is not None:
+            out.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            out.set_result(fn(f.result()))
+
+    fut.add_done_callback(done)
+    return out
