@@ -1,5 +1,5 @@
 # Types of the C decoder extension built from protocol/_cdecode.c (see protocol/codegen.py for the
-# program format). Hand-written: the extension's API is two functions and its constants.
+# program format). Hand-written: the extension's API is three functions and its constants.
 
 from collections.abc import Callable
 from typing import Any
@@ -28,3 +28,4 @@ DEF_CALL: int
 
 def configure(codec_error: type[Exception], uuid_type: type, /) -> None: ...
 def compile(program: tuple[Any, ...], fallback: _Decoder, /) -> _Decoder: ...
+def tag_section(decoder: _Decoder, buf: bytes, pos: int, blen: int, /) -> int: ...

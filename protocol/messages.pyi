@@ -32,7 +32,6 @@ class ApiKey(IntEnum):
 
 _STEMS: list[str]
 KCOORD_VERSIONS: dict[int, tuple[int, int]]
-REWRITTEN_VERSIONS: dict[int, tuple[int, int]]
 REQUESTS: dict[int, type[Message]]
 RESPONSES: dict[int, type[Message]]
 _by_name: dict[str, type[Message]]
