@@ -29,7 +29,7 @@ COPY --from=build /wheels/ /tmp/wheels/
 # The image must serve with the compiled decoder: fail the build if the wheel came without it.
 RUN pip install /tmp/wheels/*.whl \
     && rm -rf /tmp/wheels \
-    && python -c "import protocol.codegen as c; assert c.DECODER_BACKEND == 'c', c.DECODER_BACKEND" \
+    && python -c "import kcoord.protocol.codegen as c; assert c.DECODER_BACKEND == 'c', c.DECODER_BACKEND" \
     && useradd --create-home --uid 10001 --user-group kcoord
 
 USER kcoord

@@ -11,8 +11,8 @@ repeats interleaved) in this one process, in µs per operation; "ratio" is kafka
 issue's target is a ratio of at least 3 for Heartbeat, JoinGroup, SyncGroup and OffsetCommit,
 both directions.
 
-"Decode ours" is the active decoder backend (``protocol.codegen.DECODER_BACKEND``: the C extension
-``protocol._cdecode`` when it is built, which is the default). The table also times our generated
+"Decode ours" is the active decoder backend (``kcoord.protocol.codegen.DECODER_BACKEND``: the C extension
+``kcoord.protocol._cdecode`` when it is built, which is the default). The table also times our generated
 pure-Python decoders on the same bytes in the same interleaved run, through the same
 ``Message.decode`` wrapper, so the gain of the extension and the fallback's standing against
 kafka-python are both visible. Run with ``KCOORD_PURE_PYTHON=1`` to make the fallback "ours".
@@ -44,9 +44,9 @@ from typing import Any
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import group as kp_group
 
-from protocol import messages as m
-from protocol.codegen import DECODER_BACKEND, Message
-from protocol.schema import Field
+from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import DECODER_BACKEND, Message
+from kcoord.protocol.schema import Field
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TABLE_START = "<!-- bench.codec table: start -->"

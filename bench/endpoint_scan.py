@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 
-from protocol import codegen, frames
-from protocol import messages as m
-from protocol.endpoints import carries_node_endpoints
-from protocol.messages import ApiKey
+from kcoord.protocol import codegen, frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.endpoints import carries_node_endpoints
+from kcoord.protocol.messages import ApiKey
 
 
 def fetch_answer(topics: int, partitions: int, record_bytes: int) -> bytes:

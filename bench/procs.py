@@ -129,10 +129,10 @@ def tansu(name: str, cpu: int | None) -> tuple[Child, str]:
 
 
 def kcoord(name: str, upstream: str, cpu: int | None, *extra: str) -> tuple[Child, str]:
-    """``python -m coordinator serve`` against ``upstream``; (child, its listener address)."""
+    """``python -m kcoord.coordinator serve`` against ``upstream``; (child, its listener address)."""
     port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    args = [sys.executable, "-m", "coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream, *extra]
+    args = [sys.executable, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream, *extra]
     child = Child(name, args, cpu).start()
     child.wait_for_log("kcoord serving on", 60)
     return child, listen

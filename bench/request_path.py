@@ -25,15 +25,15 @@ import pstats
 import time
 from typing import Any
 
-from coordinator.cli import tune_gc_for_serving
-from coordinator.connection import ClientConnection
-from coordinator.group_config import GroupConfig
-from coordinator.server import App, Listener
-from coordinator.settings import Settings
-from protocol import frames
-from protocol import messages as m
-from protocol.messages import ApiKey
-from storage.memory import MemoryStorage
+from kcoord.coordinator.cli import tune_gc_for_serving
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.net.connection import ClientConnection
+from kcoord.coordinator.net.server import App, Listener
+from kcoord.coordinator.ops.settings import Settings
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
+from kcoord.storage.memory import MemoryStorage
 
 CONSUMER_METADATA = b"\x00\x01" + m.ConsumerProtocolSubscription(topics=["t"]).encode(1)
 

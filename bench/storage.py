@@ -3,9 +3,9 @@
     .venv/bin/python -m bench.storage                      # embedded tansu, both benchmarks
     .venv/bin/python -m bench.storage --bootstrap HOST:PORT --only load
 
-(a) ``append``: many concurrent committers drive the real :class:`coordinator.shard.ShardRuntime`
+(a) ``append``: many concurrent committers drive the real :class:`kcoord.coordinator.runtime.shard.ShardRuntime`
     (so group commit is exactly kcoord's: one append in flight per shard, the next takes every
-    record that accumulated meanwhile) over :class:`storage.kafka.KafkaStorage`; each commit is
+    record that accumulated meanwhile) over :class:`kcoord.storage.kafka.KafkaStorage`; each commit is
     one OffsetCommit record and counts only once its append was acknowledged (acks=-1).
 (b) ``load``: 1,000,000 offset records over 10,000 keys are written to one partition (one shard),
     then a fresh KafkaStorage times ``read()`` of it — ListOffsets, Fetch, CRC, decode, client-side
@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.clock import SystemClock
-from coordinator.result import RequestContext, Result
-from coordinator.settings import Settings, parse_host_port
-from coordinator.shard import ShardRuntime
-from protocol.records import OffsetCommitKey, OffsetCommitValue, Record
-from storage.kafka import KafkaStorage
+from kcoord.coordinator.core.clock import SystemClock
+from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.coordinator.ops.settings import Settings, parse_host_port
+from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record
+from kcoord.storage.kafka import KafkaStorage
 
 
 def commit_record(group: int, partition: int, offset: int) -> Record:
@@ -171,7 +171,7 @@ async def main_async(args: argparse.Namespace) -> None:
         bootstrap = [parse_host_port(x) for x in args.bootstrap.split(",")]
         where = args.bootstrap
     else:
-        from coordinator.embedded import EmbeddedBroker
+        from kcoord.coordinator.net.embedded import EmbeddedBroker
 
         broker = EmbeddedBroker()
         await broker.start()

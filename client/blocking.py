@@ -1,4 +1,4 @@
-"""A :class:`~client.connection.Connection` for synchronous code: the ``kcoord groups`` tool, tests.
+"""A :class:`~kcoord.client.connection.Connection` for synchronous code: the ``kcoord groups`` tool, tests.
 
 Each call runs a private event loop until its answer is in, so there is one client
 implementation (framing, correlation ids, version negotiation) whether or not the caller is
@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from protocol.codegen import Message
+from kcoord.protocol.codegen import Message
 
 from .connection import Address, Connection, connect
 

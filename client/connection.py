@@ -4,7 +4,7 @@ Invariants:
 - A broker answers a connection's requests strictly in order, so in-flight requests are a FIFO:
   each response frame belongs to the oldest request still waiting. For a request this client
   encoded, the response's correlation id must be that request's; anything else means the stream
-  is out of step (:class:`~client.errors.CorrelationMismatch`) and the connection closes.
+  is out of step (:class:`~kcoord.client.errors.CorrelationMismatch`) and the connection closes.
 - Raw frames (:meth:`Connection.send`) travel unchanged and take a FIFO slot only if a response
   is expected (``Produce`` with ``acks=0`` gets none). Their correlation ids are the sender's
   own and are not checked: that is the gateway's pass-through.
@@ -12,7 +12,7 @@ Invariants:
   ``call_soon``): the storage's appends for all shards and the load generator's heartbeats
   share few connections, and a syscall per frame was a hot spot in both.
 - When the connection goes away, every in-flight request fails with
-  :class:`~client.errors.ConnectionLost`; nothing waits for a response that cannot come.
+  :class:`~kcoord.client.errors.ConnectionLost`; nothing waits for a response that cannot come.
 
 Bytes ↔ messages is :mod:`protocol`'s job (``storage_messages.encode_request`` and
 ``decode_response``: request header v1/v2, response header v0/v1, ApiVersions' header v0 rule);
@@ -31,12 +31,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from protocol import frames
-from protocol import messages as m
-from protocol import storage_messages as sm
-from protocol.codegen import Message
-from protocol.errors import ErrorCode
-from protocol.primitives import CodecError
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.primitives import CodecError
 
 from .errors import BrokerError, ConnectionLost, CorrelationMismatch, RequestTimedOut, UnsupportedVersion
 

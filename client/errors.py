@@ -1,14 +1,14 @@
-"""The errors of kcoord's Kafka client (:mod:`client.connection`).
+"""The errors of kcoord's Kafka client (:mod:`kcoord.client.connection`).
 
 Every error the client raises is a :class:`KafkaClientError`. The subclasses also derive from
 the builtin a caller would naturally catch (a lost connection is a ``ConnectionError``, a timeout
-a ``TimeoutError``, a response stream out of step a :class:`~protocol.primitives.CodecError`), so
+a ``TimeoutError``, a response stream out of step a :class:`~kcoord.protocol.primitives.CodecError`), so
 code written against sockets and the codec keeps working.
 """
 
 from __future__ import annotations
 
-from protocol.primitives import CodecError
+from kcoord.protocol.primitives import CodecError
 
 
 class KafkaClientError(Exception):

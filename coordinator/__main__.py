@@ -1,3 +1,5 @@
+"""``python -m kcoord.coordinator``: the same as the ``kcoord`` command."""
+
 import sys
 
 from .cli import main

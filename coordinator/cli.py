@@ -11,9 +11,9 @@ import signal
 import sys
 from collections.abc import Mapping
 
-from . import config
-from .logs import setup_logging
-from .settings import Settings
+from .ops import config
+from .ops.logs import setup_logging
+from .ops.settings import Settings
 
 log = logging.getLogger("kcoord")
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     config.add_serve_arguments(serve)
-    from .admin_cli import add_groups_parser
+    from .tools.groups import add_groups_parser
 
     add_groups_parser(sub)
     return parser
@@ -53,7 +53,7 @@ def tune_gc_for_serving() -> None:
 
 
 async def serve(settings: Settings) -> int:
-    from .server import App
+    from .net.server import App
 
     app = App(settings)
     loop = asyncio.get_running_loop()
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "groups":
-        from .admin_cli import run_groups
+        from .tools.groups import run_groups
 
         return run_groups(args)
     if args.command != "serve":

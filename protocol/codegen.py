@@ -1,4 +1,4 @@
-"""Generate specialised encoders and decoders from a :class:`~protocol.schema.MessageSchema`.
+"""Generate specialised encoders and decoders from a :class:`~kcoord.protocol.schema.MessageSchema`.
 
 Kafka's generic codecs (kafka-python's included) walk a schema tree for every message. We walk
 it once per (struct, version) at import time and ``exec`` straight-line Python for that
@@ -12,13 +12,13 @@ Invariants the generated decoders keep (tested by the fuzz and truncation tests)
   before anything is allocated for it; fixed-size reads may peek past ``blen`` inside the buffer,
   so ``decode_from`` rejects a message that ends beyond ``end`` and each known tagged field must
   end exactly where its size says;
-- any malformed input surfaces as :class:`~protocol.primitives.CodecError`;
+- any malformed input surfaces as :class:`~kcoord.protocol.primitives.CodecError`;
 - unknown tagged fields are kept, in order, in ``unknown_tagged`` and written back on encode.
 
 Two decoder backends, one contract (``dec(buf, pos, blen) -> (obj, new_pos)``, objects identical
 field for field, ``unknown_tagged`` included):
 
-- ``"c"``: :mod:`protocol._cdecode`, a C extension with one generic, table-driven decoder. For each
+- ``"c"``: :mod:`kcoord.protocol._cdecode`, a C extension with one generic, table-driven decoder. For each
   (message, version) :meth:`_Generator.struct_program` compiles the schema into a *program* of
   nested tuples (format below) that the extension validates once, resolving every field to the
   byte offset of its ``__slots__`` member. It bounds every read by ``blen`` (so it rejects the same
@@ -75,7 +75,7 @@ def _load_cdecode() -> ModuleType | None:
     if getattr(_cdecode, "PROGRAM_FORMAT", None) != _PROGRAM_FORMAT:
         # A stale in-place build (protocol/_cdecode*.so) from an older _cdecode.c: never misread programs.
         warnings.warn(
-            "protocol._cdecode was built from another version of _cdecode.c; rebuild it "
+            "kcoord.protocol._cdecode was built from another version of _cdecode.c; rebuild it "
             "(pip install -e .). Using the pure-Python decoders.",
             RuntimeWarning,
             stacklevel=2,

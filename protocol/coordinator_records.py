@@ -5,8 +5,8 @@ Each spec is a ``coordinator-key`` or ``coordinator-value`` whose ``apiKey`` is 
 written in front of it: type 1 OffsetCommit, 2 GroupMetadata (classic groups), and the KIP-848
 consumer-group records, types 3-8 and 16. Keys have one version (0); values are versioned by the
 int16 that precedes them. How records are framed and which versions kcoord writes is
-:mod:`protocol.records`' business; this module only builds the classes (typed by
-``coordinator_records.pyi``, written by :mod:`protocol.stubgen`).
+:mod:`kcoord.protocol.records`' business; this module only builds the classes (typed by
+``coordinator_records.pyi``, written by :mod:`kcoord.protocol.stubgen`).
 """
 
 from __future__ import annotations

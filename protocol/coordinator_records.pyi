@@ -1,4 +1,4 @@
-# Typed stub of protocol.coordinator_records: written by `python -m protocol.stubgen` from protocol/schemas.
+# Typed stub of kcoord.protocol.coordinator_records: written by `python -m kcoord.protocol.stubgen` from protocol/schemas.
 # Do not edit; tests/unit/test_stubs.py fails when it is stale.
 
 import uuid

@@ -3,7 +3,7 @@
 ``REQUESTS[api_key]`` / ``RESPONSES[api_key]`` map an API key to its generated class; the
 classes are also module attributes (``messages.JoinGroupRequest``), served by the module
 ``__getattr__`` and declared, fields and all, in the checked-in stub ``messages.pyi`` that
-:mod:`protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
+:mod:`kcoord.protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
 holds the version ranges kcoord itself serves (DESIGN.md, Kafka 4.0), which may be narrower
 than the schema files allow.
 """

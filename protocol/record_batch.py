@@ -17,7 +17,7 @@ A compressed batch compresses the records section only; the header stays plain.
 
 Invariants:
 - :func:`decode_batches` verifies the CRC of every whole batch before looking at its records and
-  raises :class:`~protocol.primitives.CodecError` on a mismatch, a bad magic or any malformed
+  raises :class:`~kcoord.protocol.primitives.CodecError` on a mismatch, a bad magic or any malformed
   length — it never returns records from a batch it could not check.
 - A trailing *partial* batch (Fetch responses may end mid-batch when a size limit cuts them) is
   not an error: decoding stops before it and the caller fetches again from its offset.

@@ -4,7 +4,7 @@ Kafka describes every wire message once, in a JSON file with per-field version r
 (``"versions": "3+"``), nullability ranges, tagged fields and a message-wide range of
 *flexible* versions (compact encodings plus tagged fields). We keep those files, verbatim,
 under ``protocol/schemas/`` — they are the public source of truth — and parse them here
-into a small tree of :class:`Field` objects. :mod:`protocol.codegen` turns the tree into
+into a small tree of :class:`Field` objects. :mod:`kcoord.protocol.codegen` turns the tree into
 one specialised encoder and decoder per version.
 
 This module only reads schemas; it never touches bytes.

@@ -2,11 +2,11 @@
 
 These are the APIs kcoord *sends* (never serves): Produce, Fetch, ListOffsets, InitProducerId,
 CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, plus Produce/Fetch/Metadata/
-FindCoordinator/ApiVersions reused from :mod:`protocol.messages` (the gateway reads those too). They are kept out of
-``protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
+FindCoordinator/ApiVersions reused from :mod:`kcoord.protocol.messages` (the gateway reads those too). They are kept out of
+``kcoord.protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
 serves, and a storage-only class there would change what the server claims to understand.
 
-Because :func:`protocol.frames.encode_request` looks flexibility up in that registry, this
+Because :func:`kcoord.protocol.frames.encode_request` looks flexibility up in that registry, this
 module has its own :func:`encode_request`/:func:`decode_response` that take the message class
 explicitly. Header rules are Kafka's: request header v2 (tagged fields) iff the request
 version is flexible, client id always int16-length; response header v1 iff flexible, except

@@ -1,4 +1,4 @@
-# Typed stub of protocol.storage_messages: written by `python -m protocol.stubgen` from protocol/schemas.
+# Typed stub of kcoord.protocol.storage_messages: written by `python -m kcoord.protocol.stubgen` from protocol/schemas.
 # Do not edit; tests/unit/test_stubs.py fails when it is stale.
 
 import uuid

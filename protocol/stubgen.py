@@ -1,12 +1,12 @@
-"""Write the typed stubs (``.pyi``) of the modules whose message classes :mod:`protocol.codegen` builds.
+"""Write the typed stubs (``.pyi``) of the modules whose message classes :mod:`kcoord.protocol.codegen` builds.
 
 The classes only exist after ``exec`` at import time, so no editor or type checker can see their
-fields. This generator reads the same schema files (:mod:`protocol.schema`) and writes, next to
+fields. This generator reads the same schema files (:mod:`kcoord.protocol.schema`) and writes, next to
 each such module, a stub that declares every generated class the way codegen shapes it:
 
-- one class per message (a :class:`~protocol.codegen.Message`), with every struct nested in it,
+- one class per message (a :class:`~kcoord.protocol.codegen.Message`), with every struct nested in it,
   at any depth, as a flat class attribute named after the struct's type (``FetchResponse.PartitionData``
-  and ``FetchResponse.FetchableTopicResponse`` alike), each a :class:`~protocol.codegen.Struct`;
+  and ``FetchResponse.FetchableTopicResponse`` alike), each a :class:`~kcoord.protocol.codegen.Struct`;
 - the snake_case fields, typed over the union of all versions: ``X | None`` where some version
   makes the field nullable (or its default is null), ``list[X]`` for arrays, ``uuid.UUID``;
 - ``__init__`` with every field as an argument with its default (``...`` for a fresh list, struct
@@ -18,7 +18,7 @@ The rest of each stub â€” the module's hand-written API (registries, helpers) â€
 when a checked-in stub differs from what this writes, and compares the stubs with the runtime
 classes, so a schema change cannot leave them stale.
 
-Usage: ``python -m protocol.stubgen`` rewrites the stubs; ``--check`` only reports stale ones.
+Usage: ``python -m kcoord.protocol.stubgen`` rewrites the stubs; ``--check`` only reports stale ones.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def _messages_schemas() -> list[str]:
     ]
 
 
-# Re-exported by storage_messages from protocol.messages (the gateway reads those too).
+# Re-exported by storage_messages from kcoord.protocol.messages (the gateway reads those too).
 _STORAGE_REUSED = ["ApiVersions", "FindCoordinator", "Fetch", "Metadata", "Produce"]
 
 
@@ -257,19 +257,19 @@ def _records_schemas() -> list[str]:
 
 
 MODULES: list[StubModule] = [
-    StubModule("protocol.messages", "messages.pyi", _messages_header, _messages_schemas),
-    StubModule("protocol.storage_messages", "storage_messages.pyi", _storage_header, _storage_schemas),
-    StubModule("protocol.coordinator_records", "coordinator_records.pyi", _records_header, _records_schemas),
+    StubModule("kcoord.protocol.messages", "messages.pyi", _messages_header, _messages_schemas),
+    StubModule("kcoord.protocol.storage_messages", "storage_messages.pyi", _storage_header, _storage_schemas),
+    StubModule("kcoord.protocol.coordinator_records", "coordinator_records.pyi", _records_header, _records_schemas),
 ]
 
 
 def render_module(mod: StubModule) -> str:
-    """The whole stub text of ``mod``, as ``python -m protocol.stubgen`` writes it."""
+    """The whole stub text of ``mod``, as ``python -m kcoord.protocol.stubgen`` writes it."""
     schemas = [load_schema(n) for n in mod.schemas()]
     # Headers start with their whole import block; ``import uuid`` sorts first in it (ruff's isort).
     imports = "import uuid\n" if _uses_uuid(schemas) else ""
     preamble = (
-        f"# Typed stub of {mod.module}: written by `python -m protocol.stubgen` from protocol/schemas.\n"
+        f"# Typed stub of {mod.module}: written by `python -m kcoord.protocol.stubgen` from protocol/schemas.\n"
         "# Do not edit; tests/unit/test_stubs.py fails when it is stale.\n\n"
     )
     body = "\n".join(render_class(s) for s in schemas)
@@ -287,13 +287,13 @@ def stale() -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m protocol.stubgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kcoord.protocol.stubgen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only report stale stubs (exit 1 if any)")
     args = parser.parse_args(argv)
     if args.check:
         paths = stale()
         for p in paths:
-            print(f"stale: {p} (run python -m protocol.stubgen)", file=sys.stderr)
+            print(f"stale: {p} (run python -m kcoord.protocol.stubgen)", file=sys.stderr)
         return 1 if paths else 0
     for mod in MODULES:
         path = PROTOCOL_DIR / mod.stub

@@ -2,8 +2,8 @@
 
 A shard owns one partition of the internal compacted topic. It appends batches of records and
 waits for the cluster's acknowledgement; when it (re)loads it reads the partition from the start
-to the high watermark and replays every record. Implementations: :mod:`storage.memory` for unit
-tests, :mod:`storage.kafka` for real use.
+to the high watermark and replays every record. Implementations: :mod:`kcoord.storage.memory` for unit
+tests, :mod:`kcoord.storage.kafka` for real use.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from protocol.records import Record
+from kcoord.protocol.records import Record
 
 
 class StorageError(Exception):

@@ -1,7 +1,7 @@
 """Group state on the upstream Kafka cluster: one compacted topic, one partition per shard.
 
-Speaks Kafka through kcoord's own codec (:mod:`protocol.storage_messages`,
-:mod:`protocol.record_batch`); no third-party Kafka client at run time.
+Speaks Kafka through kcoord's own codec (:mod:`kcoord.protocol.storage_messages`,
+:mod:`kcoord.protocol.record_batch`); no third-party Kafka client at run time.
 
 Topic (:meth:`KafkaStorage.open`): ``settings.internal_topic`` is created with ``num_shards``
 partitions, ``cleanup.policy=compact`` and ``settings.replication_factor`` (default
@@ -26,11 +26,11 @@ with a batch per partition (:class:`ProduceCombiner`), as Kafka's own producer d
 partition of a broker into one request; each shard still gets its own partition's answer and
 retries on its own. Each batch carries its shard's producer id, epoch and sequence.
 
-Fencing (issue 4, item 5): each shard owner uses the stable transactional id
+Fencing: each shard owner uses the stable transactional id
 ``kcoord:<topic>:<shard>``. Taking ownership = InitProducerId for that id (the transaction
 coordinator bumps the epoch and returns the same producer id), then an acknowledged *fence
 batch* at the new epoch: one tombstone with a kcoord-private record type
-(:data:`FENCE_RECORD_TYPE`, skipped by :func:`protocol.records.decode_record` and by Kafka's own
+(:data:`FENCE_RECORD_TYPE`, skipped by :func:`kcoord.protocol.records.decode_record` and by Kafka's own
 loader as an unknown type). After that batch the partition leader knows the new epoch, so
 Apache Kafka rejects the previous owner's produces with INVALID_PRODUCER_EPOCH (or
 PRODUCER_FENCED); tansu already rejects them with PRODUCER_FENCED right after InitProducerId.
@@ -60,11 +60,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from protocol import storage_messages as sm
-from protocol.errors import ErrorCode
-from protocol.primitives import INT16, CodecError
-from protocol.record_batch import CONTROL_COMMIT, decode_batches, encode_batch
-from protocol.records import Record, decode_record, encode_record
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.primitives import INT16, CodecError
+from kcoord.protocol.record_batch import CONTROL_COMMIT, decode_batches, encode_batch
+from kcoord.protocol.records import Record, decode_record, encode_record
 
 from .base import FencedError, StorageError
 from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster, request
@@ -83,7 +83,7 @@ def transactional_id(topic: str, shard: int) -> str:
 
 
 class KafkaStorage:
-    """The :class:`storage.base.Storage` over the upstream cluster (see the module docstring)."""
+    """The :class:`kcoord.storage.base.Storage` over the upstream cluster (see the module docstring)."""
 
     def __init__(
         self,

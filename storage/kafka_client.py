@@ -16,10 +16,17 @@ import asyncio
 import logging
 from typing import Any
 
-from client import Connection, ConnectionLost, KafkaClientError, RequestTimedOut, UnsupportedVersion, connect
-from protocol import storage_messages as sm
-from protocol.codegen import Message
-from protocol.errors import ErrorCode
+from kcoord.client import (
+    Connection,
+    ConnectionLost,
+    KafkaClientError,
+    RequestTimedOut,
+    UnsupportedVersion,
+    connect,
+)
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
 
 from .base import StorageError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from protocol.records import Record, decode_record, encode_record
+from kcoord.protocol.records import Record, decode_record, encode_record
 
 from .base import StorageError
 

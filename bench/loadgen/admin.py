@@ -12,9 +12,9 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from client import Connection
-from protocol import messages as m
-from protocol.messages import ApiKey
+from kcoord.client import Connection
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
 
 from .conn import Stats, open_connection
 

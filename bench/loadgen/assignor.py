@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from protocol import messages as m
+from kcoord.protocol import messages as m
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,9 @@ import time
 from collections import Counter
 from typing import Any
 
-from client import Connection, KafkaClientError
-from protocol.messages import ApiKey
-from protocol.primitives import CodecError
+from kcoord.client import Connection, KafkaClientError
+from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.primitives import CodecError
 
 from .histogram import Histogram
 

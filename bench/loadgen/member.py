@@ -20,8 +20,8 @@ import enum
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol
 
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
 
 from .assignor import (
     MemberSubscription,

@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from client import Connection, prepare
-from protocol import messages as m
-from protocol.messages import ApiKey
+from kcoord.client import Connection, prepare
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
 
 from .conn import Stats, open_connection
 from .histogram import Histogram

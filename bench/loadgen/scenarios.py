@@ -1,4 +1,5 @@
-"""The four scenarios of issue 6, each against one endpoint; run twice for a side-by-side figure.
+"""The four load scenarios (steady, join storm, rolling bounce, commit storm), each against one
+endpoint; run twice for a side-by-side figure.
 
 Every scenario returns a plain dict (JSON-ready): its parameters, the per-API latency/throughput
 of its measurement window and the scenario's own figures. Group and topic names carry a run id so

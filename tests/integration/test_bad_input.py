@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from protocol import frames
-from protocol import messages as m
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
 

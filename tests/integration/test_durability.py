@@ -13,8 +13,8 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.support.broker import TansuBroker
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess

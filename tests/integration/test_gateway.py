@@ -1,6 +1,6 @@
 """Black-box checks of the foundation: kcoord as a process, the tansu broker upstream, stock clients.
 
-These are the acceptance checks of the foundation issue: ApiVersions as a client sees it, a
+What every client meets first: ApiVersions as a client sees it, a
 producer and an ``assign()`` consumer moving 10,000 records through kcoord with the bytes intact,
 Metadata naming only kcoord's addresses, and a clean exit on SIGTERM.
 """
@@ -13,8 +13,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from protocol import frames
-from protocol import messages as m
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
 
@@ -148,8 +148,8 @@ def test_through_an_upstream_given_with_bootstrap_server(tansu) -> None:
 def test_acks_zero_produce_does_not_stall_later_responses(kcoord_embedded: KcoordProcess) -> None:
     from kafka import KafkaAdminClient
 
-    from protocol.record_batch import encode_batch
-    from protocol.storage_messages import ProduceRequest as P
+    from kcoord.protocol.record_batch import encode_batch
+    from kcoord.protocol.storage_messages import ProduceRequest as P
 
     topic = "gateway-acks0"
     admin = KafkaAdminClient(bootstrap_servers=kcoord_embedded.bootstrap)

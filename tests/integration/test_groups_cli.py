@@ -28,7 +28,7 @@ def kcoord() -> Iterator[KcoordProcess]:
 
 def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "coordinator", "groups", "--bootstrap-server", bootstrap, *args],
+        [sys.executable, "-m", "kcoord.coordinator", "groups", "--bootstrap-server", bootstrap, *args],
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )
 

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.gateway import ADDRESS_HANDLING
-from protocol import frames
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.coordinator.net.gateway import ADDRESS_HANDLING
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 from tests.support.broker import probe_metadata_brokers
 from tests.support.fault_upstream import KAFKA_40_VERSIONS, FaultUpstream
 from tests.support.kcoord_process import KcoordProcess, free_port_block

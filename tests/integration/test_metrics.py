@@ -18,9 +18,9 @@ import pytest
 from kafka import KafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 from tests.support.broker import free_port
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.settings import Settings
-from protocol import storage_messages as sm
-from protocol.record_batch import encode_batch
-from protocol.records import (
+from kcoord.coordinator.ops.settings import Settings
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.record_batch import encode_batch
+from kcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -24,9 +24,9 @@ from protocol.records import (
     Record,
     encode_record,
 )
-from storage.base import FencedError, StorageError
-from storage.kafka import KafkaStorage
-from storage.memory import MemoryStorage
+from kcoord.storage.base import FencedError, StorageError
+from kcoord.storage.kafka import KafkaStorage
+from kcoord.storage.memory import MemoryStorage
 from tests.support.broker import TansuBroker
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from coordinator.embedded import free_port
+from kcoord.coordinator.net.embedded import free_port
 from tests.support import procs
 
 START_TIMEOUT_S = 20.0

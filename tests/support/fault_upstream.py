@@ -31,11 +31,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.embedded import free_port
-from protocol import frames
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.coordinator.net.embedded import free_port
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 log = logging.getLogger("tests.fault_upstream")
 

@@ -36,7 +36,7 @@ def free_port_block(count: int = 4, host: str = "127.0.0.1") -> int:
 
 
 class KcoordProcess:
-    """``python -m coordinator serve`` with its log in a temp file; stop() asserts a clean exit."""
+    """``python -m kcoord.coordinator serve`` with its log in a temp file; stop() asserts a clean exit."""
 
     def __init__(self, *extra_args: str, bootstrap: str | None = None, port: int | None = None) -> None:
         self.port = port or free_port_block()
@@ -47,7 +47,7 @@ class KcoordProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 40.0) -> KcoordProcess:
-        args = [sys.executable, "-m", "coordinator", "serve", "--listen", self.bootstrap, *self.extra_args]
+        args = [sys.executable, "-m", "kcoord.coordinator", "serve", "--listen", self.bootstrap, *self.extra_args]
         if self.upstream:
             args += ["--bootstrap-server", self.upstream]
         env = dict(os.environ, PYTHONUNBUFFERED="1")

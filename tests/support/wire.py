@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from client import BlockingConnection
-from protocol import frames
-from protocol.messages import REQUESTS
+from kcoord.client import BlockingConnection
+from kcoord.protocol import frames
+from kcoord.protocol.messages import REQUESTS
 
 
 class WireClient:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from coordinator.clock import ManualClock
-from coordinator.group_config import GroupConfig
-from coordinator.result import RequestContext, Result
-from coordinator.shard_state import GroupCoordinatorShard
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
-from protocol.records import Record, decode_record, encode_record
+from kcoord.coordinator.core.clock import ManualClock
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.records import Record, decode_record, encode_record
 
 TOPIC = "t"
 PARTITIONS = 6

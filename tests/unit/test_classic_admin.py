@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.result import RequestContext
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from protocol.messages import ApiKey
-from protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, Record
 from tests.unit.classic_context import RANGE, ClassicContext, subscription
 
 

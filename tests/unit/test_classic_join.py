@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.group_config import GroupConfig
-from protocol.errors import ErrorCode as E
-from protocol.records import GroupMetadataKey, GroupMetadataValue, Record
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import GroupMetadataKey, GroupMetadataValue, Record
 from tests.unit.classic_context import RANGE, ROUNDROBIN, ClassicContext, protocols, subscription
 
 START = 1_700_000_000_000

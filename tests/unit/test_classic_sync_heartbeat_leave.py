@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode as E
-from protocol.records import GroupMetadataKey
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import GroupMetadataKey
 from tests.unit.classic_context import (
     RANGE,
     ClassicContext,

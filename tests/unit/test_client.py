@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from client import (
+from kcoord.client import (
     Connection,
     ConnectionLost,
     CorrelationMismatch,
@@ -22,10 +22,10 @@ from client import (
     connect,
     prepare,
 )
-from protocol import frames
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 Answer = Callable[[frames.RequestHeader, Any], bytes | None]
 

@@ -1,4 +1,4 @@
-"""The C decoder (``protocol._cdecode``) against the generated pure-Python decoders.
+"""The C decoder (``kcoord.protocol._cdecode``) against the generated pure-Python decoders.
 
 The Python decoders are the reference: they are what the round-trip, cross-check and malformed
 input suites were written against. For every message class and version the C decoder must
@@ -39,10 +39,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import codegen, messages
-from protocol.codegen import Message, Struct, build_message_class
-from protocol.primitives import CodecError
-from protocol.schema import parse_schema
+from kcoord.protocol import codegen, messages
+from kcoord.protocol.codegen import Message, Struct, build_message_class
+from kcoord.protocol.primitives import CodecError
+from kcoord.protocol.schema import parse_schema
 from tests.unit.test_codec_malformed import rich_message
 from tests.unit.test_codec_roundtrip import ALL_CASES, case_id, message_strategy
 
@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 needs_c = pytest.mark.skipif(
     codegen.DECODER_BACKEND != "c",
-    reason="protocol._cdecode was not built (no C compiler at install time) or KCOORD_PURE_PYTHON is set",
+    reason="kcoord.protocol._cdecode was not built (no C compiler at install time) or KCOORD_PURE_PYTHON is set",
 )
 
 # Kafka's schemas (as kcoord uses them) have no nullable single struct, float64, bool/uuid arrays,
@@ -416,7 +416,7 @@ def test_reference_counts_return_to_baseline() -> None:
 
 
 def test_backend_is_c_when_the_extension_is_importable() -> None:
-    built = importlib.util.find_spec("protocol._cdecode") is not None
+    built = importlib.util.find_spec("kcoord.protocol._cdecode") is not None
     disabled = os.environ.get("KCOORD_PURE_PYTHON", "") not in ("", "0")
     expected_backend = "c" if built and not disabled else "python"
     assert expected_backend == codegen.DECODER_BACKEND
@@ -428,7 +428,7 @@ def test_backend_is_c_when_the_extension_is_importable() -> None:
 FALLBACK_SCRIPT = textwrap.dedent(
     """
     import uuid
-    from protocol import codegen, messages as m
+    from kcoord.protocol import codegen, messages as m
 
     assert codegen.DECODER_BACKEND == "python", codegen.DECODER_BACKEND
     assert m.HeartbeatRequest._C_DECODERS == {}

@@ -58,9 +58,9 @@ from kafka.protocol.metadata import metadata as kp_metadata
 from kafka.protocol.producer import produce as kp_produce
 from kafka.protocol.producer import transaction as kp_transaction
 
-from protocol import frames, messages
-from protocol.codegen import ZERO_UUID, Message
-from protocol.schema import Field
+from kcoord.protocol import frames, messages
+from kcoord.protocol.codegen import ZERO_UUID, Message
+from kcoord.protocol.schema import Field
 from tests.unit.test_codec_roundtrip import ALL_CASES, case_id, message_strategy
 
 INT32_MIN = -(2**31)
@@ -381,7 +381,7 @@ def _kp_requests() -> list[tuple[Any, int]]:
     "request_and_version", _kp_requests(), ids=lambda rv: f"{type(rv[0]).__name__}-v{rv[1]}"
 )
 def test_kafka_python_request_frames_parse_with_our_frames(request_and_version: tuple[Any, int]) -> None:
-    """A whole request frame as kafka-python sends it (size, header, body) parses with protocol.frames."""
+    """A whole request frame as kafka-python sends it (size, header, body) parses with kcoord.protocol.frames."""
     kreq, version = request_and_version
     kreq.with_header(correlation_id=42, client_id="kafka-python-3")
     frame = bytes(kreq.encode(header=True, framed=True))
@@ -400,7 +400,7 @@ def test_kafka_python_request_frames_parse_with_our_frames(request_and_version: 
 
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_our_response_frames_parse_with_kafka_python(version: int) -> None:
-    """A response frame from protocol.frames (header v1 when flexible) is read by kafka-python with its header."""
+    """A response frame from kcoord.protocol.frames (header v1 when flexible) is read by kafka-python with its header."""
     resp = messages.HeartbeatResponse(throttle_time_ms=5, error_code=27)
     frame = frames.encode_response(messages.ApiKey.HEARTBEAT, version, 99, resp)
     got = kp_group.HeartbeatResponse.decode(frame, version=version, header=True, framed=True)

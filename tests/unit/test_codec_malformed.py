@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages
-from protocol.codegen import Message, Struct
-from protocol.primitives import CodecError
-from protocol.schema import Field
+from kcoord.protocol import messages
+from kcoord.protocol.codegen import Message, Struct
+from kcoord.protocol.primitives import CodecError
+from kcoord.protocol.schema import Field
 from tests.unit.test_codec_roundtrip import ALL_CASES, INT_RANGES, case_id
 
 UNKNOWN_TAG = 10_000  # far above any tag Kafka's schemas use

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import config
-from coordinator.cli import build_parser, main
-from coordinator.group_config import GroupConfig
-from coordinator.settings import Settings
+from kcoord.coordinator.cli import build_parser, main
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.ops import config
+from kcoord.coordinator.ops.settings import Settings
 
 
 def resolve(argv: list[str] = (), env: dict[str, str] | None = None) -> config.Resolved:  # type: ignore[assignment]
@@ -154,7 +154,7 @@ def test_main_exits_2_with_the_setting_named(capsys: pytest.CaptureFixture[str])
 
 def test_help_documents_every_option() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "coordinator", "serve", "--help"], capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "kcoord.coordinator", "serve", "--help"], capture_output=True, text=True, check=True,
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     ).stdout
     out = " ".join(out.split())

@@ -23,8 +23,8 @@ from kafka.protocol.old.consumer_protocol import (
     ConsumerProtocolMemberMetadata_v0,
 )
 
-from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from protocol.primitives import CodecError
+from kcoord.protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kcoord.protocol.primitives import CodecError
 from tests.unit.test_codec_crosscheck import kp_view, to_kp, view
 from tests.unit.test_codec_roundtrip import canon, message_strategy
 

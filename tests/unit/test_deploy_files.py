@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator import config
-from coordinator.cli import build_parser
+from kcoord.coordinator.cli import build_parser
+from kcoord.coordinator.ops import config
 
 REPO = Path(__file__).resolve().parents[2]
 

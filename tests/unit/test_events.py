@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator import events as ev
-from coordinator.events import (
+from kcoord.coordinator.core import events as ev
+from kcoord.coordinator.core.events import (
     GroupStateChanged,
     MemberExpired,
     MemberFenced,
@@ -19,13 +19,13 @@ from coordinator.events import (
     RebalanceCompleted,
     RebalanceStarted,
 )
-from coordinator.logs import JsonFormatter, KeyValueFormatter, log_event
-from coordinator.metrics import Metrics
-from coordinator.observability import ShardEventObserver
-from coordinator.result import Result
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from protocol.messages import ApiKey
+from kcoord.coordinator.core.result import Result
+from kcoord.coordinator.ops.logs import JsonFormatter, KeyValueFormatter, log_event
+from kcoord.coordinator.ops.metrics import Metrics
+from kcoord.coordinator.ops.observability import ShardEventObserver
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.messages import ApiKey
 from tests.unit.classic_context import ClassicContext, assignment
 
 
@@ -271,7 +271,7 @@ def test_json_lines_parse_and_keep_types() -> None:
 def test_healthz_is_503_until_every_shard_is_loaded_and_names_the_missing_ones() -> None:
     from types import SimpleNamespace
 
-    from coordinator.observability import MetricsServer
+    from kcoord.coordinator.ops.observability import MetricsServer
 
     shards = [SimpleNamespace(index=0, loaded=True, fenced=False), SimpleNamespace(index=1, loaded=False, fenced=True)]
     app = SimpleNamespace(settings=SimpleNamespace(shards=3), shards=shards, metrics=Metrics())

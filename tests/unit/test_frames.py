@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from coordinator.connection import produce_acks
-from protocol import frames
-from protocol import messages as m
-from protocol.primitives import CodecError
+from kcoord.coordinator.net.connection import produce_acks
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.primitives import CodecError
 
 
 def test_frames_split_across_feeds() -> None:

@@ -4,7 +4,7 @@ kcoord must be every broker address its clients know. These tests read every res
 Apache Kafka's client-message specs (../shared/kafka-specs, trunk) and check that each one able to
 hold a broker address (a struct with Host and Port) is handled by the gateway, and that kcoord,
 in front of an upstream offering every API in its widest range, never offers a version of such
-an API it does not rewrite. Then they check protocol.endpoints, which decides per Produce/Fetch
+an API it does not rewrite. Then they check kcoord.protocol.endpoints, which decides per Produce/Fetch
 answer whether it must be rewritten, against a full decode.
 """
 
@@ -20,18 +20,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.gateway import (
+from kcoord.coordinator.net.gateway import (
     ADDRESS_FREE_VERSIONS,
     ADDRESS_HANDLING,
     NOT_RELAYED,
     REWRITTEN_VERSIONS,
     ClusterView,
 )
-from protocol import codegen, frames
-from protocol import messages as m
-from protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
-from protocol.messages import KCOORD_VERSIONS, ApiKey
-from protocol.primitives import CodecError
+from kcoord.protocol import codegen, frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
+from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
+from kcoord.protocol.primitives import CodecError
 
 SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-specs" / "client-messages"
 needs_specs = pytest.mark.skipif(not SPECS.is_dir(), reason=f"Kafka's specs are not at {SPECS}")
@@ -123,7 +123,7 @@ def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
     assert not cluster.supports(52, 0)  # controller-only
 
 
-# -- protocol.endpoints ------------------------------------------------------------------------------
+# -- kcoord.protocol.endpoints ------------------------------------------------------------------------------
 
 def _endpoint_list(cls: Any) -> st.SearchStrategy[list[Any]]:
     return st.lists(st.builds(lambda n: cls.NodeEndpoint(node_id=n, host=f"h{n}", port=n, rack=None),

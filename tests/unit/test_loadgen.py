@@ -21,8 +21,8 @@ from bench.loadgen.histogram import Histogram, bucket_bounds, bucket_of
 from bench.loadgen.member import Member, MemberListener, Next, State
 from bench.loadgen.ownership import OwnershipTracker
 from bench.loadgen.runtime import HeartbeatWheel
-from protocol import messages as m
-from protocol.messages import ApiKey
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
 
 # -- histogram -------------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.metrics import LATENCY_BUCKETS, Metrics
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.coordinator.ops.metrics import LATENCY_BUCKETS, Metrics
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.group_config import GroupConfig
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from protocol.messages import ApiKey
-from protocol.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from tests.unit.classic_context import ClassicContext, assignment, protocols, subscription
 
 DAY = 24 * 3_600_000

@@ -1,5 +1,5 @@
 """Appends of many shards in one loop iteration leave as one Produce request per broker, and each
-shard gets its own partition's answer (storage.kafka.ProduceCombiner)."""
+shard gets its own partition's answer (kcoord.storage.kafka.ProduceCombiner)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from protocol import storage_messages as sm
-from storage.base import StorageError
-from storage.kafka import ProduceCombiner
+from kcoord.protocol import storage_messages as sm
+from kcoord.storage.base import StorageError
+from kcoord.storage.kafka import ProduceCombiner
 
 R = sm.ProduceResponse
 

@@ -8,8 +8,8 @@ import struct
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol import record_batch as rb
-from protocol.primitives import CodecError
+from kcoord.protocol import record_batch as rb
+from kcoord.protocol.primitives import CodecError
 
 TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 

@@ -15,9 +15,9 @@ import struct
 import pytest
 from hypothesis import given, settings
 
-from protocol import records
-from protocol.primitives import CodecError
-from protocol.records import (
+from kcoord.protocol import records
+from kcoord.protocol.primitives import CodecError
+from kcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.router import java_string_hash, shard_for_group
+from kcoord.coordinator.runtime.router import java_string_hash, shard_for_group
 
 # (group id, String.hashCode(), Utils.abs(hash) % 50) printed by a Java 17 program.
 GOLDEN = [

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.clock import SystemClock
-from coordinator.group_config import GroupConfig
-from coordinator.result import RequestContext
-from coordinator.shard import ShardRuntime
-from coordinator.shard_state import GroupCoordinatorShard
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
-from storage.memory import MemoryShardLog
+from kcoord.coordinator.core.clock import SystemClock
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
+from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
+from kcoord.storage.memory import MemoryShardLog
 
 
 class GatedLog(MemoryShardLog):

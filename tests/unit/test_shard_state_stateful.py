@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.records import classic_group_record
-from coordinator.result import RequestContext
-from protocol.errors import ErrorCode as E
-from protocol.records import GroupMetadataKey
+from kcoord.coordinator.core.records import classic_group_record
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import GroupMetadataKey
 from tests.unit.classic_context import (
     PARTITIONS,
     RANGE,

@@ -3,7 +3,7 @@
 Three guards, so a schema change cannot leave the stubs (and everything type-checked with them)
 describing classes that no longer exist:
 
-1. each stub is exactly what ``python -m protocol.stubgen`` writes from today's schemas;
+1. each stub is exactly what ``python -m kcoord.protocol.stubgen`` writes from today's schemas;
 2. mypy's ``stubtest`` finds the stubs consistent with the imported modules: every declared class,
    field and ``__init__`` argument exists at runtime, with the same defaults;
 3. every generated class the runtime serves is declared, with the same nested struct classes.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol import coordinator_records, messages, storage_messages, stubgen
-from protocol.codegen import Message, Struct
+from kcoord.protocol import coordinator_records, messages, storage_messages, stubgen
+from kcoord.protocol.codegen import Message, Struct
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,14 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_checked_in_stub_is_what_the_generator_writes(mod: stubgen.StubModule) -> None:
     path = stubgen.PROTOCOL_DIR / mod.stub
     assert path.read_text(encoding="utf-8") == stubgen.render_module(mod), (
-        f"{path.name} is stale: run `python -m protocol.stubgen` and commit the result"
+        f"{path.name} is stale: run `python -m kcoord.protocol.stubgen` and commit the result"
     )
 
 
 def test_stubtest_finds_stubs_consistent_with_runtime() -> None:
     modules = [m.module for m in stubgen.MODULES]
-    if importlib.util.find_spec("protocol._cdecode") is not None:  # optional: setup.py may skip it
-        modules.append("protocol._cdecode")
+    if importlib.util.find_spec("kcoord.protocol._cdecode") is not None:  # optional: setup.py may skip it
+        modules.append("kcoord.protocol._cdecode")
     proc = subprocess.run(
         [sys.executable, "-m", "mypy.stubtest", "--concise", *modules],
         cwd=ROOT,
@@ -72,18 +72,18 @@ def _runtime(module: str, names: list[str]) -> dict[str, set[str]]:
 def test_every_runtime_class_is_declared_with_its_structs() -> None:
     served = {
         "messages.pyi": (
-            "protocol.messages",
+            "kcoord.protocol.messages",
             [*messages._by_name, "RequestHeader", "ResponseHeader",
              "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"],
         ),
         "storage_messages.pyi": (
-            "protocol.storage_messages",
+            "kcoord.protocol.storage_messages",
             # Classes built by the module itself; the reused ones are declared in messages.pyi.
             [n for n, v in vars(storage_messages).items()
              if isinstance(v, type) and issubclass(v, Message) and v is not Message
              and v.__name__ not in messages._by_name],
         ),
-        "coordinator_records.pyi": ("protocol.coordinator_records", list(coordinator_records.CLASSES)),
+        "coordinator_records.pyi": ("kcoord.protocol.coordinator_records", list(coordinator_records.CLASSES)),
     }  # fmt: skip
     for stub, (module, names) in served.items():
         assert _declared(stub) == _runtime(module, names), stub
@@ -91,9 +91,9 @@ def test_every_runtime_class_is_declared_with_its_structs() -> None:
 
 def test_old_imports_keep_working() -> None:
     """The aliases messages.py used to spell out are served by its __getattr__ (and declared in the stub)."""
-    from protocol.messages import ConsumerGroupHeartbeatRequest, JoinGroupRequest  # noqa: F401
-    from protocol.records import GroupMetadataValue, MemberMetadata, OffsetCommitKey  # noqa: F401
-    from protocol.storage_messages import FetchRequest, ListOffsetsRequest  # noqa: F401
+    from kcoord.protocol.messages import ConsumerGroupHeartbeatRequest, JoinGroupRequest  # noqa: F401
+    from kcoord.protocol.records import GroupMetadataValue, MemberMetadata, OffsetCommitKey  # noqa: F401
+    from kcoord.protocol.storage_messages import FetchRequest, ListOffsetsRequest  # noqa: F401
 
     assert messages.JoinGroupRequest is messages.REQUESTS[messages.ApiKey.JOIN_GROUP]
     assert storage_messages.FetchRequest is messages.FetchRequest

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.timer import TimerQueue
+from kcoord.coordinator.core.timer import TimerQueue
 
 
 def test_pop_due_returns_due_timers_in_deadline_order() -> None:

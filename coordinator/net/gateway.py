@@ -9,7 +9,7 @@ kcoord's coordinator listener; for transaction keys the upstream answer is rewri
 
 Produce (v10+) and Fetch (v16+) answers may carry a partition leader's address (KIP-951
 ``NodeEndpoints``); those few are decoded and rewritten the same way, the rest are relayed as they
-came (protocol.endpoints finds the field without decoding the records). :data:`ADDRESS_HANDLING`
+came (kcoord.protocol.endpoints finds the field without decoding the records). :data:`ADDRESS_HANDLING`
 lists every API in Kafka's specs whose response can hold a broker address and what kcoord does
 about it; a unit test checks that list against the specs.
 
@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from client import BrokerError, Connection
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import KCOORD_VERSIONS, ApiKey
+from kcoord.client import BrokerError, Connection
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 
 log = logging.getLogger("kcoord.gateway")
 
@@ -262,7 +262,7 @@ class ClusterView:
         resp.node_endpoints = endpoints
         return resp
 
-    def group_coordinator_response(self, request: Any, version: int) -> Any:
+    def group_coordinator_response(self, request: m.FindCoordinatorRequest, version: int) -> m.FindCoordinatorResponse:
         R = m.FindCoordinatorResponse
         if version >= 4:
             return R(

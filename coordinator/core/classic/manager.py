@@ -1,7 +1,7 @@
 """The classic group membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and its timers.
 
 Behaviour follows Kafka 4.x's ``GroupMetadataManager`` (classic-group parts). Every handler takes
-the :class:`~coordinator.result.Result` being built and appends to it: records to write, and
+the :class:`~kcoord.coordinator.core.result.Result` being built and appends to it: records to write, and
 replies — possibly for requests parked earlier (a completed join phase answers every parked
 JoinGroup; the leader's SyncGroup answers every parked follower SyncGroup).
 
@@ -15,7 +15,7 @@ Invariants:
 - A handler that writes a group's record does not read the state that record produces: it is
   replayed only after the handler returns (so a timer that writes ends its poll, see
   ``GroupCoordinatorShard.poll``).
-- Every parked request is answered exactly once (see :mod:`coordinator.classic.member`).
+- Every parked request is answered exactly once (see :mod:`kcoord.coordinator.core.classic.member`).
 - Timer callbacks look their group up by id and do nothing if it is gone: a timer never keeps a
   deleted group alive, and stale timers are harmless.
 - Replies reveal records only after the runtime had them acknowledged, so answering in the same
@@ -29,15 +29,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from coordinator import events as ev
-from coordinator import records
-from coordinator import responses as r
-from coordinator.clock import NowMs
-from coordinator.group_config import GroupConfig
-from coordinator.result import RequestContext, Result
-from coordinator.timer import TimerQueue
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.coordinator.core import events as ev
+from kcoord.coordinator.core import records
+from kcoord.coordinator.core import responses as r
+from kcoord.coordinator.core.clock import NowMs
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.coordinator.core.timer import TimerQueue
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
@@ -63,7 +63,7 @@ _UPDATE_KINDS = {"member rejoins": "member_joined", "metadata changed": "metadat
                  "leader rejoins": "leader_rejoined"}
 
 
-def _protocols(request: Any) -> Protocols:
+def _protocols(request: m.JoinGroupRequest) -> Protocols:
     """The request's protocols in preference order; a repeated name keeps its first entry."""
     seen: set[str] = set()
     out: Protocols = []

@@ -5,7 +5,7 @@ Handlers in the group state machines never write to the network or to storage. T
 A reply may answer a request other than the one being handled — completing a rebalance answers
 every parked JoinGroup — so replies name their request by its opaque :class:`RequestContext`.
 The runtime appends the records, and only after the cluster acknowledged them sends the replies.
-``events`` (:mod:`coordinator.events`) report what happened to groups and members, for metrics
+``events`` (:mod:`kcoord.coordinator.core.events`) report what happened to groups and members, for metrics
 and logs; they never affect state.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.codegen import Message
-from protocol.records import Record
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.records import Record
 
 from .events import GroupEvent
 

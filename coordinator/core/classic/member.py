@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.result import RequestContext
+from kcoord.coordinator.core.result import RequestContext
 
 Protocols = list[tuple[str, bytes]]  # (protocol name, metadata) in the member's preference order
 

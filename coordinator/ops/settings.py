@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.frames import DEFAULT_MAX_FRAME_SIZE
-
-from .group_config import GroupConfig
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.protocol.frames import DEFAULT_MAX_FRAME_SIZE
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-from protocol import messages as m
-from protocol.codegen import Message
-from protocol.messages import ApiKey
+from kcoord.coordinator.core.responses import unexpected_failure
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.messages import ApiKey
 
-from .responses import unexpected_failure
-from .result import RequestContext
 from .shard import Reply, ShardRuntime
 
 log = logging.getLogger("kcoord.router")

@@ -21,9 +21,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 
 def join_response(
@@ -35,9 +36,9 @@ def join_response(
     protocol_type: str | None = None,
     protocol_name: str | None = None,
     leader: str | None = "",
-    members: list[Any] | None = None,
+    members: list[m.JoinGroupResponse.JoinGroupResponseMember] | None = None,
     skip_assignment: bool = False,
-) -> Any:
+) -> m.JoinGroupResponse:
     return m.JoinGroupResponse(
         error_code=int(error),
         generation_id=generation_id,
@@ -56,7 +57,7 @@ def sync_response(
     protocol_type: str | None = None,
     protocol_name: str | None = None,
     assignment: bytes = b"",
-) -> Any:
+) -> m.SyncGroupResponse:
     return m.SyncGroupResponse(
         error_code=int(error),
         protocol_type=protocol_type,
@@ -65,11 +66,13 @@ def sync_response(
     )
 
 
-def heartbeat_response(error: int = ErrorCode.NONE) -> Any:
+def heartbeat_response(error: int = ErrorCode.NONE) -> m.HeartbeatResponse:
     return m.HeartbeatResponse(error_code=int(error))
 
 
-def leave_response(version: int, error: int, member_responses: list[Any]) -> Any:
+def leave_response(
+    version: int, error: int, member_responses: list[m.LeaveGroupResponse.MemberResponse]
+) -> m.LeaveGroupResponse:
     """Below v3 there is one member and no member list: its error becomes the top-level error
     (Kafka's ``LeaveGroupResponse`` constructor)."""
     if version <= 2:
@@ -79,60 +82,57 @@ def leave_response(version: int, error: int, member_responses: list[Any]) -> Any
     return m.LeaveGroupResponse(error_code=int(error), members=member_responses)
 
 
-def leave_member_response(member_id: str, group_instance_id: str | None, error: int = ErrorCode.NONE) -> Any:
+def leave_member_response(
+    member_id: str, group_instance_id: str | None, error: int = ErrorCode.NONE
+) -> m.LeaveGroupResponse.MemberResponse:
     return m.LeaveGroupResponse.MemberResponse(
         member_id=member_id, group_instance_id=group_instance_id, error_code=int(error)
     )
 
 
 # -- a request that fails as a whole ------------------------------------------------------------------
-def error_response(api_key: int, version: int, request: Any, error: int) -> Any:
+def error_response(api_key: int, version: int, request: Any, error: int) -> Message:
     builder = _BUILDERS.get(api_key)
     if builder is None:
         raise ValueError(f"no error response for api key {api_key}")
     return builder(version, request, error)
 
 
-def _join(version: int, req: Any, error: int) -> Any:
+def _join(version: int, req: m.JoinGroupRequest, error: int) -> m.JoinGroupResponse:
     return join_response(version, error, member_id=req.member_id or "")
 
 
-def _sync(version: int, req: Any, error: int) -> Any:
+def _sync(version: int, req: m.SyncGroupRequest, error: int) -> m.SyncGroupResponse:
     return sync_response(error)
 
 
-def _heartbeat(version: int, req: Any, error: int) -> Any:
+def _heartbeat(version: int, req: m.HeartbeatRequest, error: int) -> m.HeartbeatResponse:
     return heartbeat_response(error)
 
 
-def _leave(version: int, req: Any, error: int) -> Any:
+def _leave(version: int, req: m.LeaveGroupRequest, error: int) -> m.LeaveGroupResponse:
     return leave_response(version, error, [])
 
 
-def _per_partition(response_cls: Any, topic_cls: Any, partition_cls: Any, req: Any, error: int) -> Any:
-    """A response with ``error`` on every partition of the request (OffsetCommit, TxnOffsetCommit)."""
-    return response_cls(
-        topics=[
-            topic_cls(
-                name=t.name,
-                partitions=[partition_cls(partition_index=p.partition_index, error_code=error) for p in t.partitions],
-            )
-            for t in req.topics
-        ]
-    )
-
-
-def _offset_commit(version: int, req: Any, error: int) -> Any:
+def _offset_commit(version: int, req: m.OffsetCommitRequest, error: int) -> m.OffsetCommitResponse:
+    """``error`` on every partition of the request."""
     R = m.OffsetCommitResponse
-    return _per_partition(R, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition, req, error)
+    return R(topics=[
+        R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in t.partitions])
+        for t in req.topics])  # fmt: skip
 
 
-def _txn_offset_commit(version: int, req: Any, error: int) -> Any:
+def _txn_offset_commit(version: int, req: m.TxnOffsetCommitRequest, error: int) -> m.TxnOffsetCommitResponse:
+    """``error`` on every partition of the request."""
     R = m.TxnOffsetCommitResponse
-    return _per_partition(R, R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponsePartition, req, error)
+    return R(topics=[
+        R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in t.partitions])
+        for t in req.topics])  # fmt: skip
 
 
-def _offset_fetch(version: int, req: Any, error: int) -> Any:
+def _offset_fetch(version: int, req: m.OffsetFetchRequest, error: int) -> m.OffsetFetchResponse:
     R = m.OffsetFetchResponse
     if version >= 8:
         groups = []
@@ -155,7 +155,7 @@ def _offset_fetch(version: int, req: Any, error: int) -> Any:
     return R(topics=topics, error_code=error)
 
 
-def _describe_groups(version: int, req: Any, error: int) -> Any:
+def _describe_groups(version: int, req: m.DescribeGroupsRequest, error: int) -> m.DescribeGroupsResponse:
     R = m.DescribeGroupsResponse
     return R(
         groups=[
@@ -165,20 +165,20 @@ def _describe_groups(version: int, req: Any, error: int) -> Any:
     )
 
 
-def _list_groups(version: int, req: Any, error: int) -> Any:
+def _list_groups(version: int, req: m.ListGroupsRequest, error: int) -> m.ListGroupsResponse:
     return m.ListGroupsResponse(error_code=error, groups=[])
 
 
-def _delete_groups(version: int, req: Any, error: int) -> Any:
+def _delete_groups(version: int, req: m.DeleteGroupsRequest, error: int) -> m.DeleteGroupsResponse:
     R = m.DeleteGroupsResponse
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=error) for g in req.groups_names])
 
 
-def _offset_delete(version: int, req: Any, error: int) -> Any:
+def _offset_delete(version: int, req: m.OffsetDeleteRequest, error: int) -> m.OffsetDeleteResponse:
     return m.OffsetDeleteResponse(error_code=error, topics=[])
 
 
-def _find_coordinator(version: int, req: Any, error: int) -> Any:
+def _find_coordinator(version: int, req: m.FindCoordinatorRequest, error: int) -> m.FindCoordinatorResponse:
     R = m.FindCoordinatorResponse
     if version >= 4:
         return R(
@@ -193,18 +193,19 @@ def _find_coordinator(version: int, req: Any, error: int) -> Any:
 _UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
 
 
-def _consumer_group_heartbeat(version: int, req: Any, error: int) -> Any:
+def _consumer_group_heartbeat(version: int, req: m.ConsumerGroupHeartbeatRequest, error: int) -> m.ConsumerGroupHeartbeatResponse:
     message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
     return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
 
 
-def _consumer_group_describe(version: int, req: Any, error: int) -> Any:
+def _consumer_group_describe(version: int, req: m.ConsumerGroupDescribeRequest, error: int) -> m.ConsumerGroupDescribeResponse:
     R = m.ConsumerGroupDescribeResponse
     message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
     return R(groups=[R.DescribedGroup(group_id=g, error_code=error, error_message=message) for g in req.group_ids])
 
 
-_BUILDERS: dict[int, Callable[[int, Any, int], Any]] = {
+# Each builder takes its own API's request; the table is keyed by API, so its values are loosely typed.
+_BUILDERS: dict[int, Callable[[int, Any, int], Message]] = {
     ApiKey.JOIN_GROUP: _join,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.HEARTBEAT: _heartbeat,

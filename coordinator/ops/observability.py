@@ -1,8 +1,8 @@
 """What an operator sees: group events as metrics and log lines, and the /metrics + /healthz endpoint.
 
 :class:`ShardEventObserver` is the shard runtime's observer: storage and load timings go to
-:class:`~coordinator.metrics.Metrics`; the :mod:`coordinator.events` a handler returns become
-counters and one structured log line each (:func:`coordinator.logs.log_event`).
+:class:`~kcoord.coordinator.ops.metrics.Metrics`; the :mod:`kcoord.coordinator.core.events` a handler returns become
+counters and one structured log line each (:func:`kcoord.coordinator.ops.logs.log_event`).
 
 :class:`MetricsServer` is a deliberately tiny HTTP/1.1 server on the App's event loop rather than
 prometheus-client's threaded one: the scrape-time collectors read shard state, which only the
@@ -15,16 +15,20 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import events as ev
+from kcoord.coordinator.core import events as ev
+
 from .logs import log_event
 from .metrics import Metrics
 
 if TYPE_CHECKING:
-    from .server import App
+    from kcoord.coordinator.runtime.shard import ShardRuntime
+
+    from .settings import Settings
 
 log = logging.getLogger("kcoord.events")
 http_log = logging.getLogger("kcoord.metrics")
@@ -104,7 +108,21 @@ _HANDLERS: dict[type, Any] = {
 
 
 # -- /metrics and /healthz --------------------------------------------------------------------------------
-def health(app: App) -> tuple[bool, dict[str, Any]]:
+class Observed(Protocol):
+    """What /metrics and /healthz read of the running server (the net layer's App, which this
+    layer must not import)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def shards(self) -> Sequence[ShardRuntime]: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+def health(app: Observed) -> tuple[bool, dict[str, Any]]:
     """Healthy when every configured shard exists and is loaded; the body says which are not."""
     expected = app.settings.shards
     loaded = {s.index for s in app.shards if s.loaded}
@@ -122,7 +140,7 @@ def health(app: App) -> tuple[bool, dict[str, Any]]:
 
 
 class MetricsServer:
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Observed) -> None:
         self.app = app
         self.server: asyncio.base_events.Server | None = None
         self.port = 0

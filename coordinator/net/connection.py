@@ -24,18 +24,18 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from client import Connection as UpstreamConnection
-from client import ConnectionLost as UpstreamClosed
-from protocol import frames
-from protocol import messages as m
-from protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
-from protocol.errors import ErrorCode
-from protocol.messages import KCOORD_VERSIONS, ApiKey
-from protocol.primitives import CodecError, decode_uvarint
-
-from .responses import error_response
-from .result import RequestContext
-from .router import GROUP_APIS
+from kcoord.client import Connection as UpstreamConnection
+from kcoord.client import ConnectionLost as UpstreamClosed
+from kcoord.coordinator.core.responses import error_response
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.coordinator.runtime.router import GROUP_APIS
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
+from kcoord.protocol.primitives import CodecError, decode_uvarint
 
 if TYPE_CHECKING:
     from .server import Listener
@@ -149,7 +149,7 @@ class ClientConnection(asyncio.Protocol):
             ctx = RequestContext(version, client_id or "", self.client_host, correlation_id)
             if api_key in GROUP_APIS:
                 self._serve_group(api_key, ctx, request)
-            elif api_key == ApiKey.FIND_COORDINATOR:
+            elif isinstance(request, m.FindCoordinatorRequest):
                 self._find_coordinator(payload, ctx, request)
             return
         cluster = self.app.cluster
@@ -200,7 +200,7 @@ class ClientConnection(asyncio.Protocol):
             return 0, cluster.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
         return version, cluster.api_versions_response()
 
-    def _serve_group(self, api_key: int, ctx: RequestContext, request: Any) -> None:
+    def _serve_group(self, api_key: int, ctx: RequestContext, request: Message) -> None:
         if api_key == ApiKey.LIST_GROUPS and not self.listener.is_coordinator:
             # kcoord's coordinator node is in the metadata; admin clients ask every node for its
             # groups, so broker ports answer with none to keep each group listed exactly once.
@@ -226,7 +226,7 @@ class ClientConnection(asyncio.Protocol):
 
         self.app.router.route(api_key, ctx, request, reply)
 
-    def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: Any) -> None:
+    def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest) -> None:
         version = ctx.api_version
         key_type = request.key_type
         if key_type == 0:

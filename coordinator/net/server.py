@@ -7,18 +7,19 @@ import contextlib
 import logging
 from typing import Any
 
-from storage.base import Storage
-from storage.memory import MemoryStorage
+from kcoord.coordinator.core.clock import Clock, SystemClock
+from kcoord.coordinator.ops.metrics import Metrics
+from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
+from kcoord.coordinator.ops.settings import Settings
+from kcoord.coordinator.runtime.router import Router
+from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.storage.base import Storage
+from kcoord.storage.kafka import KafkaStorage
+from kcoord.storage.memory import MemoryStorage
 
-from .clock import Clock, SystemClock
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
-from .metrics import Metrics
-from .observability import MetricsServer, ShardEventObserver
-from .router import Router
-from .settings import Settings
-from .shard import ShardRuntime
 
 log = logging.getLogger("kcoord.server")
 
@@ -111,13 +112,11 @@ class App:
         if self.settings.storage == "memory":
             return MemoryStorage()
         if self.settings.storage == "kafka":
-            from storage.kafka import KafkaStorage  # noqa: PLC0415 - optional until the storage issue lands
-
-            return KafkaStorage(bootstrap, self.settings)  # type: ignore[call-arg]
+            return KafkaStorage(bootstrap, self.settings)
         raise ValueError(f"unknown storage {self.settings.storage!r}")
 
     def _make_shards(self) -> None:
-        from .shard_state import GroupCoordinatorShard
+        from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 
         assert self.storage is not None
         for i in range(self.settings.shards):

@@ -2,7 +2,7 @@
 
 Handlers decide *that* a record is written; this module decides *what* it holds, so the byte
 layout Kafka tooling reads from the topic has one source. Keys and values are the stored formats of
-:mod:`protocol.records`; a ``None`` value is a tombstone. Pure: no I/O, no asyncio, no clock (every
+:mod:`kcoord.protocol.records`; a ``None`` value is a tombstone. Pure: no I/O, no asyncio, no clock (every
 timestamp is an argument).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from protocol.records import (
+from kcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

@@ -1,7 +1,7 @@
 """Group lifecycle events: what the pure state machine tells the world besides records and replies.
 
-Handlers append these to :attr:`coordinator.result.Result.events`; the shard runtime hands them to
-its observer (:mod:`coordinator.observability`), which turns them into Prometheus metrics and one
+Handlers append these to :attr:`kcoord.coordinator.core.result.Result.events`; the shard runtime hands them to
+its observer (:mod:`kcoord.coordinator.ops.observability`), which turns them into Prometheus metrics and one
 structured log line each. They are frozen, plain data (h11-style) so unit tests can assert the exact
 events a handler produced, and so the state machine never learns how they are reported.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from .result import Result

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.events import GroupDeleted
-from coordinator.records import group_tombstone
-from coordinator.result import RequestContext, Result
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.coordinator.core.events import GroupDeleted
+from kcoord.coordinator.core.records import group_tombstone
+from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 from .group import ClassicGroup, ClassicGroupState
 from .manager import ClassicGroupManager

@@ -1,7 +1,7 @@
 """Prometheus metrics, one :class:`CollectorRegistry` per App (tests run several Apps in a process).
 
 Label values stay bounded: API names, versions, Kafka error names, a fixed vocabulary of reasons
-(:mod:`coordinator.events`), group states and a few protocol types — never group or member ids.
+(:mod:`kcoord.coordinator.core.events`), group states and a few protocol types — never group or member ids.
 Hooks are called from the event loop only; the hot ones cache their labelled children so a
 request costs a dict lookup and an increment, not a label resolution.
 """
@@ -18,11 +18,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from protocol.codegen import Message
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
-
-from .events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
+from kcoord.coordinator.core.events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 
 def _kafka_api_names() -> dict[int, str]:
@@ -117,7 +116,7 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
         )
         self.shard_load_records = Counter("kcoord_shard_loaded_records", "Records replayed while loading", registry=r)
-        # group lifecycle (from coordinator.events)
+        # group lifecycle (from kcoord.coordinator.core.events)
         self.rebalances = Counter(
             "kcoord_rebalances", "Rebalances started, by reason", ["reason"], registry=r
         )

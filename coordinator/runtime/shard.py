@@ -23,15 +23,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from protocol.codegen import Message
-from protocol.errors import ErrorCode
-from protocol.records import Record
-from storage.base import FencedError, ShardLog
-
-from .clock import Clock
-from .events import GroupEvent
-from .responses import error_response
-from .result import RequestContext, Result
+from kcoord.coordinator.core.clock import Clock
+from kcoord.coordinator.core.events import GroupEvent
+from kcoord.coordinator.core.responses import error_response
+from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record
+from kcoord.storage.base import FencedError, ShardLog
 
 log = logging.getLogger("kcoord.shard")
 
@@ -56,7 +55,7 @@ class ShardObserver(Protocol):
     """Hooks for metrics; every method is optional in effect (a no-op default is provided).
 
     ``group_events(shard, events)`` may also be defined: it receives each Result's
-    :mod:`coordinator.events` as the handler returns (observability.ShardEventObserver).
+    :mod:`kcoord.coordinator.core.events` as the handler returns (observability.ShardEventObserver).
     """
 
     def append_done(self, shard: int, records: int, seconds: float) -> None: ...

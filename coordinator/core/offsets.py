@@ -21,9 +21,9 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.messages import ApiKey
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState

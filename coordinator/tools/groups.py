@@ -19,13 +19,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from client import BlockingConnection, BrokerError, KafkaClientError, UnsupportedVersion
-from protocol import messages as m
-from protocol import storage_messages as sm
-from protocol.codegen import Message
-from protocol.errors import ErrorCode
-
-from .settings import parse_host_port
+from kcoord.client import BlockingConnection, BrokerError, KafkaClientError, UnsupportedVersion
+from kcoord.coordinator.ops.settings import parse_host_port
+from kcoord.protocol import messages as m
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
 
 CLIENT_ID = "kcoord-groups"
 _RETRIABLE = {

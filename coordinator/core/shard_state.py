@@ -1,6 +1,6 @@
 """The pure group-coordinator state of one shard: the contract the asyncio runtime drives.
 
-``handle`` / ``poll`` / ``on_loaded`` return a :class:`~coordinator.result.Result`; the runtime
+``handle`` / ``poll`` / ``on_loaded`` return a :class:`~kcoord.coordinator.core.result.Result`; the runtime
 appends its records to the shard's log, replays each one through :meth:`replay` at once, and
 sends the replies once the log acknowledged them. Loading a shard is replaying its log into a
 fresh instance and calling :meth:`on_loaded`.
@@ -19,8 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol.messages import ApiKey
-from protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, Record
 
 from .classic import admin
 from .classic.group import ClassicGroup
@@ -77,7 +78,7 @@ class GroupCoordinatorShard:
         self._schedule_offsets_retention()
 
     # -- requests -----------------------------------------------------------------------------------
-    def handle(self, api_key: int, ctx: RequestContext, request: Any) -> Result:
+    def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result:
         out = Result()
         handler = self._handlers.get(api_key)
         try:

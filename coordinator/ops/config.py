@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .group_config import GroupConfig
+from kcoord.coordinator.core.group_config import GroupConfig
+
 from .settings import Settings, parse_host_port
 
 INT32_MAX = 2**31 - 1

@@ -1,7 +1,7 @@
 """The state of one classic group: membership, generation, protocol, and its durable snapshot.
 
 This is a data structure with invariants, not a protocol handler (that is
-:mod:`coordinator.classic.manager`). It mirrors Kafka's ``ClassicGroup``:
+:mod:`kcoord.coordinator.core.classic.manager`). It mirrors Kafka's ``ClassicGroup``:
 
 - ``static_members`` maps every instance id of a member to that member's id, and nothing else:
   at most one member per instance id.
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 from .member import ClassicMember, Protocols
 

@@ -1,0 +1,127 @@
+"""The house rules of the layout: imports run only downwards, and only through ``kcoord.*``.
+
+Layers, lowest first (README, "How it works"):
+
+    kcoord.protocol            sans-IO codec
+    kcoord.client              the one Kafka client (asyncio)
+    kcoord.storage             shard logs on the cluster
+    kcoord.coordinator.core    pure group state: no I/O, no asyncio
+    kcoord.coordinator.runtime shard runtimes and the router
+    kcoord.coordinator.ops     settings, logs, metrics
+    kcoord.coordinator.net     listeners, connections, gateway, server
+    kcoord.coordinator.tools, then .cli and .__main__ (the entry points)
+
+A module may import its own layer and those below it, never one above, type-checking imports
+included (they are dependencies a reader and a checker follow). Nothing may import the repository
+folders by their bare names (``protocol``, ``storage``, ...): from a checkout they would load a
+second copy of the same module next to ``kcoord.protocol``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = {"protocol": "kcoord.protocol", "client": "kcoord.client", "storage": "kcoord.storage",
+           "coordinator": "kcoord.coordinator"}  # fmt: skip
+LAYERS = [
+    "kcoord.protocol",
+    "kcoord.client",
+    "kcoord.storage",
+    "kcoord.coordinator.core",
+    "kcoord.coordinator.runtime",
+    "kcoord.coordinator.ops",
+    "kcoord.coordinator.net",
+    "kcoord.coordinator.tools",
+    "kcoord.coordinator",  # cli, __main__
+]
+BARE = {"protocol", "client", "storage", "coordinator"}
+
+
+def layer_of(module: str) -> int:
+    """Index of the most specific layer ``module`` belongs to."""
+    best = -1
+    for i, layer in enumerate(LAYERS):
+        if (module == layer or module.startswith(layer + ".")) and (best < 0 or len(layer) > len(LAYERS[best])):
+            best = i
+    assert best >= 0, module
+    return best
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = [FOLDERS[rel.parts[0]], *rel.parts[1:]]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``path``, relative ones resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            # "from pkg import submodule" depends on the submodule's layer, not the package's.
+            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
+    return found
+
+
+def code_files() -> list[Path]:
+    return sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*.py"))
+
+
+def test_the_layout_is_what_this_test_knows() -> None:
+    names = {module_name(p) for p in code_files()}
+    assert {"kcoord.coordinator.core.shard_state", "kcoord.coordinator.runtime.shard",
+            "kcoord.coordinator.net.server", "kcoord.protocol.codegen"} <= names  # fmt: skip
+
+
+@pytest.mark.parametrize("path", code_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_run_only_downwards(path: Path) -> None:
+    module = module_name(path)
+    own = layer_of(module)
+    upward = [
+        f"line {line}: {target} ({LAYERS[layer_of(target)]})"
+        for line, target in imports(path, module)
+        if target.startswith("kcoord") and layer_of(target) > own
+    ]
+    assert not upward, f"{module} ({LAYERS[own]}) imports a higher layer: {upward}"
+
+
+def python_files_anywhere() -> list[Path]:
+    skip = {".venv", ".cache", ".git", "build", "node_modules"}
+    return sorted(p for p in REPO.rglob("*.py") if not skip & set(p.relative_to(REPO).parts))
+
+
+def test_nothing_imports_the_folders_by_their_bare_names() -> None:
+    bare = []
+    for path in python_files_anywhere():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            bare += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in BARE]
+    assert not bare, bare
+
+
+def test_the_checker_catches_an_upward_import(tmp_path: Path) -> None:
+    """The rule itself: a core module importing the server is refused."""
+    assert layer_of("kcoord.coordinator.net.server") > layer_of("kcoord.coordinator.core.offsets")
+    assert layer_of("kcoord.coordinator.core.classic.group") == layer_of("kcoord.coordinator.core")
+    assert layer_of("kcoord.coordinator.cli") > layer_of("kcoord.coordinator.tools.groups")
+    assert layer_of("kcoord.storage.kafka") < layer_of("kcoord.coordinator.core.result")
