@@ -740,6 +740,18 @@ static int skip_tags(Reader *r)
     return 0;
 }
 
+/* A string's, bytes' or array's length; -1 (null) only where the op is nullable. */
+static int skip_length(Reader *r, const Op *op, int64_t *out)
+{
+    if (read_length(r, op->lenkind, out) < 0)
+        return -1;
+    if (*out < 0 && !op->nullable) {
+        PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+        return -1;
+    }
+    return 0;
+}
+
 static int skip_value(Reader *r, const Op *op)
 {
     if (is_fixed(op->kind) || op->kind == OP_UUID) {
@@ -753,14 +765,10 @@ static int skip_value(Reader *r, const Op *op)
     case OP_STRING:
     case OP_BYTES: {
         int64_t len;
-        if (read_length(r, op->lenkind, &len) < 0)
+        if (skip_length(r, op, &len) < 0)
             return -1;
-        if (len < 0) {
-            if (op->nullable)
-                return 0;
-            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
-            return -1;
-        }
+        if (len < 0)
+            return 0;
         if (len > r->end - r->pos) {
             PyErr_Format(CodecError, "%U runs past end of frame", op->label);
             return -1;
@@ -780,14 +788,10 @@ static int skip_value(Reader *r, const Op *op)
         int64_t n, i;
         const Op *elem = op->elem;
         Py_ssize_t left;
-        if (read_length(r, op->lenkind, &n) < 0)
+        if (skip_length(r, op, &n) < 0)
             return -1;
-        if (n < 0) {
-            if (op->nullable)
-                return 0;
-            PyErr_Format(CodecError, "non-nullable %U is null", op->label);
-            return -1;
-        }
+        if (n < 0)
+            return 0;
         left = r->end - r->pos;
         if (n > left) {
             PyErr_Format(CodecError, "%U: %lld elements exceed the frame", op->label, (long long)n);
