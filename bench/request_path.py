@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
 import time
 from typing import Any
@@ -205,7 +206,7 @@ async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
         answers = split_responses(h.transport.take())
         assert len(answers) == len(batch_frames), (len(answers), len(batch_frames))
     if prof:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(int(os.environ.get("KCOORD_PROFILE_ROWS", "30")))
     return best / len(batch_frames) * 1e6
 
 

@@ -11,8 +11,6 @@ int16 that precedes them. How records are framed and which versions kcoord write
 
 from __future__ import annotations
 
-from typing import Any
-
 from .codegen import Message, build_message_class
 from .schema import load_schema
 
@@ -29,7 +27,7 @@ RECORD_STEMS: dict[int, str] = {
     16: "ConsumerGroupRegularExpression",
 }
 
-# Every generated record class by name; served as module attributes by __getattr__ below.
+# Every generated record class by name; each is a module attribute too.
 CLASSES: dict[str, type[Message]] = {}
 for _stem in RECORD_STEMS.values():
     for _part in ("Key", "Value"):
@@ -37,8 +35,4 @@ for _stem in RECORD_STEMS.values():
         CLASSES[_cls.__name__] = _cls
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        return CLASSES[name]
-    except KeyError:
-        raise AttributeError(name) from None
+globals().update(CLASSES)

@@ -1,8 +1,8 @@
 """Every request and response class kcoord speaks, generated from ``protocol/schemas``.
 
 ``REQUESTS[api_key]`` / ``RESPONSES[api_key]`` map an API key to its generated class; the
-classes are also module attributes (``messages.JoinGroupRequest``), served by the module
-``__getattr__`` and declared, fields and all, in the checked-in stub ``messages.pyi`` that
+classes are also module attributes (``messages.JoinGroupRequest``), set from the registry at
+import and declared, fields and all, in the checked-in stub ``messages.pyi`` that
 :mod:`kcoord.protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
 holds the version ranges kcoord itself serves (DESIGN.md, Kafka 4.0), which may be narrower
 than the schema files allow.
@@ -11,7 +11,6 @@ than the schema files allow.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
 
 from .codegen import Message, build_message_class
 from .schema import load_schema
@@ -98,11 +97,9 @@ ConsumerProtocolSubscription = build_message_class(load_schema("ConsumerProtocol
 ConsumerProtocolAssignment = build_message_class(load_schema("ConsumerProtocolAssignment"))
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        return _by_name[name]
-    except KeyError:
-        raise AttributeError(name) from None
+# Real module attributes, not a module __getattr__: handlers read ``m.HeartbeatResponse`` on every
+# request, and a __getattr__ call per read was a tenth of a heartbeat's CPU.
+globals().update(_by_name)
 
 
 def is_flexible(api_key: int, version: int) -> bool:

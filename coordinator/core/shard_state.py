@@ -57,8 +57,9 @@ class GroupCoordinatorShard:
         self.timers = TimerQueue()
         self.classic = ClassicGroupManager(config, clock.now_ms, self.timers, self.log, new_member_id)
         self.offsets = OffsetManager(
-            config, clock.now_ms, lambda group_id: self.classic.groups.get(group_id),
-            self.classic.offsets_committed, self.log,
+            # The bound dict.get, not a lambda: it runs on every commit. The manager never
+            # replaces its groups dict.
+            config, clock.now_ms, self.classic.groups.get, self.classic.offsets_committed, self.log,
         )
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,

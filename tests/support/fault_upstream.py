@@ -4,7 +4,8 @@ Since KIP-951 a Kafka broker that is not a partition's leader answers Produce (v
 (v16+) with NOT_LEADER_OR_FOLLOWER, the partition's ``CurrentLeader`` and the leader's address in
 ``NodeEndpoints``. tansu, the embedded upstream, never does, so this server stands in for Kafka:
 
-- in front of a real broker (``target``), it relays every frame in order and rewrites the
+- in front of a real broker (``target``), it relays every frame in order over kcoord's own
+  client (:class:`kcoord.client.Connection`, as the gateway relays) and rewrites the
   broker addresses in Metadata, DescribeCluster and transaction FindCoordinator answers to its
   own, as a broker behind a load balancer would; ``fault_produce_every`` makes it answer every
   Nth Produce itself with NOT_LEADER_OR_FOLLOWER plus endpoints (the batch is *not* written, so
@@ -31,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.client import Connection
 from kcoord.coordinator.net.embedded import free_port
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
@@ -114,14 +116,8 @@ class FaultUpstream:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Answers leave strictly in request order, whichever of them this server makes itself.
         answers: asyncio.Queue[asyncio.Future[bytes] | None] = asyncio.Queue()
-        relayed: list[asyncio.Future[bytes]] = []
-        up_reader: asyncio.StreamReader | None = None
-        up_writer: asyncio.StreamWriter | None = None
-        tasks: list[asyncio.Task[None]] = []
-        if self.target is not None:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-            tasks.append(asyncio.ensure_future(self._read_upstream(up_reader, relayed)))
-        tasks.append(asyncio.ensure_future(self._write_answers(writer, answers)))
+        upstream = await Connection.open(self.target) if self.target is not None else None
+        tasks = [asyncio.ensure_future(self._write_answers(writer, answers))]
         try:
             while True:
                 payload = await _read_frame(reader)
@@ -130,15 +126,14 @@ class FaultUpstream:
                 api_key, version, correlation_id = frames.peek_header(payload)
                 self.requests[api_key] += 1
                 own = self._own_answer(payload, api_key, version, correlation_id)
-                fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
                 if own is not None:
+                    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
                     fut.set_result(own)
-                elif up_writer is not None:
+                elif upstream is not None:
+                    relayed = upstream.send(frames.frame(payload))
+                    assert relayed is not None
                     rewrite = self._rewriter(payload, api_key, version)
-                    relayed.append(fut)
-                    up_writer.write(frames.frame(payload))
-                    if rewrite is not None:
-                        fut = _then(fut, rewrite)
+                    fut = relayed if rewrite is None else _then(relayed, rewrite)
                 else:
                     log.error("fake upstream has no answer for api %d v%d", api_key, version)
                     break
@@ -151,19 +146,9 @@ class FaultUpstream:
                 await asyncio.wait_for(tasks[-1], 5)  # the answers already owed go out
             for task in tasks:
                 task.cancel()
-            if up_writer is not None:
-                up_writer.close()
+            if upstream is not None:
+                upstream.close()
             writer.close()
-
-    async def _read_upstream(self, reader: asyncio.StreamReader, relayed: list[asyncio.Future[bytes]]) -> None:
-        while True:
-            payload = await _read_frame(reader)
-            if payload is None:
-                for fut in relayed:
-                    if not fut.done():
-                        fut.set_exception(ConnectionError("target closed"))
-                return
-            relayed.pop(0).set_result(payload)
 
     @staticmethod
     async def _write_answers(
