@@ -15,6 +15,7 @@ as it came. Without the C decoder the response is decoded whole instead: slower,
 from __future__ import annotations
 
 from . import messages as m
+from .frames import skip_tagged_fields
 from .messages import RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint
 
@@ -29,16 +30,7 @@ def body_start(frame: bytes, flexible: bool) -> int:
     and, for a flexible response header, its tagged fields."""
     if len(frame) < 4:
         raise CodecError("response shorter than its header")
-    if not flexible:
-        return 4
-    count, pos = decode_uvarint(frame, 4)
-    for _ in range(count):
-        _, pos = decode_uvarint(frame, pos)
-        size, pos = decode_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise CodecError("response header tagged fields past end of frame")
-    return pos
+    return skip_tagged_fields(frame, 4) if flexible else 4
 
 
 def carries_node_endpoints(api_key: int, version: int, frame: bytes) -> bool:

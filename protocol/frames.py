@@ -92,7 +92,7 @@ def peek_header(frame_bytes: bytes) -> tuple[int, int, int]:
     return _HEADER_FIXED.unpack_from(frame_bytes, 0)
 
 
-def _skip_tagged_fields(frame_bytes: bytes, pos: int) -> int:
+def skip_tagged_fields(frame_bytes: bytes, pos: int) -> int:
     """Skip a header's tagged-field section at ``pos``; returns where the body starts."""
     end = len(frame_bytes)
     if pos < end and frame_bytes[pos] == 0:
@@ -124,7 +124,7 @@ def _client_id_and_body_start(frame_bytes: bytes, flexible: bool) -> tuple[str |
         except UnicodeDecodeError as exc:
             raise CodecError(f"client id is not utf-8: {exc}") from exc
     if flexible:
-        pos = _skip_tagged_fields(frame_bytes, pos)
+        pos = skip_tagged_fields(frame_bytes, pos)
     return client_id, pos
 
 
@@ -203,7 +203,7 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     (correlation_id,) = _SIZE.unpack_from(frame_bytes, 0)
     pos = 4
     if response_header_flexible(api_key, api_version):
-        pos = _skip_tagged_fields(frame_bytes, pos)
+        pos = skip_tagged_fields(frame_bytes, pos)
     cls = RESPONSES[api_key]
     body, end = cls.decode_from(frame_bytes, pos, api_version)
     if end != len(frame_bytes):

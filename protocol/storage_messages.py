@@ -20,7 +20,8 @@ from typing import TypeVar
 
 from . import messages
 from .codegen import Message, build_message_class
-from .primitives import CodecError, decode_uvarint
+from .frames import skip_tagged_fields
+from .primitives import CodecError
 from .schema import load_schema
 
 _M = TypeVar("_M", bound=Message)
@@ -88,14 +89,7 @@ def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tup
     pos = 4
     schema = response_cls.SCHEMA
     if version in schema.flexible and schema.api_key != _API_VERSIONS_KEY:
-        if len(payload) > 4 and payload[4] == 0:
-            pos = 5  # no header tags: nearly always
-        else:
-            count, pos = decode_uvarint(payload, pos)
-            for _ in range(count):
-                _tag, pos = decode_uvarint(payload, pos)
-                size, pos = decode_uvarint(payload, pos)
-                pos += size
+        pos = skip_tagged_fields(payload, pos)
     body, end = response_cls.decode_from(payload, pos, version)
     if end != len(payload):
         raise CodecError(f"{response_cls.__name__} v{version}: {len(payload) - end} trailing bytes")
