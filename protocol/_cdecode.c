@@ -875,11 +875,28 @@ static PyTypeObject ProgramType = {
     .tp_dealloc = (destructor)Program_dealloc,
 };
 
+/* Set up a reader over buf[pos:blen] of an exact bytes object: blen is lowered to the buffer's
+ * size (never read past it, whatever the caller says the frame's end is) and pos must lie inside. */
+static int reader_init(Reader *r, PyObject *buf, Py_ssize_t pos, Py_ssize_t blen)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(buf);
+    if (blen > size)
+        blen = size;
+    if (pos < 0 || pos > blen) {
+        PyErr_Format(CodecError, "start offset %zd outside the frame (0..%zd)", pos, blen);
+        return -1;
+    }
+    r->b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    r->pos = pos;
+    r->end = blen;
+    return 0;
+}
+
 static PyObject *program_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Program *prog = (Program *)self;
     PyObject *buf, *obj, *result, *newpos;
-    Py_ssize_t pos, blen, size;
+    Py_ssize_t pos, blen;
     Reader r;
 
     if (nargs != 3) {
@@ -904,16 +921,8 @@ static PyObject *program_decode(PyObject *self, PyObject *const *args, Py_ssize_
     blen = PyLong_AsSsize_t(args[2]);
     if (blen == -1 && PyErr_Occurred())
         return NULL;
-    size = PyBytes_GET_SIZE(buf);
-    if (blen > size)
-        blen = size; /* never read past the buffer, whatever the caller says its end is */
-    if (pos < 0 || pos > blen) {
-        PyErr_Format(CodecError, "start offset %zd outside the frame (0..%zd)", pos, blen);
+    if (reader_init(&r, buf, pos, blen) < 0)
         return NULL;
-    }
-    r.b = (const unsigned char *)PyBytes_AS_STRING(buf);
-    r.pos = pos;
-    r.end = blen;
     obj = decode_struct(&r, prog->root);
     if (obj == NULL)
         return NULL;
@@ -1008,15 +1017,8 @@ static PyObject *mod_tag_section(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "decoder was cleared");
         return NULL;
     }
-    if (blen > PyBytes_GET_SIZE(buf))
-        blen = PyBytes_GET_SIZE(buf);
-    if (pos < 0 || pos > blen) {
-        PyErr_Format(CodecError, "start offset %zd outside the frame (0..%zd)", pos, blen);
+    if (reader_init(&r, buf, pos, blen) < 0)
         return NULL;
-    }
-    r.b = (const unsigned char *)PyBytes_AS_STRING(buf);
-    r.pos = pos;
-    r.end = blen;
     if (skip_fields(&r, prog->root) < 0)
         return NULL;
     return PyLong_FromSsize_t(r.pos);

@@ -65,7 +65,7 @@ ADDRESS_FREE_VERSIONS: dict[int, tuple[int, int]] = {
 
 # Every API in Kafka's client-message specs whose response can carry a broker address, and how
 # kcoord keeps its clients from learning one (tests/unit/test_gateway_addresses.py checks this
-# table against ../shared/kafka-specs). Listed in README, "What kcoord relays".
+# table against ../shared/kafka-specs). Listed in README, "Broker addresses in relayed answers".
 ADDRESS_HANDLING: dict[int, str] = {
     ApiKey.METADATA: "rewritten: every broker is kcoord's host and that broker's kcoord port",
     ApiKey.DESCRIBE_CLUSTER: "rewritten like Metadata",
