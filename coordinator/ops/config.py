@@ -223,10 +223,20 @@ OPTIONS: tuple[Option, ...] = (
            "largest metadata string of a committed offset", "BYTES"),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-SECTIONS = (
-    ("server", OPTIONS[:11]),
-    ("observability", OPTIONS[11:14]),
-    ("group coordinator (Kafka's names and defaults)", OPTIONS[14:]),
+
+
+def _sections(*starts: tuple[str, str]) -> tuple[tuple[str, tuple[Option, ...]], ...]:
+    """``--help`` sections: each title with the options from its first option's name to the next
+    section's (named, not counted, so adding an option cannot shift another into a wrong section)."""
+    names = [o.name for o in OPTIONS]
+    bounds = [names.index(first) for _, first in starts] + [len(OPTIONS)]
+    return tuple((title, OPTIONS[bounds[i] : bounds[i + 1]]) for i, (title, _) in enumerate(starts))
+
+
+SECTIONS = _sections(
+    ("server", "listen"),
+    ("observability", "metrics"),
+    ("group coordinator (Kafka's names and defaults)", "group.min.session.timeout.ms"),
 )
 
 
