@@ -75,7 +75,10 @@ class _Observer:
     def append_done(self, shard: int, records: int, seconds: float) -> None:
         self.appends += 1
 
-    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int = 0) -> None:
+        pass
+
+    def shard_lost(self, shard: int, fenced: bool, reason: str) -> None:
         pass
 
 

@@ -8,7 +8,7 @@ tests, :mod:`kcoord.storage.kafka` for real use.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from kcoord.protocol.records import Record
@@ -22,7 +22,21 @@ class FencedError(StorageError):
     """Another kcoord process took over this shard; this one must stop writing it."""
 
 
+class LogLostError(StorageError):
+    """The log no longer holds what this shard loaded and wrote: the topic was deleted, re-created
+    or truncated upstream, or another owner wrote to it in between. The shard's state is not the
+    log's any more; it must stop serving and load again."""
+
+
+# What a log calls when it finds out on its own (not in an append or read) that the shard lost it.
+LostCallback = Callable[[StorageError], None]
+
+
 class ShardLog(Protocol):
+    # Set by the shard's runtime: called with a FencedError or LogLostError when the log finds out
+    # between appends that the shard may no longer serve from its state.
+    on_lost: LostCallback | None
+
     async def append(self, records: list[Record]) -> None:
         """Durably append ``records`` in order; returns once the cluster acknowledged all of them."""
         ...

@@ -63,10 +63,10 @@ from typing import Any
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import INT16, CodecError
-from kcoord.protocol.record_batch import CONTROL_COMMIT, decode_batches, encode_batch
+from kcoord.protocol.record_batch import CONTROL_COMMIT, RecordBatch, decode_batches, encode_batch
 from kcoord.protocol.records import Record, decode_record, encode_record
 
-from .base import FencedError, StorageError
+from .base import FencedError, LogLostError, LostCallback, StorageError
 from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster, request
 
 log = logging.getLogger("kcoord.storage")
@@ -76,6 +76,7 @@ FENCE_KEY = INT16.pack(FENCE_RECORD_TYPE) + b"kcoord-shard-owner"
 
 FENCING_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 RESOURCE_TOPIC = 2
+MISSING = object()  # the cluster says the internal topic does not exist
 
 
 def transactional_id(topic: str, shard: int) -> str:
@@ -94,7 +95,7 @@ class KafkaStorage:
         append_timeout: float = 30.0,
         max_batch_bytes: int = 900_000,
         fetch_max_bytes: int = 8 << 20,
-        refence_interval: float = 3600.0,
+        refence_interval: float | None = None,
     ) -> None:
         self.settings = settings
         self.topic: str = getattr(settings, "internal_topic", "__kcoord_offsets")
@@ -104,27 +105,39 @@ class KafkaStorage:
         self.append_timeout = append_timeout
         self.max_batch_bytes = max_batch_bytes
         self.fetch_max_bytes = fetch_max_bytes
-        self.refence_interval = refence_interval
+        self.refence_interval = (
+            getattr(settings, "ownership_refresh_interval_ms", 3_600_000) / 1000 if refence_interval is None else refence_interval
+        )
+        self.check_interval: float = getattr(settings, "ownership_check_interval_ms", 1000) / 1000
         self.logs: dict[int, KafkaShardLog] = {}
         self.produce_combiner = ProduceCombiner(self.topic, append_timeout)
-        self._keepalive: asyncio.Task[None] | None = None
+        self.num_shards = 0
+        self.topic_id: Any = None  # the topic's id when kcoord opened or re-checked it (Metadata v10+)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._recheck = asyncio.Lock()
+        self._last_check_warning = 0.0
 
     # -- Storage ----------------------------------------------------------------------------------------
     async def open(self, num_shards: int) -> None:
+        self.num_shards = num_shards
         await self._ensure_topic(num_shards)
         self.logs = {i: KafkaShardLog(self, i) for i in range(num_shards)}
+        loop = asyncio.get_running_loop()
         if self.refence_interval > 0:
-            self._keepalive = asyncio.get_running_loop().create_task(self._refence_loop())
+            self._tasks.append(loop.create_task(self._refence_loop()))
+        if self.check_interval > 0:
+            self._tasks.append(loop.create_task(self._check_loop()))
 
     def shard_log(self, shard: int) -> KafkaShardLog:
         return self.logs[shard]
 
     async def close(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
-            self._keepalive = None
+                await task
         self.cluster.close()
 
     # -- the internal topic -----------------------------------------------------------------------------
@@ -137,6 +150,33 @@ class KafkaStorage:
         elif error != ErrorCode.NONE:
             raise StorageError(f"internal topic {self.topic!r}: metadata error {error}")
         await self._validate_topic(num_shards)
+        topic_id = await self._current_topic_id()
+        self.topic_id = None if topic_id is MISSING else topic_id
+
+    async def _current_topic_id(self) -> Any:
+        """The topic's id; None when the cluster does not say (Metadata < v10, a zero id) or gives
+        another error; :data:`MISSING` when the cluster says the topic does not exist."""
+        resp = await self.cluster.metadata(self.topic)
+        topic = next((t for t in resp.topics if t.name == self.topic), None)
+        if topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return MISSING
+        if topic.error_code != ErrorCode.NONE:
+            return None
+        topic_id = getattr(topic, "topic_id", None)
+        return None if topic_id is None or topic_id.int == 0 else topic_id
+
+    async def recheck_topic(self) -> None:
+        """After a shard found its log lost: make sure the topic exists again (re-created with the
+        same partition count and policy if it is missing) before the shard re-takes and reloads it.
+        Shards that lost their log together share one check."""
+        async with self._recheck:
+            current = await self._current_topic_id()
+            if current is not MISSING and current == self.topic_id:
+                await self.cluster.refresh(self.topic)
+                return
+            log.error("internal topic %s: re-checking it after its log was lost (topic id was %s, now %s)",
+                      self.topic, self.topic_id, "missing" if current is MISSING else current)
+            await self._ensure_topic(self.num_shards)
 
     async def _create_topic(self, num_shards: int, metadata: Any) -> None:
         rf = self.replication_factor or min(3, max(1, len(metadata.brokers)))
@@ -204,15 +244,46 @@ class KafkaStorage:
                 return entry.value
         return None
 
-    # -- ownership keepalive ----------------------------------------------------------------------------
+    # -- ownership keepalive and checks ----------------------------------------------------------------
     async def _refence_loop(self) -> None:
         while True:
             await asyncio.sleep(self.refence_interval)
             for shard_log in list(self.logs.values()):
                 try:
-                    await shard_log.refence_if_owner()
+                    await shard_log.refresh_ownership()
                 except StorageError as exc:  # the next append/read surfaces it; keep the others going
-                    log.warning("shard %d: periodic re-fence failed: %s", shard_log.partition, exc)
+                    log.warning("shard %d: periodic ownership refresh failed: %s", shard_log.partition, exc)
+
+    async def _check_loop(self) -> None:
+        """Every ``check_interval``: is the topic still the one kcoord loaded (Metadata: present,
+        same topic id), and does each owned partition's tail hold only this process's writes?"""
+        while True:
+            await asyncio.sleep(self.check_interval)
+            log.debug("internal topic %s: ownership check", self.topic)
+            try:
+                await self.check_once()
+            except StorageError as exc:  # the cluster is unreachable: nothing can be learned; say so now and then
+                now = time.monotonic()
+                if now - self._last_check_warning > 60:
+                    self._last_check_warning = now
+                    log.warning("internal topic %s: ownership check failed: %s", self.topic, exc)
+
+    async def check_once(self) -> None:
+        owned = [lg for lg in self.logs.values() if lg.serving]
+        if not owned:
+            return
+        current = await self._current_topic_id()
+        if current is MISSING:
+            why = "the topic no longer exists upstream"
+        elif current is not None and self.topic_id is not None and current != self.topic_id:
+            why = f"the topic was re-created upstream (topic id {self.topic_id} is now {current})"
+        else:
+            why = ""
+        if why:
+            for shard_log in owned:
+                shard_log.lose(why)
+            return
+        await asyncio.gather(*(shard_log.check_tail() for shard_log in owned), return_exceptions=True)
 
 
 class ProduceCombiner:
@@ -298,7 +369,24 @@ class KafkaShardLog:
         self.sequence = 0
         self.owned = False  # fence batch acknowledged at the current epoch
         self.fenced: FencedError | None = None
+        self.lost: LogLostError | None = None  # set until the shard re-checks the topic and reloads
+        self.on_lost: LostCallback | None = None
+        # (producer id, epoch) pairs this process wrote with: a batch with any other pair that is a
+        # fence, or that uses our producer id, is another owner's.
+        self._own_producers: set[tuple[int, int]] = set()
+        # Offsets below ``log_end`` hold what this process loaded or wrote; a write acknowledged
+        # below it went into a log that lost them (deleted, re-created or truncated topic).
+        self.log_end = -1
+        # Offsets below ``checked`` are known to be this process's own writes or ones it loaded.
+        self.checked = -1
+        self.log_start = -1  # the log start offset the last load read from
+        self.records_read = 0  # records the last load fetched (before client-side compaction)
         self._lock = asyncio.Lock()  # appends, fencing and ownership changes never interleave
+
+    @property
+    def serving(self) -> bool:
+        """Owned, loaded and not known to be lost: what the periodic checks watch."""
+        return self.owned and self.fenced is None and self.lost is None and self.checked >= 0
 
     # -- ownership ------------------------------------------------------------------------------------
     async def _take_ownership(self) -> None:
@@ -309,6 +397,7 @@ class KafkaShardLog:
             log.warning("shard %d: transactional id %s got a new producer id %d (was %d)",
                         self.partition, self.transactional_id, pid, self.producer_id)
         self.producer_id, self.producer_epoch, self.sequence = pid, epoch, 0
+        self._own_producers.add((pid, epoch))
         await self._produce([(FENCE_KEY, None)])
         self.owned = True
         log.info("shard %d: owner of %s[%d] (producer id %d, epoch %d)", self.partition, self.topic, self.partition, pid, epoch)
@@ -347,10 +436,93 @@ class KafkaShardLog:
         log.error("%s", self.fenced)
         return self.fenced
 
-    async def refence_if_owner(self) -> None:
+    def lose(self, why: str) -> LogLostError:
+        """The log no longer holds this shard's state: stop serving it until it is re-checked and reloaded."""
+        if self.lost is None:
+            self.owned = False
+            self.lost = LogLostError(f"shard {self.partition}: the log of {self.topic}[{self.partition}] was lost: {why}")
+            log.error("%s; the shard stops serving and reloads once the topic is back", self.lost)
+            self._notify(self.lost)
+        return self.lost
+
+    def _notify(self, exc: StorageError) -> None:
+        if self.on_lost is not None:
+            try:
+                self.on_lost(exc)
+            except Exception:  # the runtime's bookkeeping must not stop the checks of other shards
+                log.exception("shard %d: on_lost callback failed", self.partition)
+
+    async def refresh_ownership(self) -> None:
+        """Re-take ownership (epoch bump) of a shard this process still serves, so its transactional
+        id never expires. Never of a shard another kcoord fenced in the meantime: the tail is read
+        first, and a fence found there stops the shard instead. Another owner's fence found *after*
+        the bump (it took the shard in between) means our state misses its writes: the shard reloads.
+        """
         async with self._lock:
-            if self.owned and self.fenced is None:
-                await self._take_ownership()
+            if not self.serving:
+                return
+            await self.check_tail()
+            if not self.serving:
+                return
+            await self._take_ownership()
+            previous_epochs = self._own_producers - {(self.producer_id, self.producer_epoch)}
+            foreign = await self.check_tail(report=False)
+            if foreign is not None:
+                self.lose(f"another owner wrote to it while this process re-took it ({foreign}); "
+                          f"earlier epochs of ours: {sorted(previous_epochs)}")
+
+    async def check_tail(self, report: bool = True) -> str | None:
+        """Read the partition past ``checked`` and classify what another process wrote there.
+
+        Returns a description of another owner's write found, or None. With ``report``, such a
+        write fences this shard when it is newer than our epoch (or from another producer id), and
+        loses it otherwise (we bumped past it but our state misses its writes). A log that went
+        backwards (high watermark below what we loaded) or whose start moved past what we loaded
+        is lost. Transient errors return None: the next check tries again.
+        """
+        start = self.checked
+        if start < 0:
+            return None
+        try:
+            records, high_watermark, log_start = await self._fetch_once(start)
+        except StorageError as exc:
+            log.debug("shard %d: tail check at %d failed: %s", self.partition, start, exc)
+            return None
+        if self.checked != start or self.fenced is not None or self.lost is not None:
+            return None  # the state moved while we waited (an append, a reload): check again next time
+        if records is None or (0 <= high_watermark < start):
+            if report:
+                self.lose(f"its high watermark is {high_watermark} but this process loaded and wrote up to {start} "
+                          "(the topic was deleted, re-created or truncated)")
+            return "log truncated"
+        if self.log_start >= 0 and log_start > self.log_start:
+            if report:
+                self.lose(f"its log start moved from {self.log_start} to {log_start}, past records this process loaded")
+            return "log start moved"
+        for batch in decode_batches(records):
+            if batch.next_offset <= self.checked:
+                continue
+            foreign = self._foreign_owner(batch)
+            if foreign is not None:
+                if report:
+                    newer = batch.producer_id != self.producer_id or batch.producer_epoch > self.producer_epoch
+                    if newer:
+                        self._notify(self._fence(foreign))
+                    else:
+                        self.lose(foreign)
+                return foreign
+            self.checked = batch.next_offset
+        return None
+
+    def _foreign_owner(self, batch: RecordBatch) -> str | None:
+        """Whether ``batch`` was written by another owner of this shard: a fence or a write with our
+        transactional id's producer id, at a (producer id, epoch) this process never used."""
+        pair = (batch.producer_id, batch.producer_epoch)
+        if pair in self._own_producers or batch.is_control:
+            return None
+        if batch.producer_id == self.producer_id or any(r[2] == FENCE_KEY for r in batch.records):
+            return f"a write by producer id {pair[0]} epoch {pair[1]} at offset {batch.base_offset}"
+        return None
 
     # -- append ---------------------------------------------------------------------------------------
     async def append(self, records: list[Record]) -> None:
@@ -361,6 +533,8 @@ class KafkaShardLog:
         async with self._lock:
             if self.fenced is not None:
                 raise self.fenced
+            if self.lost is not None:
+                raise self.lost
             if not self.owned:
                 await self._take_ownership()
             for chunk in self._chunks(pairs):
@@ -413,6 +587,7 @@ class KafkaShardLog:
             err = part.error_code
             if err == ErrorCode.NONE or (err == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and attempt > 0):
                 self.sequence = (self.sequence + len(pairs)) & 0x7FFFFFFF
+                self._written(part.base_offset, len(pairs))
                 return part.base_offset
             if err in FENCING_ERRORS:
                 raise self._fence(f"Produce error {err}")
@@ -427,6 +602,20 @@ class KafkaShardLog:
                 raise StorageError(f"append to {self.topic}[{self.partition}] rejected: {last}")
             backoff = min(backoff * 2, 1.0)
 
+    def _written(self, base_offset: int, count: int) -> None:
+        """Account for an acknowledged batch; one that landed below what this process already
+        loaded and wrote went into a log that lost them, so it is not acknowledged to anyone."""
+        if base_offset < 0:
+            return  # a retry the broker deduplicated without saying where: the tail check sees it
+        if base_offset < self.log_end:
+            raise self.lose(
+                f"a write was acknowledged at offset {base_offset}, below the {self.log_end} this process loaded "
+                "and wrote (the topic was deleted, re-created or truncated upstream)"
+            )
+        if self.checked == base_offset:
+            self.checked = base_offset + count  # our own batch right after what was checked: nothing to read
+        self.log_end = base_offset + count
+
     async def _after_leadership_error(self, backoff: float) -> None:
         await asyncio.sleep(backoff)
         with contextlib.suppress(StorageError):
@@ -438,7 +627,13 @@ class KafkaShardLog:
         async with self._lock:
             if self.fenced is not None:
                 raise self.fenced
+            if self.lost is not None:
+                await self.storage.recheck_topic()
+                # What was loaded and written is gone upstream: start over on what the topic holds now.
+                self.lost = None
+                self.log_end = self.checked = self.log_start = -1
             if not self.owned:
+                self.checked = -1  # no checks until the load below says where the log ends
                 await self._take_ownership()
         latest = await self.read_latest()
         batch: list[Record] = []
@@ -462,6 +657,7 @@ class KafkaShardLog:
         compaction leaves); keys whose latest write is a tombstone are absent.
         """
         start, end = await self._bounds()
+        records_read = 0
         latest: dict[bytes, bytes | None] = {}
         pending: dict[int, list[tuple[bytes, bytes | None]]] = {}  # open transactions by producer id
         offset = start
@@ -500,6 +696,7 @@ class KafkaShardLog:
                         if k is not None and offset <= off < end:
                             pop(k, None)
                             latest[k] = v
+                records_read += len(batch.records)
                 offset = batch.next_offset
             if not progressed:
                 empty_fetches += 1
@@ -507,6 +704,10 @@ class KafkaShardLog:
                     raise StorageError(f"{self.topic}[{self.partition}]: fetch at {offset} made no progress towards {end}")
             else:
                 empty_fetches = 0
+        # What this process loaded ends at ``end``: later writes are its own or another owner's,
+        # which the tail check reads from here.
+        self.log_start, self.records_read = start, records_read
+        self.log_end = self.checked = max(end, offset)
         return {k: v for k, v in latest.items() if v is not None}
 
     async def _bounds(self) -> tuple[int, int]:
@@ -552,6 +753,34 @@ class KafkaShardLog:
                         return None, p.high_watermark
                     return p.records or b"", p.high_watermark
         return b"", -1  # some brokers (tansu) answer an idle fetch with no partitions at all
+
+    async def _fetch_once(self, offset: int) -> tuple[bytes | None, int, int]:
+        """One Fetch from ``offset`` that hardly waits for data: ``(records, high watermark, log
+        start)``, records None when ``offset`` is out of range. Errors raise StorageError (no retry).
+        (``max_wait_ms=1``, not 0: tansu answers a zero-wait Fetch with no partitions at all.)"""
+        max_bytes = 1 << 20
+        req = sm.FetchRequest(
+            replica_id=-1, max_wait_ms=1, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            topics=[sm.FetchRequest.FetchTopic(
+                topic=self.topic,
+                partitions=[sm.FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
+            )],
+        )
+        conn = await self.cluster.leader(self.partition)
+        resp = await request(conn, req, self.storage.request_timeout)
+        if resp.error_code:
+            raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {resp.error_code}")
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index != self.partition:
+                    continue
+                log_start = getattr(p, "log_start_offset", -1)
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    return None, p.high_watermark, log_start
+                if p.error_code != ErrorCode.NONE:
+                    raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {p.error_code}")
+                return p.records or b"", p.high_watermark, log_start
+        return b"", -1, -1  # tansu answers an idle fetch with no partitions at all
 
     async def _leader_request(self, req: Any, error_of: Any) -> Any:
         """A request to the partition leader, retried on leadership and transient errors."""

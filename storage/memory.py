@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 from kcoord.protocol.records import Record, decode_record, encode_record
 
-from .base import StorageError
+from .base import LostCallback, StorageError
 
 
 class MemoryShardLog:
@@ -20,6 +20,7 @@ class MemoryShardLog:
         self.fail_next_appends = 0
         self.compacted_reads = compacted_reads
         self.append_calls = 0
+        self.on_lost: LostCallback | None = None
 
     async def append(self, records: list[Record]) -> None:
         self.append_calls += 1

@@ -191,6 +191,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("replication.factor", "settings.replication_factor", _optional_integer(1, 32767),
            "replication factor when kcoord creates the internal topic (auto: min(3, brokers))", "N",
            unset="auto"),
+    Option("ownership.check.interval.ms", "settings.ownership_check_interval_ms", _integer(10),
+           "how often each shard checks that it still owns its partition and that the topic still holds "
+           "what it loaded; a shard that lost either stops serving within about this time", _MS),
+    Option("ownership.refresh.interval.ms", "settings.ownership_refresh_interval_ms", _integer(1000),
+           "how often each shard re-takes ownership of its partition (keeps its transactional id from "
+           "expiring; must stay well below the cluster's transactional.id.expiration.ms)", _MS),
     Option("max.frame.size", "settings.max_frame_size", _integer(1024),
            "largest request accepted, bytes; larger ones close the connection", "BYTES"),
     Option("max.inflight", "settings.max_inflight", _integer(1),

@@ -85,6 +85,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.log_lost_total = 0  # shards that lost their log since start (also a labelled counter below)
         # The per-request series (requests, responses, request latency, committed partitions) are
         # plain tallies exported by RequestTallyCollector at scrape time: prometheus_client's
         # labelled children take a lock and several calls per increment, which was a tenth of a
@@ -115,7 +116,17 @@ class Metrics:
             "kcoord_shard_load_seconds", "Time to load a shard from its log", registry=r,
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
         )
-        self.shard_load_records = Counter("kcoord_shard_loaded_records", "Records replayed while loading", registry=r)
+        self.shard_load_records = Counter(
+            "kcoord_shard_loaded_records", "Live records replayed while loading (after compaction)", registry=r
+        )
+        self.shard_load_records_read = Counter(
+            "kcoord_shard_load_read_records", "Records fetched from the log while loading (before compaction)", registry=r
+        )
+        self.shard_log_lost = Counter(
+            "kcoord_shard_log_lost",
+            "Shards that stopped serving because their log was lost: fenced by another kcoord, or the topic "
+            "deleted, re-created or truncated upstream", ["reason"], registry=r,
+        )
         # group lifecycle (from kcoord.coordinator.core.events)
         self.rebalances = Counter(
             "kcoord_rebalances", "Rebalances started, by reason", ["reason"], registry=r
@@ -176,9 +187,14 @@ class Metrics:
         self.append_latency.observe(seconds)
         self.append_batch.observe(records)
 
-    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None:
         self.shard_load_seconds.observe(seconds)
         self.shard_load_records.inc(records)
+        self.shard_load_records_read.inc(records_read)
+
+    def shard_lost(self, shard: int, fenced: bool, reason: str) -> None:
+        self.shard_log_lost.labels("fenced" if fenced else "log_lost").inc()
+        self.log_lost_total += 1
 
     # -- group lifecycle ------------------------------------------------------------------------------
     def rebalance_started(self, reason: str) -> None:
@@ -281,11 +297,14 @@ class GroupStateCollector(Collector):
         shards = GaugeMetricFamily("kcoord_shards", "Coordinator shards by status", labels=["status"])
         by_group: dict[tuple[str, str], int] = {}
         static = dynamic = 0
-        status = {"loaded": 0, "loading": 0, "fenced": 0}
+        status = {"loaded": 0, "loading": 0, "fenced": 0, "log_lost": 0}
         runtimes = self._shards()
         for runtime in runtimes:
             if getattr(runtime, "fenced", False):
                 status["fenced"] += 1
+                continue
+            if getattr(runtime, "lost", None) is not None:
+                status["log_lost"] += 1
                 continue
             if not getattr(runtime, "loaded", False):
                 status["loading"] += 1

@@ -43,9 +43,15 @@ class ShardEventObserver:
     def append_done(self, shard: int, records: int, seconds: float) -> None:
         self.metrics.append_done(shard, records, seconds)
 
-    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
-        self.metrics.shard_loaded(shard, records, seconds)
-        log_event(self.log, "shard.loaded", shard=shard, records=records, seconds=round(seconds, 3))
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None:
+        self.metrics.shard_loaded(shard, records, seconds, records_read)
+        log_event(self.log, "shard.loaded", shard=shard, records_read=records_read, live_records=records,
+                  seconds=round(seconds, 3))
+
+    def shard_lost(self, shard: int, fenced: bool, reason: str) -> None:
+        self.metrics.shard_lost(shard, fenced, reason)
+        log_event(self.log, "shard.lost", level=logging.ERROR, shard=shard,
+                  reason="fenced" if fenced else "log_lost", detail=reason)
 
     def group_events(self, shard: int, events: list[Any]) -> None:
         for event in events:
@@ -127,6 +133,7 @@ def health(app: Observed) -> tuple[bool, dict[str, Any]]:
     expected = app.settings.shards
     loaded = {s.index for s in app.shards if s.loaded}
     fenced = sorted(s.index for s in app.shards if s.fenced)
+    lost = {str(s.index): s.lost for s in app.shards if s.lost is not None and not s.fenced}
     not_loaded = [i for i in range(expected) if i not in loaded]
     ok = not not_loaded
     body: dict[str, Any] = {
@@ -135,6 +142,8 @@ def health(app: Observed) -> tuple[bool, dict[str, Any]]:
         "loaded": len(loaded),
         "not_loaded": not_loaded,
         "fenced": fenced,
+        "log_lost": lost,  # shard → why, until it is loaded again
+        "log_lost_total": app.metrics.log_lost_total,  # shards that lost their log since start
     }
     return ok, body
 

@@ -30,6 +30,12 @@ class Settings:
     storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)
     internal_topic: str = "__kcoord_offsets"  # the compacted topic holding group state (--storage kafka)
     replication_factor: int | None = None  # of the internal topic when kcoord creates it; None: min(3, brokers)
+    # How often each owned shard reads its partition's tail for another owner's writes and checks
+    # that the topic still holds what it loaded (the bound on serving after losing ownership).
+    ownership_check_interval_ms: int = 1000
+    # How often each shard re-takes ownership (epoch bump) so its transactional id never expires
+    # (Kafka's transactional.id.expiration.ms is 7 days).
+    ownership_refresh_interval_ms: int = 3_600_000
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint

@@ -12,6 +12,10 @@ Invariants:
 - A failed append fails every request waiting on the shard with NOT_COORDINATOR (clients
   rediscover and retry) and reloads the shard from its log, so it never serves state the log
   does not hold. While a shard loads, its requests get COORDINATOR_LOAD_IN_PROGRESS.
+- The log may also find out between appends that the shard lost it (``ShardLog.on_lost``):
+  fenced by another kcoord — every request gets NOT_COORDINATOR from then on, for good — or the
+  log no longer holds what the shard loaded (topic deleted, re-created, truncated) — the shard
+  stops serving and reloads once the log is back.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from kcoord.coordinator.core.result import RequestContext, Result
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import Record
-from kcoord.storage.base import FencedError, ShardLog
+from kcoord.storage.base import FencedError, ShardLog, StorageError
 
 log = logging.getLogger("kcoord.shard")
 
@@ -59,14 +63,18 @@ class ShardObserver(Protocol):
     """
 
     def append_done(self, shard: int, records: int, seconds: float) -> None: ...
-    def shard_loaded(self, shard: int, records: int, seconds: float) -> None: ...
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None: ...
+    def shard_lost(self, shard: int, fenced: bool, reason: str) -> None: ...
 
 
 class _NoObserver:
     def append_done(self, shard: int, records: int, seconds: float) -> None:
         pass
 
-    def shard_loaded(self, shard: int, records: int, seconds: float) -> None:
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None:
+        pass
+
+    def shard_lost(self, shard: int, fenced: bool, reason: str) -> None:
         pass
 
 
@@ -88,7 +96,10 @@ class ShardRuntime:
         self._report_events: Callable[[int, list[GroupEvent]], None] | None = getattr(self.observer, "group_events", None)
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
+        self.lost: str | None = None  # why the shard's log was lost, until it is loaded again
+        self._reloading = False
         self._closing = False
+        shard_log.on_lost = self._log_lost
         self._waiting: dict[RequestContext, tuple[Reply, int, Message]] = {}
         self._pending_records: list[Record] = []
         self._written_seq = 0  # records handed to the log so far (replayed into the state)
@@ -114,7 +125,9 @@ class ShardRuntime:
         self._pending_records = []
         self._written_seq = self._acked_seq = 0
         self.loaded = True
-        self.observer.shard_loaded(self.index, count, time.perf_counter() - started)
+        self.lost = None
+        records_read = getattr(self.log, "records_read", count)
+        self.observer.shard_loaded(self.index, count, time.perf_counter() - started, records_read)
         self._apply(state.on_loaded())
 
     # -- requests -----------------------------------------------------------------------------------
@@ -180,9 +193,8 @@ class ShardRuntime:
                 try:
                     await self.log.append(batch)
                 except FencedError as exc:
-                    log.error("shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc)
                     if generation == self._generation:
-                        self._fail_waiting(fenced=True)
+                        self._log_lost(exc)
                     return
                 except Exception as exc:
                     log.error("shard %d: append of %d records failed: %s; reloading", self.index, len(batch), exc)
@@ -213,19 +225,41 @@ class ShardRuntime:
         for ctx, (reply, api_key, request) in waiting.items():
             reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
 
+    def _log_lost(self, exc: StorageError) -> None:
+        """The log says this shard may no longer serve from its state (see the module docstring)."""
+        fenced = isinstance(exc, FencedError)
+        if fenced and self.fenced:
+            return
+        self.observer.shard_lost(self.index, fenced, str(exc))
+        if fenced:
+            log.error("shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc)
+            self._fail_waiting(fenced=True)
+            return
+        self.lost = str(exc)
+        if not self._reloading:
+            asyncio.get_running_loop().create_task(self._fail_and_reload())
+
     async def _fail_and_reload(self) -> None:
-        self._fail_waiting()
-        while not self._closing:
-            try:
-                await self.load()
-                return
-            except FencedError as exc:
-                log.error("shard %d: fenced while reloading (%s); this process stops serving it", self.index, exc)
-                self.fenced = True
-                return
-            except Exception as exc:
-                log.error("shard %d: reload failed: %s; retrying in 1 s", self.index, exc)
-                await asyncio.sleep(1.0)
+        if self._reloading:
+            return
+        self._reloading = True
+        try:
+            self._fail_waiting()
+            delay = 0.5
+            while not self._closing and not self.fenced:
+                try:
+                    await self.load()
+                    return
+                except FencedError as exc:
+                    log.error("shard %d: fenced while reloading (%s); this process stops serving it", self.index, exc)
+                    self.fenced = True
+                    return
+                except Exception as exc:
+                    log.error("shard %d: reload failed: %s; retrying in %.1f s", self.index, exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+        finally:
+            self._reloading = False
 
     # -- timers -------------------------------------------------------------------------------------
     def _reschedule_timer(self) -> None:

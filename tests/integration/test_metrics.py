@@ -73,7 +73,10 @@ def label_values(samples: Samples, name: str, label: str) -> set[str]:
 def test_healthz_reports_every_shard_loaded(kcoord: KcoordProcess) -> None:
     status, ctype, body = get(kcoord.metrics_url + "/healthz")  # type: ignore[attr-defined]
     assert (status, ctype) == (200, "application/json")
-    assert json.loads(body) == {"status": "ok", "shards": SHARDS, "loaded": SHARDS, "not_loaded": [], "fenced": []}
+    assert json.loads(body) == {
+        "status": "ok", "shards": SHARDS, "loaded": SHARDS, "not_loaded": [], "fenced": [], "log_lost": {},
+        "log_lost_total": 0,
+    }  # fmt: skip
     assert get(kcoord.metrics_url + "/nope")[0] == 404  # type: ignore[attr-defined]
 
 

@@ -162,7 +162,7 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
             MemberLeft("g", "m-1", "i-1", "leave_group", "bye"),
             MemberExpired("g", "m-2", None, 45_000),
         ])
-        observer.shard_loaded(3, 120, 0.25)
+        observer.shard_loaded(3, 120, 0.25, 400)
     got = samples(metrics)
     assert got[("kcoord_member_joins_total", (("kind", "static"),))] == 1
     assert got[("kcoord_member_joins_total", (("kind", "dynamic"),))] == 1
@@ -173,6 +173,8 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
     assert got[("kcoord_member_removals_total", (("reason", "leave_group"),))] == 1
     assert got[("kcoord_member_removals_total", (("reason", "expired"),))] == 1
     assert got[("kcoord_shard_load_seconds_count", ())] == 1
+    assert got[("kcoord_shard_loaded_records_total", ())] == 120  # live records replayed
+    assert got[("kcoord_shard_load_read_records_total", ())] == 400  # records fetched before compaction
     events = [r.kcoord_event for r in caplog.records]  # type: ignore[attr-defined]
     assert events == ["member.joined", "member.joined", "rebalance.started", "rebalance.started",
                       "rebalance.completed", "member.left", "member.expired", "shard.loaded"]  # fmt: skip
@@ -273,14 +275,24 @@ def test_healthz_is_503_until_every_shard_is_loaded_and_names_the_missing_ones()
 
     from kcoord.coordinator.ops.observability import MetricsServer
 
-    shards = [SimpleNamespace(index=0, loaded=True, fenced=False), SimpleNamespace(index=1, loaded=False, fenced=True)]
-    app = SimpleNamespace(settings=SimpleNamespace(shards=3), shards=shards, metrics=Metrics())
+    shards = [
+        SimpleNamespace(index=0, loaded=True, fenced=False, lost=None),
+        SimpleNamespace(index=1, loaded=False, fenced=True, lost=None),
+        SimpleNamespace(index=2, loaded=False, fenced=False, lost="topic deleted"),
+    ]
+    metrics = Metrics()
+    metrics.shard_lost(2, False, "topic deleted")
+    app = SimpleNamespace(settings=SimpleNamespace(shards=4), shards=shards, metrics=metrics)
     server = MetricsServer(app)  # type: ignore[arg-type]
     status, ctype, body = server.respond("GET", "/healthz")
     assert (status, ctype) == (503, "application/json")
-    assert json.loads(body) == {"status": "unavailable", "shards": 3, "loaded": 1, "not_loaded": [1, 2], "fenced": [1]}
+    assert json.loads(body) == {
+        "status": "unavailable", "shards": 4, "loaded": 1, "not_loaded": [1, 2, 3], "fenced": [1],
+        "log_lost": {"2": "topic deleted"}, "log_lost_total": 1,
+    }  # fmt: skip
     shards[1].loaded, shards[1].fenced = True, False
-    shards.append(SimpleNamespace(index=2, loaded=True, fenced=False))
+    shards[2].loaded, shards[2].lost = True, None
+    shards.append(SimpleNamespace(index=3, loaded=True, fenced=False, lost=None))
     status, _, body = server.respond("GET", "/healthz?verbose=1")
     assert status == 200 and json.loads(body)["status"] == "ok"
     status, ctype, body = server.respond("GET", "/metrics")

@@ -1,0 +1,198 @@
+"""A kcoord that lost its shards stops serving them: fenced by another kcoord, or the topic gone.
+
+Real processes: two kcoord processes on one tansu broker and one internal topic, or one kcoord
+whose internal topic is deleted under it. Requests are exact wire requests (tests/support/wire.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from tests.support.broker import TansuBroker
+from tests.support.kcoord_process import KcoordProcess, free_port_block
+from tests.support.wire import WireClient
+from tests.support.workload import create_topic, unique
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "ownership-data"  # committed offsets name a topic that exists upstream
+
+
+@pytest.fixture(scope="module")
+def data_topic(tansu: TansuBroker) -> str:
+    create_topic(tansu.bootstrap, TOPIC, 1)
+    return TOPIC
+
+
+def start_kcoord(tansu: TansuBroker, offsets_topic: str, *extra: str) -> KcoordProcess:
+    return KcoordProcess(
+        "--shards", "2", "--storage", "kafka", "--internal-topic", offsets_topic, *extra, bootstrap=tansu.bootstrap
+    ).start()
+
+
+def commit(address: str, group: str, offset: int) -> int:
+    """A generation -1 OffsetCommit v8 of partition 0; the partition's error code (or the top-level one)."""
+    R = m.OffsetCommitRequest
+    request = R(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        topics=[R.OffsetCommitRequestTopic(
+            name=TOPIC, partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
+        )],
+    )  # fmt: skip
+    with WireClient(address) as client:
+        response = client.request(8, 8, request)
+    return response.topics[0].partitions[0].error_code
+
+
+def fetch(address: str, group: str) -> tuple[int, int]:
+    """OffsetFetch v6 of partition 0: (error code, committed offset)."""
+    R = m.OffsetFetchRequest
+    with WireClient(address) as client:
+        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
+    if response.error_code:
+        return response.error_code, -1
+    part = response.topics[0].partitions[0]
+    return part.error_code, part.committed_offset
+
+
+def describe(address: str, group: str) -> int:
+    with WireClient(address) as client:
+        response = client.request(15, 5, m.DescribeGroupsRequest(groups=[group]))
+    return response.groups[0].error_code
+
+
+def heartbeat(address: str, group: str) -> int:
+    with WireClient(address) as client:
+        response = client.request(12, 4, m.HeartbeatRequest(group_id=group, generation_id=1, member_id="m-1"))
+    return response.error_code
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Seconds until ``condition()`` held; fails the test after ``timeout``."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(tansu: TansuBroker, data_topic: str) -> None:
+    """Issue #11 item 1: the periodic ownership refresh of a fenced kcoord must not fence the new
+    owner and then serve its own stale state. Only the refresh acts here: the tail check is off."""
+    offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("split-brain")
+    first = start_kcoord(tansu, offsets_topic, "--ownership-refresh-interval-ms", "1500",
+                         "--ownership-check-interval-ms", "3600000")
+    second: KcoordProcess | None = None
+    try:
+        assert commit(first.bootstrap, group, 10) == ErrorCode.NONE
+        second = start_kcoord(tansu, offsets_topic, "--ownership-refresh-interval-ms", "3600000")
+        assert commit(second.bootstrap, group, 30) == ErrorCode.NONE
+        time.sleep(4.0)  # two refreshes of the first kcoord
+        # The first must not answer from its old state (10 where 30 was acknowledged), nor accept commits.
+        assert fetch(first.bootstrap, group) == (ErrorCode.NOT_COORDINATOR, -1)
+        assert commit(first.bootstrap, group, 11) == ErrorCode.NOT_COORDINATOR
+        # The second still owns the shard.
+        assert commit(second.bootstrap, group, 31) == ErrorCode.NONE
+        assert fetch(second.bootstrap, group) == (ErrorCode.NONE, 31)
+        assert "owner of" in second.log_tail(400)
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
+def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(tansu: TansuBroker, data_topic: str) -> None:
+    """Issue #11 item 2: no stale OffsetFetch/DescribeGroups/Heartbeat answers with error NONE
+    once another kcoord took the shard, although the fenced one never writes again."""
+    offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("stale-read")
+    first = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "300")
+    second: KcoordProcess | None = None
+    try:
+        assert commit(first.bootstrap, group, 10) == ErrorCode.NONE
+        assert fetch(first.bootstrap, group) == (ErrorCode.NONE, 10)
+        second = start_kcoord(tansu, offsets_topic)
+        assert commit(second.bootstrap, group, 30) == ErrorCode.NONE
+        took = wait_for(lambda: fetch(first.bootstrap, group)[0] == ErrorCode.NOT_COORDINATOR, 5.0,
+                        "the fenced kcoord answers OffsetFetch with NOT_COORDINATOR")
+        assert took < 5.0
+        assert describe(first.bootstrap, group) == ErrorCode.NOT_COORDINATOR
+        assert heartbeat(first.bootstrap, group) == ErrorCode.NOT_COORDINATOR
+        assert fetch(second.bootstrap, group) == (ErrorCode.NONE, 30)
+        assert "fenced" in first.log_tail(200)
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
+def _health(port: int) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _delete_topic(tansu: TansuBroker, topic: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+
+
+def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(tansu: TansuBroker, data_topic: str) -> None:
+    """Issue #11 item 5: tansu acknowledges a Produce to a deleted topic (the data goes nowhere).
+    kcoord sees that the write landed below the end of the log it loaded and must not acknowledge
+    it. The periodic check is off, so only the write path can notice."""
+    offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("void-write")
+    kcoord = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "3600000")
+    try:
+        for offset in range(1, 6):
+            assert commit(kcoord.bootstrap, group, offset) == ErrorCode.NONE
+        _delete_topic(tansu, offsets_topic)
+        time.sleep(0.5)
+        assert commit(kcoord.bootstrap, group, 6) != ErrorCode.NONE
+        assert fetch(kcoord.bootstrap, group)[0] != ErrorCode.NONE  # it does not answer from lost state either
+        assert "lost" in kcoord.log_tail(200)
+    finally:
+        kcoord.kill()
+
+
+def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(tansu: TansuBroker, data_topic: str) -> None:
+    """Issue #11 item 5: the topic disappears while kcoord is idle. Within the check interval the
+    shards stop serving and /healthz and the log say why; kcoord re-creates the topic, serves again,
+    and what it acknowledges then survives a kill -9."""
+    offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("lost-topic")
+    metrics_port = free_port_block(1)
+    kcoord = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "300",
+                          "--metrics", f"127.0.0.1:{metrics_port}")
+    restarted: KcoordProcess | None = None
+    try:
+        assert commit(kcoord.bootstrap, group, 7) == ErrorCode.NONE
+        assert _health(metrics_port)[0] == 200
+        _delete_topic(tansu, offsets_topic)
+        wait_for(lambda: "lost" in kcoord.log_tail(400), 5.0, "the log says the shards' log was lost")
+        # Recovered: the topic is back (empty: its records were deleted upstream) and kcoord serves again.
+        wait_for(lambda: commit(kcoord.bootstrap, group, 8) == ErrorCode.NONE, 20.0, "kcoord serves again")
+        assert fetch(kcoord.bootstrap, group) == (ErrorCode.NONE, 8)
+        status, body = _health(metrics_port)
+        assert status == 200, body
+        assert body.get("log_lost_total", 0) >= 1, body
+        kcoord.kill()
+        restarted = start_kcoord(tansu, offsets_topic)
+        assert fetch(restarted.bootstrap, group) == (ErrorCode.NONE, 8)
+    finally:
+        kcoord.kill()
+        if restarted is not None:
+            restarted.kill()
