@@ -79,6 +79,7 @@ class FaultUpstream:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-upstream", daemon=True)
         self._server: asyncio.base_events.Server | None = None
+        self._flowing: asyncio.Event | None = None  # cleared: a network stall in both directions
 
     @property
     def address(self) -> str:
@@ -91,7 +92,19 @@ class FaultUpstream:
         return self
 
     async def _start(self) -> None:
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
+
+    def pause(self) -> None:
+        """Stall every connection: frames are neither relayed nor answered until :meth:`resume`
+        (connections stay open, as in a network partition or a broker stuck in a GC pause)."""
+        assert self._flowing is not None
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def resume(self) -> None:
+        assert self._flowing is not None
+        self._loop.call_soon_threadsafe(self._flowing.set)
 
     def stop(self) -> None:
         async def close() -> None:
@@ -123,6 +136,8 @@ class FaultUpstream:
                 payload = await _read_frame(reader)
                 if payload is None:
                     break
+                assert self._flowing is not None
+                await self._flowing.wait()
                 api_key, version, correlation_id = frames.peek_header(payload)
                 self.requests[api_key] += 1
                 own = self._own_answer(payload, api_key, version, correlation_id)
@@ -150,15 +165,17 @@ class FaultUpstream:
                 upstream.close()
             writer.close()
 
-    @staticmethod
     async def _write_answers(
-        writer: asyncio.StreamWriter, answers: asyncio.Queue[asyncio.Future[bytes] | None]
+        self, writer: asyncio.StreamWriter, answers: asyncio.Queue[asyncio.Future[bytes] | None]
     ) -> None:
         while True:
             fut = await answers.get()
             if fut is None:
                 return
-            writer.write(frames.frame(await fut))
+            answer = await fut
+            assert self._flowing is not None
+            await self._flowing.wait()
+            writer.write(frames.frame(answer))
             await writer.drain()
 
     # -- what this server answers itself ------------------------------------------------------------
