@@ -237,6 +237,7 @@ class ShardRuntime:
             return
         self.lost = str(exc)
         if not self._reloading:
+            self._fail_waiting()  # now, not when the reload task first runs: no answer from the lost state
             asyncio.get_running_loop().create_task(self._fail_and_reload())
 
     async def _fail_and_reload(self) -> None:

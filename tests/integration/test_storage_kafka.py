@@ -235,6 +235,85 @@ async def test_a_second_kcoord_fences_the_first(broker: TansuBroker) -> None:
         await b.close()
 
 
+async def test_the_tail_check_finds_a_new_owner_without_a_write(broker: TansuBroker) -> None:
+    """A never writes after B takes over; its tail check reads B's fence and fences A (and tells
+    the runtime through on_lost), while B's own check finds nothing foreign."""
+    topic = new_topic()
+    a = make_storage(broker, topic)
+    await a.open(1)
+    await read_all(a, 0)
+    await a.shard_log(0).append([offset("g", 0, 1)])
+    lost: list[Exception] = []
+    a.shard_log(0).on_lost = lost.append
+    assert await a.shard_log(0).check_tail() is None and a.shard_log(0).serving
+
+    b = make_storage(broker, topic)
+    await b.open(1)
+    try:
+        await read_all(b, 0)
+        await b.shard_log(0).append([offset("g", 0, 2)])
+        assert await b.shard_log(0).check_tail() is None and b.shard_log(0).serving
+        found = await a.shard_log(0).check_tail()
+        assert found is not None and "epoch 1" in found
+        assert isinstance(a.shard_log(0).fenced, FencedError) and len(lost) == 1 and lost[0] is a.shard_log(0).fenced
+        await a.shard_log(0).refresh_ownership()  # the periodic refresh leaves a fenced shard alone
+        await b.shard_log(0).append([offset("g", 0, 3)])  # B was not fenced back
+        assert await read_all(b, 0) == [offset("g", 0, 3)]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_an_owner_found_after_the_refresh_bump_means_a_reload(broker: TansuBroker) -> None:
+    """B took the shard between A's last check and A's epoch bump: A now owns it again, but its
+    state misses B's writes, so the log is lost to A until it reloads (and the reload sees them)."""
+    topic = new_topic()
+    a = make_storage(broker, topic)
+    await a.open(1)
+    await read_all(a, 0)
+    await a.shard_log(0).append([offset("g", 0, 1)])
+    b = make_storage(broker, topic)
+    await b.open(1)
+    try:
+        await read_all(b, 0)
+        await b.shard_log(0).append([offset("g", 0, 2)])
+        log_a = a.shard_log(0)
+        async with log_a._lock:  # the bump of a refresh whose first tail check came before B
+            await log_a._take_ownership()
+        assert await log_a.check_tail() is not None
+        assert log_a.lost is not None and log_a.fenced is None
+        with pytest.raises(StorageError, match="was lost"):
+            await log_a.append([offset("g", 0, 9)])
+        assert await read_all(a, 0) == [offset("g", 0, 2)]  # reloaded: B's write is in A's state now
+        assert log_a.serving
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_write_acknowledged_below_the_loaded_end_is_not_acknowledged(broker: TansuBroker) -> None:
+    """tansu acknowledges a Produce to a deleted topic at offset 0: the write went nowhere."""
+    from kafka.admin import KafkaAdminClient
+
+    topic = new_topic()
+    a = make_storage(broker, topic)
+    await a.open(1)
+    await read_all(a, 0)
+    for i in range(3):
+        await a.shard_log(0).append([offset("g", 0, i)])
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    try:
+        with pytest.raises(StorageError, match="was lost"):
+            await a.shard_log(0).append([offset("g", 0, 9)])
+        assert a.shard_log(0).lost is not None and not a.shard_log(0).serving
+    finally:
+        await a.close()
+
+
 async def test_fencing_is_enforced_at_the_partition_after_the_fence_batch(broker: TansuBroker) -> None:
     """The Kafka mechanism: once the new epoch is written at the partition, the old epoch is refused.
 

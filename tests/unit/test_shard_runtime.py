@@ -151,3 +151,57 @@ async def test_session_timeout_fires_on_the_event_loop() -> None:
     resp = await rt.submit(ApiKey.HEARTBEAT, RequestContext(3), hb)
     assert resp.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
+
+
+async def test_a_log_fenced_between_appends_stops_the_shard_for_good() -> None:
+    """ShardLog.on_lost(FencedError): another kcoord owns the shard; nothing is served from memory."""
+    from kcoord.storage.base import FencedError
+
+    log = MemoryShardLog()
+    rt = make_runtime(log)
+    await rt.load()
+    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))) == [0]
+    held = GatedLog()  # a commit whose append is in flight when the fence is found
+    rt.log = held
+    pending = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 11))
+    await asyncio.sleep(0.01)
+    assert log.on_lost is not None
+    log.on_lost(FencedError("another kcoord took over"))
+    assert commit_errors(await pending) == [ErrorCode.NOT_COORDINATOR]
+    read = await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))
+    assert read.error_code == ErrorCode.NOT_COORDINATOR
+    held.gate.set()
+    await asyncio.sleep(0.05)
+    assert rt.fenced and not rt.loaded  # and it stays so: no reload
+
+
+async def test_a_lost_log_stops_the_shard_and_reloads_it() -> None:
+    """ShardLog.on_lost(LogLostError): the shard answers from nothing it loaded before; it reloads
+    from what the log holds now and serves again."""
+    from kcoord.storage.base import LogLostError
+
+    log = MemoryShardLog()
+    rt = make_runtime(log)
+    await rt.load()
+    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))) == [0]
+    log.entries.clear()  # the topic was deleted and re-created upstream
+    assert log.on_lost is not None
+    log.on_lost(LogLostError("the topic was re-created"))
+    assert not rt.loaded and rt.lost == "the topic was re-created"
+    answer = await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))
+    assert answer.error_code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+    for _ in range(100):
+        if rt.loaded:
+            break
+        await asyncio.sleep(0.01)
+    assert rt.loaded and rt.lost is None and not rt.fenced
+    assert committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))) == {
+        0: -1, 1: -1, 2: -1
+    }  # what the log holds now, not the 10 this process remembered
+    log.on_lost(LogLostError("again"))
+    log.on_lost(LogLostError("and again"))  # one reload at a time
+    for _ in range(100):
+        if rt.loaded:
+            break
+        await asyncio.sleep(0.01)
+    assert rt.loaded
