@@ -37,10 +37,23 @@ PRODUCER_FENCED); tansu already rejects them with PRODUCER_FENCED right after In
 Invariant: a shard reads (loads) only after its fence batch was acknowledged, so every write of
 a previous owner is either before the fence (and therefore read) or rejected. A fenced log stays
 fenced: append and read raise :class:`FencedError` until the process restarts — two kcoord
-processes never take a shard back and forth. Ownership is re-taken every
-``refence_interval`` seconds so the transactional id never reaches Kafka's
-``transactional.id.expiration.ms`` (7 days by default; an expired id would get a *new* producer
-id and leave a zombie's old id unfenced).
+processes never take a shard back and forth.
+
+Finding out without a write (:meth:`KafkaStorage.check_once`, every ``ownership.check.interval.ms``):
+a Metadata request sees a deleted or re-created topic (topic id), and each serving shard fetches
+its partition's tail past what it loaded and wrote (``checked``; its own acknowledged batches move
+it without a read). Another owner's fence, or a write with our producer id at an epoch we never
+used, fences the shard; a high watermark below ``checked`` or a log start past what was loaded
+means the log is lost (:class:`LogLostError`). Either way :attr:`KafkaShardLog.on_lost` tells the
+runtime at once. An append acknowledged *below* the log end this process loaded and wrote went
+into a log that lost it (tansu acknowledges a Produce to a deleted topic): it raises LogLostError
+instead of returning. A lost log re-checks (re-creates) the topic before its next load.
+
+Ownership is re-taken every ``ownership.refresh.interval.ms`` so the transactional id never
+reaches Kafka's ``transactional.id.expiration.ms`` (7 days by default; an expired id would get a
+*new* producer id and leave a zombie's old id unfenced). The refresh runs the tail check first and
+never re-takes a fenced shard; another owner's fence found after its bump means our state misses
+that owner's writes: the log is lost and the shard reloads.
 
 Read path (:meth:`KafkaShardLog.read`): ListOffsets (earliest, latest = high watermark at call
 time), then Fetch from the log start up to that watermark. Control batches are skipped;
