@@ -18,12 +18,11 @@ import uuid
 
 import pytest
 
-from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from tests.support.broker import TansuBroker
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.kcoord_process import KcoordProcess
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, fetch_offset, offset_commit_request
 from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
@@ -38,24 +37,8 @@ def data_topic(tansu: TansuBroker) -> str:
     return TOPIC
 
 
-def _commit_request(group: str, offset: int) -> m.OffsetCommitRequest:
-    R = m.OffsetCommitRequest
-    return R(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="",
-        topics=[R.OffsetCommitRequestTopic(
-            name=TOPIC, partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
-        )],
-    )  # fmt: skip
-
-
 def fetch(address: str, group: str) -> tuple[int, int]:
-    R = m.OffsetFetchRequest
-    with WireClient(address) as client:
-        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
-    if response.error_code:
-        return response.error_code, -1
-    part = response.topics[0].partitions[0]
-    return part.error_code, part.committed_offset
+    return fetch_offset(address, group, TOPIC)
 
 
 class Committer(threading.Thread):
@@ -75,7 +58,7 @@ class Committer(threading.Thread):
             try:
                 with WireClient(self.address, timeout=5.0) as client:
                     while not self._stop_event.is_set():
-                        response = client.request(8, 8, _commit_request(self.group, self.next))
+                        response = client.request(8, 8, offset_commit_request(self.group, TOPIC, self.next))
                         if response.topics[0].partitions[0].error_code == ErrorCode.NONE:
                             self.acked = self.next
                         else:

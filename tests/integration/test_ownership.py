@@ -19,7 +19,7 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from tests.support.broker import TansuBroker
 from tests.support.kcoord_process import KcoordProcess, free_port_block
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, commit_offset, fetch_offset
 from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
@@ -40,28 +40,11 @@ def start_kcoord(tansu: TansuBroker, offsets_topic: str, *extra: str) -> KcoordP
 
 
 def commit(address: str, group: str, offset: int) -> int:
-    """A generation -1 OffsetCommit v8 of partition 0; the partition's error code (or the top-level one)."""
-    R = m.OffsetCommitRequest
-    request = R(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="",
-        topics=[R.OffsetCommitRequestTopic(
-            name=TOPIC, partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
-        )],
-    )  # fmt: skip
-    with WireClient(address) as client:
-        response = client.request(8, 8, request)
-    return response.topics[0].partitions[0].error_code
+    return commit_offset(address, group, TOPIC, offset)
 
 
 def fetch(address: str, group: str) -> tuple[int, int]:
-    """OffsetFetch v6 of partition 0: (error code, committed offset)."""
-    R = m.OffsetFetchRequest
-    with WireClient(address) as client:
-        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
-    if response.error_code:
-        return response.error_code, -1
-    part = response.topics[0].partitions[0]
-    return part.error_code, part.committed_offset
+    return fetch_offset(address, group, TOPIC)
 
 
 def describe(address: str, group: str) -> int:

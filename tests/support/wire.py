@@ -67,3 +67,37 @@ class WireClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def offset_commit_request(group: str, topic: str, offset: int, partition: int = 0) -> Any:
+    """A generation -1 OffsetCommit (v8 shape) of one partition: a commit by a member-less client."""
+    from kcoord.protocol import messages as m
+
+    R = m.OffsetCommitRequest
+    return R(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        topics=[R.OffsetCommitRequestTopic(
+            name=topic, partitions=[R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)]
+        )],
+    )  # fmt: skip
+
+
+def commit_offset(address: str, group: str, topic: str, offset: int) -> int:
+    """OffsetCommit v8 of partition 0 on a new connection; the partition's error code."""
+    with WireClient(address) as client:
+        response = client.request(8, 8, offset_commit_request(group, topic, offset))
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def fetch_offset(address: str, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch v6 of partition 0 on a new connection: (error code, committed offset); a
+    top-level error gives (that error, -1)."""
+    from kcoord.protocol import messages as m
+
+    R = m.OffsetFetchRequest
+    with WireClient(address) as client:
+        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
+    if response.error_code:
+        return int(response.error_code), -1
+    part = response.topics[0].partitions[0]
+    return int(part.error_code), int(part.committed_offset)
