@@ -8,11 +8,21 @@ use header v0 so a client can read them whatever version it asked for.
 
 :class:`FrameDecoder` never buffers more than one frame beyond ``max_frame_size``: a size prefix
 above the cap (or negative) raises :class:`FrameTooLarge` before any of the body is stored.
+
+Large partial frames share a :class:`FrameBudget` (Kafka's ``queued.max.request.bytes`` memory
+pool): when the length prefix of a frame above ``reserve_above`` bytes arrives, its decoder
+reserves the frame's whole declared size, and releases it when the frame completes or the decoder
+is closed. A decoder that cannot reserve is queued (``waiting``); its owner stops reading until
+``on_ready`` is called, in arrival order, once the memory is granted. Reservations are all or
+nothing, so a set of waiting connections cannot deadlock: each one holding memory holds all it
+needs. Frames up to ``reserve_above`` never touch the budget (the hot path is unchanged).
 """
 
 from __future__ import annotations
 
 import struct
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .codegen import Message
@@ -31,14 +41,76 @@ class FrameTooLarge(CodecError):
     """A size prefix beyond the configured maximum (or negative)."""
 
 
+# Frames above this many bytes reserve their size from the FrameBudget while they are received.
+LARGE_FRAME = 64 * 1024
+
+
+class FrameBudget:
+    """Bytes of large partial frames, shared by every connection's decoder."""
+
+    __slots__ = ("capacity", "used", "_queue")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._queue: deque[FrameDecoder] = deque()  # decoders waiting for memory, in arrival order
+
+    @property
+    def waiters(self) -> int:
+        return len(self._queue)
+
+    def _reserve(self, decoder: FrameDecoder, size: int) -> bool:
+        """All of ``size`` or nothing; nobody overtakes a decoder already waiting."""
+        if self._queue or self.used + size > self.capacity:
+            self._queue.append(decoder)
+            return False
+        self.used += size
+        return True
+
+    def _release(self, size: int) -> None:
+        self.used -= size
+        if self._queue:
+            self._wake()
+
+    def _cancel(self, decoder: FrameDecoder) -> None:
+        try:
+            self._queue.remove(decoder)
+        except ValueError:
+            return
+        self._wake()
+
+    def _wake(self) -> None:
+        queue = self._queue
+        while queue and self.used + queue[0].waiting <= self.capacity:
+            decoder = queue.popleft()
+            self.used += decoder.waiting
+            decoder.reserved, decoder.waiting = decoder.waiting, 0
+            if decoder.on_ready is not None:
+                decoder.on_ready()
+
+
 class FrameDecoder:
-    """Accumulate bytes and yield whole frames (without their size prefix)."""
+    """Accumulate bytes and yield whole frames (without their size prefix).
 
-    __slots__ = ("_buf", "max_frame_size")
+    With a ``budget``, ``reserved`` is what the partial frame being received holds of it and
+    ``waiting`` what it waits for (the owner should not feed more until ``on_ready`` is called).
+    """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    __slots__ = ("_buf", "max_frame_size", "budget", "reserve_above", "reserved", "waiting", "on_ready")
+
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        budget: FrameBudget | None = None,
+        reserve_above: int = LARGE_FRAME,
+    ) -> None:
         self._buf = bytearray()
         self.max_frame_size = max_frame_size
+        self.budget = budget
+        self.reserve_above = reserve_above
+        self.reserved = 0
+        self.waiting = 0
+        self.on_ready: Callable[[], None] | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
@@ -46,17 +118,48 @@ class FrameDecoder:
         frames: list[bytes] = []
         pos = 0
         end = len(buf)
+        large = self.reserve_above
+        partial = 0
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame_size:
                 raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_size}")
             if end - pos - 4 < size:
+                partial = size
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            if size > large:
+                with memoryview(buf) as view:  # one copy of a large frame, not two
+                    frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+            else:
+                frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         if pos:
             del buf[:pos]
+            if self.reserved:  # the reserved frame was the first in the buffer: it is complete
+                self._buf = buf[:]  # let go of the large allocation
+                assert self.budget is not None
+                self.budget._release(self.reserved)
+                self.reserved = 0
+        if partial > large and self.budget is not None and not self.reserved and not self.waiting:
+            if self.budget._reserve(self, partial):
+                self.reserved = partial
+            else:
+                self.waiting = partial
         return frames
+
+    def close(self) -> None:
+        """Drop what is buffered and give back (or stop waiting for) budget memory."""
+        self._buf = bytearray()
+        self.on_ready = None
+        budget = self.budget
+        if budget is None:
+            return
+        if self.waiting:
+            self.waiting = 0
+            budget._cancel(self)
+        if self.reserved:
+            reserved, self.reserved = self.reserved, 0
+            budget._release(reserved)
 
     @property
     def buffered(self) -> int:

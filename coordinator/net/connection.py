@@ -13,6 +13,22 @@ Bad input never reaches past this class: an oversized or malformed frame, an unk
 an unsupported version closes this connection with a log line; other clients are unaffected.
 The group APIs of protocols kcoord does not serve yet (ConsumerGroupHeartbeat/Describe) are
 answered UNSUPPORTED_VERSION instead, as a Kafka broker with that protocol disabled answers.
+
+Limits (issue #11). Reading from a connection pauses, and requests already read wait undispatched
+(``_backlog``), while any of these holds; it resumes when none does:
+- ``max.inflight`` requests are in flight (resumes at half);
+- its unsent output passes ``connection.output.pause.bytes`` (resumes at half). Unsent output is
+  the answers filled but not yet handed to the transport (``_queued``: slots behind a parked one,
+  ``_out``) plus what the transport holds; the transport's write-buffer limits are 0, so
+  pause_writing/resume_writing say exactly when it holds any;
+- the unsent output of all connections passes ``queued.max.response.bytes`` (App; it holds some);
+- a large request waits for ``queued.max.request.bytes`` memory (protocol.frames.FrameBudget).
+A connection whose unsent output passes ``connection.output.max.bytes`` is closed. The App's sweep
+closes connections idle for ``connections.max.idle.ms`` (no complete request, no answer written,
+nothing in flight) and those whose frame has been arriving for ``request.receive.timeout.ms``
+(not while we are the ones not reading). Closing drops every buffer at once (slots, output,
+undispatched frames, the partial frame and its reserved memory) and the App's accounting with it.
+The hot path pays a few integer compares per request: no timers, no allocations.
 """
 
 from __future__ import annotations
@@ -49,6 +65,14 @@ _ACKS_ONE = _INT16.pack(1)
 REFUSABLE_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 
+# Why reading is paused (bits of ClientConnection._pause_reasons); _CLOSED never clears.
+_INFLIGHT = 1  # max.inflight requests in flight
+_OUTPUT = 2  # unsent output over connection.output.pause.bytes
+_TOTAL = 4  # all connections' unsent output over queued.max.response.bytes
+_MEMORY = 8  # a large request waits for queued.max.request.bytes
+_CLOSED = 16
+
+
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -73,16 +97,34 @@ class ClientConnection(asyncio.Protocol):
         self.app = listener.app
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.ip = ""
         self.client_host = ""
-        self._decoder = frames.FrameDecoder(self.app.settings.max_frame_size)
+        settings = self.app.settings
+        self._decoder = frames.FrameDecoder(settings.max_frame_size, self.app.frame_budget)
+        self._decoder.on_ready = self._memory_granted
+        self._max_inflight = settings.max_inflight
+        self._output_pause = settings.connection_output_pause_bytes
+        self._output_max = settings.connection_output_max_bytes
         self._slots: deque[_Slot] = deque()
         self._frame_api = -1
         self._frame_received = 0.0
         self._upstream: UpstreamConnection | None = None
         self._upstream_opening: asyncio.Future[None] | None = None
         self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | None]] = []
-        self._paused = False
+        self._pause_reasons = 0
+        self._backlog: list[bytes] | None = None  # frames read but not dispatched while paused
+        self._continue_scheduled = False
         self._closed = False
+        self._closed_at = 0.0
+        # Unsent output: answers filled but not handed to the transport yet (``_queued``), and what
+        # the App last counted for this connection (``_held``: that plus the transport's backlog).
+        self._queued = 0
+        self._held = 0
+        self._transport_backlog = False  # between pause_writing and resume_writing
+        # perf_counter of the last complete request or answer written (connections.max.idle.ms), and
+        # of the first byte of a frame not complete yet (request.receive.timeout.ms; 0: none).
+        self._active = time.perf_counter()
+        self._partial_since = 0.0
         # Responses ready to write. They go out in one write per read (at the end of data_received)
         # or per loop iteration (answers that waited for the log arrive many per tick): a write
         # is a syscall, and one per response was a tenth of kcoord's CPU in a commit storm.
@@ -96,28 +138,63 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
-            self.client_host = "/" + str(peer[0])
-        self.app.connection_opened(self)
+            self.ip = str(peer[0])
+            self.client_host = "/" + self.ip
+        if not self.app.connection_opened(self):  # over max.connections(.per.ip): logged and counted there
+            self._closed = True
+            self._pause_reasons = _CLOSED
+            self._decoder.close()
+            transport.close()
+            return
+        # No write buffering in the transport before it tells us: pause_writing as soon as the socket
+        # does not take everything, resume_writing once all of it went (see _account).
+        set_limits = getattr(transport, "set_write_buffer_limits", None)
+        if set_limits is not None:
+            set_limits(0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        if self._upstream is not None and self._upstream_opening is None:
-            self._upstream.close_when_idle()  # what the client sent is still delivered and processed
-        self._slots.clear()  # answers still owed are dropped when they come (see _fill)
+        self._pause_reasons |= _CLOSED
+        upstream = self._upstream
+        if upstream is not None and self._upstream_opening is None:
+            upstream.close_when_idle()  # what the client sent is still delivered and processed
+            self._upstream = None
+        self._release()  # answers still owed are dropped when they come (see _fill)
+        self._transport_backlog = False
+        self._account()
         self.app.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        decoder = self._decoder
         try:
-            payloads = self._decoder.feed(data)
+            payloads = decoder.feed(data)
         except frames.FrameTooLarge as exc:
             self.close_with(f"oversized frame: {exc}")
             return
-        self._frame_received = time.perf_counter()
+        now = self._frame_received = time.perf_counter()
+        if decoder.buffered:  # a frame has begun: request.receive.timeout.ms runs from its first byte
+            if payloads or not self._partial_since:
+                self._partial_since = now
+        else:
+            self._partial_since = 0.0
+        if decoder.waiting:  # a large frame waits for queued.max.request.bytes: read no more of it
+            self._pause(_MEMORY)
+        if payloads:
+            self._active = now
+            if self._backlog is not None:  # not expected: reading was paused
+                payloads = self._backlog + payloads
+                self._backlog = None
+            self._run(payloads)
+
+    def _run(self, payloads: list[bytes]) -> None:
+        """Dispatch frames in order until reading pauses (the rest waits in ``_backlog``)."""
+        rest = None
         self._dispatching = True
         try:
-            for payload in payloads:
-                if self._closed:
-                    return
+            frames_left = iter(payloads)
+            for payload in frames_left:
                 try:
                     self._dispatch(payload)
                 except UnsupportedApi as exc:
@@ -126,12 +203,85 @@ class ClientConnection(asyncio.Protocol):
                 except CodecError as exc:
                     self.close_with(f"malformed request: {exc}")
                     return
+                if self._pause_reasons:
+                    if not self._closed:
+                        rest = list(frames_left)
+                    break
         finally:
             self._dispatching = False
             self._write_out()
-        if len(self._slots) >= self.app.settings.max_inflight and not self._paused and self.transport:
-            self._paused = True
+        if rest and not self._closed:  # (that write may have closed it: over connection.output.max.bytes)
+            self._backlog = rest
+            if not self._pause_reasons:  # resumed by that write
+                self._schedule_continue()
+
+    def _schedule_continue(self) -> None:
+        if not self._continue_scheduled:
+            self._continue_scheduled = True
+            asyncio.get_running_loop().call_soon(self._continue)
+
+    def _continue(self) -> None:
+        self._continue_scheduled = False
+        backlog = self._backlog
+        if backlog is not None and not self._pause_reasons:
+            self._backlog = None
+            self._run(backlog)
+
+    # -- pausing ------------------------------------------------------------------------------------
+    def _pause(self, reason: int) -> None:
+        if not self._pause_reasons and self.transport is not None:
             self.transport.pause_reading()
+        self._pause_reasons |= reason
+
+    def _resume(self, reason: int) -> None:
+        reasons = self._pause_reasons
+        if not reasons & reason:
+            return
+        reasons &= ~reason
+        self._pause_reasons = reasons
+        if reasons or self.transport is None:
+            return
+        self.transport.resume_reading()
+        if self._partial_since:  # the client could not send while we did not read
+            self._partial_since = time.perf_counter()
+        if self._backlog is not None and not self._dispatching:
+            self._schedule_continue()
+
+    def _memory_granted(self) -> None:
+        """The FrameBudget reserved the memory our large partial frame waited for."""
+        self._resume(_MEMORY)
+
+    def pause_writing(self) -> None:
+        # Called inside transport.write(): _write_out accounts for it once the write returns.
+        self._transport_backlog = True
+
+    def resume_writing(self) -> None:
+        self._transport_backlog = False
+        self._active = time.perf_counter()  # the client took all we sent
+        self._account()
+
+    def _account(self) -> None:
+        """Update this connection's share of the App's unsent-output total, then apply the
+        per-connection limits: pause above connection.output.pause.bytes (resume at half), close
+        above connection.output.max.bytes."""
+        held = self._queued
+        if self._transport_backlog and self.transport is not None:
+            held += self.transport.get_write_buffer_size()
+        old = self._held
+        if held != old:
+            self._held = held
+            self.app.output_changed(self, old, held)
+        if self._closed:
+            return
+        if held > self._output_max:
+            self.close_for_limit(
+                "output_cap", f"{held} bytes of responses unsent (connection.output.max.bytes={self._output_max})"
+            )
+        elif held > self._output_pause:
+            if not self._pause_reasons & _OUTPUT:
+                self._pause(_OUTPUT)
+        elif self._pause_reasons & _OUTPUT and held <= self._output_pause // 2:
+            self._resume(_OUTPUT)
 
     # -- dispatch -------------------------------------------------------------------------------------
     def _dispatch(self, payload: bytes) -> None:
@@ -243,17 +393,26 @@ class ClientConnection(asyncio.Protocol):
     # -- slots ----------------------------------------------------------------------------------------
     def _new_slot(self) -> _Slot:
         slot = _Slot(self._frame_api, self._frame_received)
-        self._slots.append(slot)
+        slots = self._slots
+        slots.append(slot)
+        if len(slots) >= self._max_inflight:
+            self._pause(_INFLIGHT)
         return slot
 
     def _fill(self, slot: _Slot, data: bytes) -> None:
         """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is."""
-        if slot.data is not None:
+        if slot.data is not None or self._closed:
             return
         slot.data = data
+        queued = self._queued = self._queued + len(data)
         slots = self._slots
         if slots and slots[0] is slot:  # only the head can unblock writes
             self._flush()
+        if queued > self._output_pause:
+            if self._out:
+                self._write_out()  # now, not at the end of the read: the transport says if the client keeps up
+            else:
+                self._account()  # answers waiting behind an unanswered request
 
     def _fail(self, slot: _Slot, reason: str) -> None:
         """The connection closes when ``slot`` comes up, after the answers before it are written."""
@@ -275,6 +434,7 @@ class ClientConnection(asyncio.Protocol):
         metrics = self.app.metrics
         out = self._out
         pending = len(out)
+        now = 0.0
         while slots and slots[0].data is not None:
             slot = slots.popleft()
             if slot.failure is not None:
@@ -283,20 +443,31 @@ class ClientConnection(asyncio.Protocol):
             data = slot.data
             if data:
                 out.append(data)
-                metrics.request_done(slot.api_key, time.perf_counter() - slot.received)
-        if len(out) > pending and not self._dispatching and not self._write_scheduled:
-            self._write_scheduled = True
-            asyncio.get_running_loop().call_soon(self._write_out)
-        if self._paused and len(slots) < self.app.settings.max_inflight // 2:
-            self._paused = False
-            transport.resume_reading()
+                if not now:
+                    now = time.perf_counter()
+                metrics.request_done(slot.api_key, now - slot.received)
+        if len(out) > pending:
+            self._active = now
+            if not self._dispatching and not self._write_scheduled:
+                self._write_scheduled = True
+                asyncio.get_running_loop().call_soon(self._write_out)
+        if self._pause_reasons & _INFLIGHT and len(slots) <= self._max_inflight // 2:
+            self._resume(_INFLIGHT)
 
     def _write_out(self) -> None:
         self._write_scheduled = False
         out = self._out
-        if out and self.transport is not None and not self._closed:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        if not out:
+            return
         self._out = []
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        data = b"".join(out) if len(out) > 1 else out[0]
+        self._queued -= len(data)
+        transport.write(data)
+        if self._transport_backlog or self._queued or self._held:
+            self._account()
 
     # -- pass-through ---------------------------------------------------------------------------------
     # Frames go to the paired upstream connection strictly in arrival order. Until that connection is
@@ -338,6 +509,7 @@ class ClientConnection(asyncio.Protocol):
                 _chain(fut, proxy)
         if self._closed:
             conn.close_when_idle()  # the client left while we connected: deliver what it sent, then close
+            self._upstream = None
 
     def _upstream_lost(self, conn: UpstreamConnection) -> None:
         if conn is self._upstream and self._slots:
@@ -426,19 +598,84 @@ class ClientConnection(asyncio.Protocol):
 
     # -- closing --------------------------------------------------------------------------------------
     def close_with(self, reason: str) -> None:
+        """Close after the answers already written (bad input, a failed request)."""
         if self._closed:
             return
         log.warning("closing connection from %s: %s", self.peer, reason)
-        self._closed = True
+        out = self._out
+        self._closing()
         if self.transport is not None:
-            if self._out:  # answers to the requests before the bad one still go out
-                self.transport.write(b"".join(self._out))
-            self._out = []
+            if out:  # answers to the requests before the bad one still go out
+                self.transport.write(b"".join(out))
             self.transport.close()
+        self._account()  # the transport's backlog stays counted until it is gone (App.sweep bounds it)
+
+    def close_for_limit(self, reason: str, message: str) -> None:
+        """Close for one of the limits (``reason``: metrics.CLOSE_REASONS), dropping unsent output."""
+        if self._closed:
+            return
+        # Idle connections are closed in the ordinary course of things (clients reconnect): not a warning.
+        level = logging.INFO if reason == "idle" else logging.WARNING
+        log.log(level, "closing connection from %s: %s", self.peer, message)
+        self.app.metrics.connection_limited(reason)
+        self._closing()
+        transport = self.transport
+        if transport is not None:
+            if self._transport_backlog:
+                transport.abort()  # a client that does not read would keep a graceful close waiting
+                self._transport_backlog = False
+            else:
+                transport.close()
+        self._account()
+
+    def _closing(self) -> None:
+        self._closed = True
+        self._pause_reasons |= _CLOSED
+        self._closed_at = time.perf_counter()
+        self._release()
+
+    def _release(self) -> None:
+        """Drop every buffer: slots and their answers, unsent output, frames not dispatched, the
+        partial frame and the memory it reserved."""
+        self._slots.clear()
+        self._out = []
+        self._backlog = None
+        self._queued = 0
+        self._decoder.close()
+
+    def expire(self, now: float, idle_after: float, slow_after: float) -> None:
+        """The App's periodic sweep: the idle and receive timeouts (seconds; inf: off)."""
+        if self._closed:
+            # Closed after its last answers, which a client that does not read never takes.
+            if self._closed_at and now - self._closed_at > min(idle_after, slow_after) and self.transport:
+                self.transport.abort()
+            return
+        reasons = self._pause_reasons
+        if self._partial_since and not reasons and now - self._partial_since > slow_after:
+            self.close_for_limit("slow_frame", (
+                f"a request has been arriving for {now - self._partial_since:.1f}s "
+                f"(request.receive.timeout.ms={slow_after * 1000:.0f}), {self._decoder.buffered} bytes so far"
+            ))
+        elif not self._slots and not reasons & _MEMORY and now - self._active > idle_after:
+            self.close_for_limit("idle", (
+                f"idle for {now - self._active:.1f}s (connections.max.idle.ms={idle_after * 1000:.0f})"
+            ))
+        elif self._held:
+            self._account()  # the transport may have sent some without telling (it only says when all went)
 
     @property
     def idle(self) -> bool:
         return not self._slots
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def pause_for_total(self) -> None:
+        self._pause(_TOTAL)
+
+    def resume_for_total(self) -> None:
+        self._resume(_TOTAL)
 
 
 

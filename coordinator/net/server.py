@@ -1,10 +1,21 @@
-"""Wiring: storage, shards, router, the cluster view and the listeners, with start and graceful stop."""
+"""Wiring: storage, shards, router, the cluster view and the listeners, with start and graceful stop.
+
+The App also keeps the limits that span connections (issue #11): ``max.connections`` and
+``max.connections.per.ip`` (a connection beyond them is closed at once, with a log line at most
+every few seconds per limit), the total of unsent output (``queued.max.response.bytes``: past it,
+reading pauses on every connection holding some, until the total is down to half or that
+connection's output is all sent), the budget of
+large partial frames (``queued.max.request.bytes``), and one periodic sweep for the idle and
+receive timeouts (no timer per connection or per request).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from typing import Any
 
 from kcoord.coordinator.core.clock import Clock, SystemClock
@@ -13,6 +24,7 @@ from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserv
 from kcoord.coordinator.ops.settings import Settings
 from kcoord.coordinator.runtime.router import Router
 from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.protocol.frames import FrameBudget
 from kcoord.storage.base import Storage
 from kcoord.storage.kafka import KafkaStorage
 from kcoord.storage.memory import MemoryStorage
@@ -22,6 +34,8 @@ from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
 
 log = logging.getLogger("kcoord.server")
+
+REFUSAL_LOG_INTERVAL = 10.0  # seconds between log lines about refused connections, per limit
 
 
 class Listener:
@@ -74,6 +88,17 @@ class App:
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
+        self._per_ip: dict[str, int] = {}
+        self._refusals: dict[str, list[float]] = {}  # limit -> [last logged (monotonic), refused since]
+        # Large partial frames (queued.max.request.bytes; never below one frame of max.frame.size).
+        queued = settings.queued_max_request_bytes
+        self.frame_budget = FrameBudget(max(queued, settings.max_frame_size)) if queued > 0 else None
+        # Unsent output of all connections, and who holds some (queued.max.response.bytes).
+        self.output_bytes = 0
+        self._output_holders: set[ClientConnection] = set()
+        self._output_over = False
+        self._output_paused: set[ClientConnection] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
 
@@ -81,6 +106,10 @@ class App:
     async def start(self) -> None:
         s = self.settings
         self.metrics.watch_shards(lambda: self.shards, lambda: self.settings.shards)
+        self.metrics.watch_buffers(
+            lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0
+        )
+        self._sweeper = asyncio.ensure_future(self._sweep_forever())
         if s.metrics is not None:
             # First, so /healthz answers 503 while storage opens and shards load.
             self.metrics_server = MetricsServer(self)
@@ -147,6 +176,8 @@ class App:
         """Stop accepting, let in-flight requests finish, flush the shards' logs, shut down."""
         for listener in self.listeners:
             listener.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         deadline = asyncio.get_running_loop().time() + grace
         while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
@@ -174,12 +205,105 @@ class App:
         self.stopped.set()
 
     # -- connection bookkeeping -----------------------------------------------------------------------
-    def connection_opened(self, conn: ClientConnection) -> None:
+    def connection_opened(self, conn: ClientConnection) -> bool:
+        """Count a new connection in; False (logged, counted) if it is over max.connections(.per.ip)."""
+        s = self.settings
+        open_now = len(self.connections)
+        if open_now >= s.max_connections:
+            self._refuse(conn, "max.connections", s.max_connections, f"{open_now} connections open")
+            return False
+        ip = conn.ip
+        from_ip = self._per_ip.get(ip, 0)
+        limit = s.max_connections_per_ip_overrides.get(ip, s.max_connections_per_ip)
+        if from_ip >= limit:
+            name = "max.connections.per.ip" + (".overrides" if ip in s.max_connections_per_ip_overrides else "")
+            self._refuse(conn, name, limit, f"{from_ip} connections open from {ip}")
+            return False
+        self._per_ip[ip] = from_ip + 1
         self.connections.add(conn)
         self.metrics.connections.inc()
         self.metrics.connections_total.inc()
+        return True
+
+    def _refuse(self, conn: ClientConnection, limit: str, value: int, why: str) -> None:
+        self.metrics.connection_limited("limit")
+        now = time.monotonic()
+        seen = self._refusals.get(limit)
+        if seen is not None and now - seen[0] < REFUSAL_LOG_INTERVAL:
+            seen[1] += 1
+            return
+        more = f"; {int(seen[1])} more refused since the last such line" if seen is not None and seen[1] else ""
+        log.warning("refusing connection from %s: %s (%s=%d)%s", conn.peer, why, limit, value, more)
+        self._refusals[limit] = [now, 0]
 
     def connection_closed(self, conn: ClientConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             self.metrics.connections.dec()
+            left = self._per_ip.get(conn.ip, 0) - 1
+            if left > 0:
+                self._per_ip[conn.ip] = left
+            else:
+                self._per_ip.pop(conn.ip, None)
+        self._output_holders.discard(conn)
+        self._output_paused.discard(conn)
+
+    def output_changed(self, conn: ClientConnection, old: int, new: int) -> None:
+        """``conn``'s unsent output went from ``old`` to ``new`` bytes (not called when unchanged)."""
+        total = self.output_bytes = self.output_bytes + new - old
+        if not new:
+            self._output_holders.discard(conn)
+            if conn in self._output_paused:  # it holds none now: nothing to hold it back for
+                self._output_paused.discard(conn)
+                conn.resume_for_total()
+        elif not old:
+            self._output_holders.add(conn)
+        cap = self.settings.queued_max_response_bytes
+        if cap < 0:
+            return
+        if self._output_over:
+            if total <= cap // 2:
+                self._output_over = False
+                log.info("unsent responses of all connections down to %d bytes: reading resumes", total)
+                paused, self._output_paused = self._output_paused, set()
+                for holder in paused:
+                    holder.resume_for_total()
+            elif new and not old:
+                self._pause_for_total(conn)
+        elif total > cap:
+            self._output_over = True
+            log.warning(
+                "unsent responses of all connections (%d bytes) passed queued.max.response.bytes=%d: "
+                "reading pauses on the %d connections holding some", total, cap, len(self._output_holders),
+            )
+            for holder in self._output_holders:
+                self._pause_for_total(holder)
+
+    def _pause_for_total(self, conn: ClientConnection) -> None:
+        if conn in self.connections:  # not one closing
+            self._output_paused.add(conn)
+            conn.pause_for_total()
+
+    # -- idle and slow connections --------------------------------------------------------------------
+    def _timeouts(self) -> tuple[float, float]:
+        """(connections.max.idle.ms, request.receive.timeout.ms) in seconds; inf when off."""
+        s = self.settings
+        idle = s.connections_max_idle_ms / 1000 if s.connections_max_idle_ms > 0 else math.inf
+        slow = s.request_receive_timeout_ms / 1000 if s.request_receive_timeout_ms > 0 else math.inf
+        return idle, slow
+
+    async def _sweep_forever(self) -> None:
+        # A quarter of the shorter timeout, at most a second (it also refreshes the output accounting).
+        interval = max(0.05, min(1.0, min(self._timeouts()) / 4))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.sweep(time.perf_counter())
+            except Exception:  # pragma: no cover - a bug; the sweep must go on
+                log.exception("connection sweep failed")
+
+    def sweep(self, now: float) -> None:
+        """Close idle and slow connections, abort closed ones that never took their last answers."""
+        idle, slow = self._timeouts()
+        for conn in list(self.connections):
+            conn.expire(now, idle, slow)

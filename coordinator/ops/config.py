@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
@@ -28,9 +29,9 @@ from typing import Any
 
 from kcoord.coordinator.core.group_config import GroupConfig
 
-from .settings import Settings, parse_host_port
+from .settings import INT32_MAX, Settings, parse_host_port
 
-INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 ENV_PREFIX = "KCOORD_"
 CONFIG_ENV = "KCOORD_CONFIG"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -73,6 +74,19 @@ def _optional_integer(lo: int, hi: int = INT32_MAX) -> Parser:
         if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
             return None
         return inner(raw)
+
+    return parse
+
+
+def _integer_or_off(lo: int, hi: int = INT32_MAX) -> Parser:
+    """An integer in [lo, hi], or -1 for "no limit" (Kafka's convention)."""
+    inner = _integer(-1, hi)
+
+    def parse(raw: Any) -> int:
+        value: int = inner(raw)
+        if value != -1 and value < lo:
+            raise ValueError(f"{value} is out of range [{lo}, {hi}] (or -1 for none)")
+        return value
 
     return parse
 
@@ -125,6 +139,23 @@ def _host_port_list(raw: Any) -> list[tuple[str, int]]:
 def _port_list(raw: Any) -> list[int]:
     port = _integer(0, 65535)
     return [port(x) for x in _items(raw)]
+
+
+def _ip_limits(raw: Any) -> dict[str, int]:
+    """Kafka's ``max.connections.per.ip.overrides``: ``ADDRESS:N,...`` (IP addresses here)."""
+    count = _integer(0)
+    limits: dict[str, int] = {}
+    for item in _items(raw):
+        text = _text(item)
+        host, sep, n = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"expected ADDRESS:N, got {item!r}")
+        try:
+            address = ipaddress.ip_address(host.strip("[]")).compressed
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IP address") from None
+        limits[address] = count(n)
+    return limits
 
 
 def _optional_host(raw: Any) -> str | None:
@@ -201,6 +232,27 @@ OPTIONS: tuple[Option, ...] = (
            "largest request accepted, bytes; larger ones close the connection", "BYTES"),
     Option("max.inflight", "settings.max_inflight", _integer(1),
            "requests in flight per connection before reading pauses", "N"),
+    Option("connections.max.idle.ms", "settings.connections_max_idle_ms", _integer_or_off(1),
+           "close connections with no request or response for this long (-1: never)", _MS),
+    Option("request.receive.timeout.ms", "settings.request_receive_timeout_ms", _integer_or_off(1),
+           "close a connection whose request frame has not fully arrived this long after its first byte "
+           "(-1: never)", _MS),
+    Option("max.connections", "settings.max_connections", _integer(0),
+           "client connections kcoord accepts in all; more are closed at once", "N"),
+    Option("max.connections.per.ip", "settings.max_connections_per_ip", _integer(0),
+           "client connections kcoord accepts from one IP address; more are closed at once", "N"),
+    Option("max.connections.per.ip.overrides", "settings.max_connections_per_ip_overrides", _ip_limits,
+           "per-address exceptions to max.connections.per.ip", "IP:N[,...]"),
+    Option("queued.max.request.bytes", "settings.queued_max_request_bytes", _integer_or_off(1, INT64_MAX),
+           "memory for large requests being received, all connections (at least max.frame.size; -1: "
+           "unbounded); beyond it reading pauses", "BYTES"),
+    Option("connection.output.pause.bytes", "settings.connection_output_pause_bytes", _integer(1, INT64_MAX),
+           "unsent responses of one connection at which reading from it pauses until they drain", "BYTES"),
+    Option("connection.output.max.bytes", "settings.connection_output_max_bytes", _integer(1, INT64_MAX),
+           "unsent responses of one connection at which it is closed", "BYTES"),
+    Option("queued.max.response.bytes", "settings.queued_max_response_bytes", _integer_or_off(1, INT64_MAX),
+           "unsent responses of all connections at which reading pauses on the connections holding some "
+           "(-1: unbounded)", "BYTES"),
     # observability
     Option("metrics", "settings.metrics", _optional_host_port,
            "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)", "HOST:PORT", unset="off"),
@@ -253,6 +305,8 @@ def _show(value: Any, unset: str = "empty") -> str:
         return f"{value[0]}:{value[1]}"
     if isinstance(value, list):
         return ",".join(_show(v) for v in value) or "empty"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items()) or "empty"
     return str(value)
 
 
@@ -365,6 +419,12 @@ def resolve(
             f"than {hi.name} = {group_config.max_session_timeout_ms} ({sources[hi.name]})"
         )
     settings = Settings(**server, group=group_config)
+    if settings.connection_output_pause_bytes > settings.connection_output_max_bytes:
+        pause, cap = BY_NAME["connection.output.pause.bytes"], BY_NAME["connection.output.max.bytes"]
+        raise ConfigError(
+            f"invalid value for {pause.name} ({sources[pause.name]}): {settings.connection_output_pause_bytes} is "
+            f"greater than {cap.name} = {settings.connection_output_max_bytes} ({sources[cap.name]})"
+        )
     if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
         raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")
     return Resolved(settings, sources, warnings)

@@ -40,6 +40,9 @@ _FENCING = frozenset(getattr(ErrorCode, n) for n in FENCING_ERRORS if hasattr(Er
 _COMMIT_APIS = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT)
 # Protocol types are chosen by clients; the label keeps the well-known ones and folds the rest.
 KNOWN_PROTOCOL_TYPES = frozenset({"consumer", "connect", "sr"})
+# Why kcoord closed a connection on its own: connections.max.idle.ms, request.receive.timeout.ms,
+# max.connections(.per.ip), connection.output.max.bytes.
+CLOSE_REASONS = ("idle", "slow_frame", "limit", "output_cap")
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                    10, 30, 60, 300)
 
@@ -103,6 +106,10 @@ class Metrics:
             "kcoord_upstream_bytes", "Bytes passed to (out) and from (in) upstream brokers", ["direction"], registry=r
         )
         self.upstream_errors = Counter("kcoord_upstream_errors", "Pass-through requests that failed", registry=r)
+        closed = Counter(
+            "kcoord_connections_closed", "Client connections closed by a limit, by reason", ["reason"], registry=r
+        )
+        self._closed_by = {reason: closed.labels(reason) for reason in CLOSE_REASONS}
         # storage and shards
         self.append_latency = Histogram(
             "kcoord_storage_append_seconds", "Latency of shard log appends", registry=r,
@@ -181,6 +188,14 @@ class Metrics:
 
     def upstream_error(self) -> None:
         self.upstream_errors.inc()
+
+    def connection_limited(self, reason: str) -> None:
+        """A connection closed (or refused) by a limit; ``reason`` is one of :data:`CLOSE_REASONS`."""
+        self._closed_by[reason].inc()
+
+    def watch_buffers(self, output: Callable[[], int], partial_frames: Callable[[], int]) -> None:
+        """Register the scrape-time gauge of bytes held for connections (once per App)."""
+        self.registry.register(BufferCollector(output, partial_frames))
 
     # -- shard hooks (ShardObserver) ----------------------------------------------------------------
     def append_done(self, shard: int, records: int, seconds: float) -> None:
@@ -272,6 +287,28 @@ class RequestTallyCollector(Collector):
         yield responses
         yield commits
         yield latency
+
+
+class BufferCollector(Collector):
+    """Bytes held for client connections now: responses not yet sent, and the memory reserved by
+    large requests being received (read at scrape time from the App's accounting)."""
+
+    def __init__(self, output: Callable[[], int], partial_frames: Callable[[], int]) -> None:
+        self._output = output
+        self._partial_frames = partial_frames
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        held = GaugeMetricFamily(
+            "kcoord_buffered_bytes",
+            "Bytes held for client connections: unsent responses (output) and large requests being "
+            "received (partial_frames)", labels=["kind"],
+        )
+        held.add_metric(["output"], self._output())
+        held.add_metric(["partial_frames"], self._partial_frames())
+        yield held
 
 
 class GroupStateCollector(Collector):

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.protocol.frames import DEFAULT_MAX_FRAME_SIZE
 
+INT32_MAX = 2**31 - 1  # Kafka's "unlimited" for max.connections and max.connections.per.ip
+
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
     text = text.strip()
@@ -38,6 +40,16 @@ class Settings:
     ownership_refresh_interval_ms: int = 3_600_000
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
+    # Connection limits (issue #11). Kafka's names and defaults where Kafka has the setting.
+    connections_max_idle_ms: int = 600_000  # close connections idle this long; -1: never
+    request_receive_timeout_ms: int = 30_000  # close a connection whose frame takes longer to arrive; -1: never
+    max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)  # IP address -> limit
+    queued_max_request_bytes: int = 256 * 1024 * 1024  # large partial frames, all connections; -1: unbounded
+    connection_output_pause_bytes: int = 1024 * 1024  # unsent output at which reading a connection pauses
+    connection_output_max_bytes: int = 128 * 1024 * 1024  # unsent output at which a connection is closed
+    queued_max_response_bytes: int = 512 * 1024 * 1024  # unsent output of all connections before reading pauses
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event

@@ -1,0 +1,293 @@
+"""A ClientConnection's limits with no sockets: a fake transport that takes output only when told.
+
+Covers the reasons reading pauses (requests in flight, the connection's unsent output, all
+connections' unsent output, memory for a large frame) and that each resumes independently, the
+per-connection output cap, the App's accounting returning to zero when connections close, the
+idle and receive timeouts of the App's sweep, and max.connections / max.connections.per.ip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from typing import Any
+
+import pytest
+
+from kcoord.coordinator.net import connection as c
+from kcoord.coordinator.net.connection import ClientConnection
+from kcoord.coordinator.net.server import App, Listener
+from kcoord.coordinator.ops.settings import Settings
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
+from kcoord.storage.memory import MemoryStorage
+
+ANSWER = 4 + 4 + 2 + 4 + 100 * 6  # an ApiVersions v0 answer of the stub cluster below
+
+
+class StubCluster:
+    def api_versions_response(self, error: int = 0) -> Any:
+        R = m.ApiVersionsResponse
+        return R(error_code=error, api_keys=[R.ApiVersion(api_key=k, min_version=0, max_version=1) for k in range(100)])
+
+
+class FakeTransport:
+    """Takes writes into a buffer; ``accepting`` says whether the 'socket' sends them at once."""
+
+    def __init__(self, protocol: ClientConnection, ip: str = "10.0.0.1", accepting: bool = True) -> None:
+        self.protocol = protocol
+        self.ip = ip
+        self.accepting = accepting
+        self.buffer = bytearray()
+        self.sent = bytearray()
+        self.reading = True
+        self.writing_paused = False
+        self.closed = self.aborted = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return (self.ip, 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        assert high == 0
+
+    def write(self, data: bytes) -> None:
+        if self.accepting and not self.buffer:
+            self.sent += data
+            return
+        self.buffer += data
+        if not self.writing_paused:
+            self.writing_paused = True
+            self.protocol.pause_writing()
+
+    def drain(self) -> None:
+        self.sent += self.buffer
+        self.buffer.clear()
+        if self.writing_paused:
+            self.writing_paused = False
+            self.protocol.resume_writing()
+
+    def get_write_buffer_size(self) -> int:
+        return len(self.buffer)
+
+    def pause_reading(self) -> None:
+        assert self.reading, "paused twice"
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        assert not self.reading, "resumed twice"
+        self.reading = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.buffer.clear()
+
+
+def app_with(**limits: Any) -> App:
+    app = App(Settings(storage="memory", **limits), storage=MemoryStorage())
+    app.cluster = StubCluster()  # type: ignore[assignment]
+    return app
+
+
+def connect(app: App, ip: str = "10.0.0.1", accepting: bool = True) -> tuple[ClientConnection, FakeTransport]:
+    conn = ClientConnection(Listener(app, None))
+    transport = FakeTransport(conn, ip, accepting)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport
+
+
+def requests(n: int, start: int = 0) -> bytes:
+    return b"".join(
+        frames.frame(struct.pack(">hhih", ApiKey.API_VERSIONS, 0, start + i, -1)) for i in range(n)
+    )
+
+
+def answers(transport: FakeTransport) -> int:
+    return len(frames.FrameDecoder().feed(bytes(transport.sent)))
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+# -- back-pressure --------------------------------------------------------------------------------------------
+async def test_reading_pauses_while_unsent_output_is_over_the_mark_and_resumes_when_it_drains() -> None:
+    app = app_with(connection_output_pause_bytes=3 * ANSWER)
+    conn, t = connect(app, accepting=False)
+    conn.data_received(requests(10))
+    # Dispatch stops once the answers not sent pass the mark: the other 6 requests wait, read.
+    assert not t.reading
+    assert app.output_bytes == len(t.buffer) == 4 * ANSWER
+    assert conn._backlog is not None and len(conn._backlog) == 6
+    t.drain()  # the socket took it all: reading resumes, the 6 go at the next loop iteration
+    assert t.reading and app.output_bytes == 0 and answers(t) == 4
+    await settle()
+    assert not t.reading and len(t.buffer) == 4 * ANSWER and len(conn._backlog) == 2
+    t.accepting = True
+    t.drain()
+    await settle()
+    assert t.reading and answers(t) == 10 and app.output_bytes == 0 and conn._backlog is None
+    # A client that reads is never paused, however much it pipelines.
+    conn.data_received(requests(500, 100))
+    assert t.reading and answers(t) == 510 and app.output_bytes == 0
+
+
+async def test_in_flight_and_output_pause_independently() -> None:
+    app = app_with(max_inflight=4)
+    conn, t = connect(app)
+    conn._pause(c._INFLIGHT)
+    conn._pause(c._OUTPUT)
+    assert not t.reading
+    conn._resume(c._INFLIGHT)
+    assert not t.reading, "resumed while output still held it"
+    conn._pause(c._INFLIGHT)
+    conn._resume(c._OUTPUT)
+    assert not t.reading
+    conn._resume(c._INFLIGHT)
+    assert t.reading
+
+    # max.inflight: the request that reaches it stops dispatch; the rest waits, read, in order.
+    parked = [conn._new_slot() for _ in range(3)]  # as if three requests waited for their answers
+    conn.data_received(requests(5))
+    assert not t.reading and answers(t) == 0 and conn._backlog is not None and len(conn._backlog) == 4
+    for slot in parked:
+        conn._fill(slot, b"")
+    await settle()
+    assert t.reading and answers(t) == 5 and conn._backlog is None
+
+
+async def test_max_inflight_of_one_still_resumes() -> None:
+    app = app_with(max_inflight=1)
+    conn, t = connect(app)
+    conn.data_received(requests(5))
+    await settle()
+    assert t.reading and answers(t) == 5
+
+
+async def test_a_connection_over_the_output_cap_is_closed_and_its_accounting_dropped() -> None:
+    app = app_with(connection_output_pause_bytes=4 * ANSWER, connection_output_max_bytes=6 * ANSWER)
+    conn, t = connect(app, accepting=False)
+    conn.data_received(requests(5))
+    assert not t.reading and app.output_bytes == 5 * ANSWER
+    # Answers to requests in flight before the pause keep coming: past the cap the connection goes.
+    conn._fill(conn._new_slot(), b"x" * 2 * ANSWER)
+    await settle()
+    assert t.aborted  # the transport held output: dropped, not flushed to a client that does not read
+    assert app.output_bytes == 0 and app._output_holders == set()
+    assert app.metrics.registry.get_sample_value("kcoord_connections_closed_total", {"reason": "output_cap"}) == 1
+    conn.connection_lost(None)
+    assert app.output_bytes == 0 and app.connections == set()
+
+
+async def test_the_total_over_queued_max_response_bytes_pauses_every_holder_until_half() -> None:
+    app = app_with(queued_max_response_bytes=10 * ANSWER, connection_output_pause_bytes=100 * ANSWER)
+    (a, ta), (b, tb), (_, ti) = connect(app, accepting=False), connect(app, accepting=False), connect(app)
+    a.data_received(requests(6))
+    assert ta.reading and app.output_bytes == 6 * ANSWER
+    b.data_received(requests(6))
+    assert app.output_bytes == 12 * ANSWER
+    assert not ta.reading and not tb.reading and ti.reading  # only connections holding output
+    ta.drain()  # 6 * ANSWER left, over half the cap: b stays paused, a holds none and is not
+    assert ta.reading and not tb.reading
+    ta.accepting = False
+    a.data_received(requests(1))  # holding again while the total is over: paused again
+    assert not ta.reading and app.output_bytes == 7 * ANSWER
+    ta.accepting = True
+    ta.drain()
+    tb.accepting = True
+    tb.drain()
+    assert ta.reading and tb.reading and app.output_bytes == 0
+    assert app.metrics.registry.get_sample_value("kcoord_buffered_bytes", {"kind": "output"}) is None  # not started
+
+
+# -- closing releases everything --------------------------------------------------------------------------------
+async def test_closing_drops_slots_output_backlog_and_the_partial_frame() -> None:
+    app = app_with(connection_output_pause_bytes=ANSWER, queued_max_request_bytes=1 << 20, max_frame_size=1 << 20)
+    assert app.frame_budget is not None
+    conn, t = connect(app, accepting=False)
+    conn.data_received(requests(5))
+    big = frames.frame(b"\0" * 200_000)
+    waiting, tw = connect(app)
+    waiting.data_received(big[:1000])
+    assert app.frame_budget.used == 200_000
+    other, to = connect(app)
+    other.data_received(frames.frame(b"\0" * 900_000)[:1000])  # 200k + 900k > 1 MiB: waits
+    assert not to.reading and app.frame_budget.waiters == 1
+    assert app.output_bytes > 0 and not t.reading
+    conn.connection_lost(None)
+    assert app.output_bytes == 0 and app._output_holders == set()
+    assert conn._backlog is None and not conn._slots and not conn._out and conn._decoder.buffered == 0
+    waiting.connection_lost(None)  # its reservation goes to the one waiting
+    assert app.frame_budget.used == 900_000 and to.reading
+    other.connection_lost(None)
+    assert app.frame_budget.used == 0 and app.connections == set()
+
+
+# -- the sweep: idle and slow connections ---------------------------------------------------------------------
+async def test_the_sweep_closes_idle_connections_and_slow_frames_only() -> None:
+    app = app_with(connections_max_idle_ms=10_000, request_receive_timeout_ms=1_000)
+    busy, tb = connect(app)
+    idle, ti = connect(app)
+    slow, ts = connect(app)
+    now = time.perf_counter()
+    slow.data_received(requests(1)[:3])
+    app.sweep(now + 0.5)
+    assert not (tb.closed or ti.closed or ts.closed)
+    app.sweep(now + 2)
+    assert ts.closed and not ti.closed
+    busy.data_received(requests(1))
+    busy._active = now + 5  # as if that request came 5 s on
+    app.sweep(now + 10.5)
+    assert ti.closed and not tb.closed
+    get = app.metrics.registry.get_sample_value
+    assert get("kcoord_connections_closed_total", {"reason": "slow_frame"}) == 1
+    assert get("kcoord_connections_closed_total", {"reason": "idle"}) == 1
+
+
+async def test_a_paused_connection_is_not_blamed_for_its_half_sent_frame() -> None:
+    app = app_with(request_receive_timeout_ms=1_000, connection_output_pause_bytes=ANSWER)
+    conn, t = connect(app, accepting=False)
+    conn.data_received(requests(2) + requests(1)[:5])
+    assert not t.reading
+    app.sweep(time.perf_counter() + 5)
+    assert not t.closed
+    t.drain()
+    assert t.reading
+    app.sweep(time.perf_counter() + 0.5)  # the timeout starts over once we read again
+    assert not t.closed
+
+
+# -- max.connections, max.connections.per.ip ----------------------------------------------------------------------
+async def test_connections_over_the_limits_are_closed_at_once() -> None:
+    app = app_with(max_connections=3, max_connections_per_ip=1, max_connections_per_ip_overrides={"10.0.0.2": 2})
+    a1, ta1 = connect(app, "10.0.0.1")
+    _, ta2 = connect(app, "10.0.0.1")
+    b1, tb1 = connect(app, "10.0.0.2")
+    _, tb2 = connect(app, "10.0.0.2")
+    _, tc1 = connect(app, "10.0.0.3")
+    assert not ta1.closed and ta2.closed and not tb1.closed and not tb2.closed and tc1.closed
+    assert len(app.connections) == 3
+    a1.connection_lost(None)
+    assert app._per_ip == {"10.0.0.2": 2}
+    _, tc2 = connect(app, "10.0.0.3")
+    assert not tc2.closed
+    get = app.metrics.registry.get_sample_value
+    assert get("kcoord_connections_closed_total", {"reason": "limit"}) == 2
+    assert get("kcoord_connections") == 3
+
+
+@pytest.mark.parametrize("budget", [True, False])
+async def test_small_requests_never_touch_the_frame_budget(budget: bool) -> None:
+    app = app_with(queued_max_request_bytes=(1 << 30) if budget else -1)
+    assert (app.frame_budget is not None) == budget
+    conn, t = connect(app)
+    data = requests(50)
+    for i in range(0, len(data), 7):
+        conn.data_received(data[i : i + 7])
+    assert answers(t) == 50
+    assert app.frame_budget is None or app.frame_budget.used == 0
