@@ -119,9 +119,12 @@ class App:
         from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 
         assert self.storage is not None
+        max_record_bytes = self.storage.max_record_bytes  # known once the storage is open
         for i in range(self.settings.shards):
             def make_state(i: int = i) -> Any:
-                return GroupCoordinatorShard(self.settings.group, self.clock, shard_index=i)
+                return GroupCoordinatorShard(
+                    self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes
+                )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
 
