@@ -54,15 +54,22 @@ class UnsupportedApi(CodecError):
 
 
 def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
-    """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset."""
+    """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset.
+
+    A frame that ends before its acks raises CodecError (bad input: the connection closes)."""
     pos = header_size
+    end = len(frame_bytes)
     if version >= 3:
         if version >= 9:
             n, pos = decode_uvarint(frame_bytes, pos)
             pos += max(n - 1, 0)
         else:
+            if pos + 2 > end:
+                raise CodecError(f"Produce v{version} truncated in its transactional id")
             (n,) = _INT16.unpack_from(frame_bytes, pos)
             pos += 2 + max(n, 0)
+    if pos + 2 > end:
+        raise CodecError(f"Produce v{version} ends before its acks ({end} bytes, acks at {pos})")
     (acks,) = _INT16.unpack_from(frame_bytes, pos)
     return acks, pos
 
