@@ -17,7 +17,8 @@ ApiVersions is answered by kcoord: for each API, the range both kcoord and the u
 for the group APIs kcoord serves, kcoord's own ranges; group-coordinator APIs kcoord does not
 serve yet (KIP-848, share and streams groups) are left out so clients fall back to the classic
 protocol instead of reaching a coordinator that does not know their group. An API whose
-responses carry addresses is advertised only in the versions kcoord can rewrite.
+responses carry addresses is advertised only in the versions kcoord can rewrite. SASL is never
+advertised (kcoord cannot authenticate anyone). What is not advertised is not relayed either.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ UNSERVED_GROUP_APIS = frozenset({68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92})
 # brokers do not serve them to clients, and their answers name controllers by address.
 CONTROLLER_APIS = frozenset({52, 53, 54, 59, 82})
 
-NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS
+# SaslHandshake and SaslAuthenticate: kcoord authenticates nobody, and relaying them would
+# authenticate kcoord's paired upstream connection, not the client. Offering them only starts a
+# handshake that cannot work, so a request for them closes the connection like any API not offered.
+SASL_APIS = frozenset({17, 36})
+
+NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS | SASL_APIS
 
 
 def _schema_range(api_key: int) -> tuple[int, int]:
