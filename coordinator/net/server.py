@@ -165,6 +165,8 @@ class App:
             if listener.server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.storage is not None:
             try:
                 await asyncio.wait_for(self.storage.close(), 5.0)
