@@ -132,6 +132,7 @@ class ClusterView:
         self.topics = TopicCatalog(self._fetch_topics)
         self._metadata_conn: Connection | None = None
         self._metadata_lock = asyncio.Lock()
+        self._warned_old_metadata = False
 
     # -- discovery ----------------------------------------------------------------------------------
     async def discover(self) -> None:
@@ -180,7 +181,9 @@ class ClusterView:
                 conn = self._metadata_conn = await connect(self.upstream_address(None), timeout=5.0, request_timeout=10.0)
         version = conn.version_for(m.MetadataRequest)
         if version < METADATA_AUTO_CREATE_FLAG_SINCE:
-            log.warning("upstream Metadata v%d cannot ask without creating topics: commits go on unchecked", version)
+            if not self._warned_old_metadata:
+                self._warned_old_metadata = True
+                log.warning("upstream Metadata v%d cannot ask without creating topics: commits go on unchecked", version)
             return None
         T = m.MetadataRequest.MetadataRequestTopic
         request = m.MetadataRequest(topics=[T(name=n) for n in names], allow_auto_topic_creation=False)

@@ -77,7 +77,7 @@ class TopicCatalog:
         now = self.clock()
         for t in topics:
             name = t.name
-            if not name:
+            if name is None:  # a topic asked for by id (Metadata v12+)
                 continue
             if t.error_code == ErrorCode.NONE:
                 self.partitions[name] = len(t.partitions)

@@ -148,6 +148,16 @@ async def test_known_topics_are_confirmed_again_and_a_deleted_one_is_forgotten()
     assert catalog.classify(commit("g", {("drop", 0): 1}).topics) == ({("drop", 0)}, [])
 
 
+async def test_an_invalid_topic_name_is_missing() -> None:
+    """Kafka's metadata cache holds no topic named "" (nor any invalid name)."""
+    async def fetch(names: list[str]) -> Any:
+        return MR(topics=[MR.MetadataResponseTopic(name=n, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION) for n in names])
+
+    catalog = TopicCatalog(fetch)
+    await catalog.lookup([""])
+    assert catalog.classify(commit("g", {("", 0): 1}).topics, looked_up=True) == ({("", 0)}, [])
+
+
 async def test_a_failed_lookup_decides_nothing() -> None:
     upstream = FakeUpstream({})
     upstream.fail = True
