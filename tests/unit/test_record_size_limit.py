@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -176,6 +177,20 @@ def test_static_member_replacement_that_would_write_an_oversized_record_is_refus
     ctx.sleep(9_000)  # within the old member's session, renewed above
     assert ctx.heartbeat("s", old_id, generation, instance_id="instance-1").error_code == ErrorCode.NONE
     assert ctx.fresh_replay_view() == ctx.shard.durable_view()
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_new_group_whose_first_record_would_be_oversized_is_not_created(version: int) -> None:
+    """A JoinGroup that creates a group writes its empty record (Kafka's newEmptyGroupMetadataRecord);
+    when that write fails Kafka reverts the group and answers the join with the mapped error. Only
+    a group id (or protocol type) of nearly the whole limit can make it so."""
+    ctx = ClassicContext(max_record_bytes=LIMIT)
+    huge = "g" * LIMIT
+    response = ctx.reply(ctx.join(huge, version=version))
+    assert response is not None and response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR, response
+    assert ctx.group(huge) is None and ctx.last_records == []
+    ctx.join("g" * 100, version=version)  # an ordinary group id: created, its record written
+    assert ctx.group("g" * 100) is not None and len(ctx.last_records) == 1
 
 
 def test_offset_commit_whose_record_would_be_oversized_is_refused_whole() -> None:

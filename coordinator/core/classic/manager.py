@@ -23,7 +23,10 @@ Invariants:
 - No group record larger than the log takes (``max_record_bytes``) is emitted: it could never be
   written, and a failed append would cost the whole shard a reload. The request that would need
   it fails alone, as Kafka fails that write alone: a leader's SyncGroup answers every waiting
-  member UNKNOWN_SERVER_ERROR and the group rebalances; a static member's replacement is refused.
+  member UNKNOWN_SERVER_ERROR and the group rebalances; a static member's replacement, or a
+  JoinGroup that would create a group whose first record is too large, is answered
+  UNKNOWN_SERVER_ERROR and changes nothing. (A record with no members is at most ~65 kB: group id
+  and protocol type are int16-length strings.)
 """
 
 from __future__ import annotations
@@ -130,6 +133,15 @@ class ClassicGroupManager:
                 out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
                 return
             group = ClassicGroup(req.group_id, self.now_ms())
+            if self._writable(group, records.group_metadata_record(
+                req.group_id, protocol_type=req.protocol_type, generation=0, protocol=None, leader=None,
+                current_state_timestamp=group.current_state_timestamp, members=[],
+            ), "creating the group") is None:  # fmt: skip
+                # Kafka reverts a group whose first record fails and answers the join with the mapped
+                # error; kcoord does not create it. (Only a group id or protocol type of nearly the
+                # whole limit can do this.)
+                out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=req.member_id))
+                return
             self.groups[req.group_id] = group
 
         records_before = len(out.records)
