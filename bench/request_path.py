@@ -29,6 +29,7 @@ from typing import Any
 from kcoord.coordinator.cli import tune_gc_for_serving
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.net.connection import ClientConnection
+from kcoord.coordinator.net.gateway import ClusterView
 from kcoord.coordinator.net.server import App, Listener
 from kcoord.coordinator.ops.settings import Settings
 from kcoord.protocol import frames
@@ -66,6 +67,10 @@ class FakeTransport:
         return data
 
 
+async def _no_listener(broker: Any) -> int:
+    raise AssertionError("the bench has no upstream brokers")
+
+
 def split_responses(data: bytes) -> list[bytes]:
     dec = frames.FrameDecoder()
     return dec.feed(data)
@@ -83,6 +88,9 @@ class Harness:
         await app.storage.open(app.settings.shards)
         app._make_shards()
         await asyncio.gather(*(s.load() for s in app.shards))
+        # No upstream: a cluster view that knows the commits' topic, as after its first lookup.
+        app.cluster = ClusterView([("upstream", 9092)], "127.0.0.1", 0, 1_000_000, _no_listener)
+        app.cluster.topics.partitions["t"] = 1000
         self.transport = FakeTransport()
         self.conn = ClientConnection(Listener(app, None))
         self.conn.connection_made(self.transport)  # type: ignore[arg-type]

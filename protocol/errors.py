@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_VOTER_SET = 94
     # Answers kcoord's storage reads from the upstream cluster.
+    MESSAGE_TOO_LARGE = 10
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     TOPIC_ALREADY_EXISTS = 36
     DUPLICATE_SEQUENCE_NUMBER = 46

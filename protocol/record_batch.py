@@ -216,6 +216,12 @@ class RecordBatch(NamedTuple):
 
 
 # -- encoding ---------------------------------------------------------------------------------------
+# What :func:`encode_records` adds around one record's key and value, varints at their widest:
+# length (5), attributes and timestamp delta (2), offset delta (5), key and value lengths (5 + 5),
+# header count (1). A record alone in a batch therefore takes at most HEADER_SIZE + this + its bytes.
+MAX_RECORD_FRAMING = 23
+
+
 def encode_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
     """The records section for ``(key, value)`` pairs: offset deltas 0..n-1, timestamp delta 0, no headers."""
     out = bytearray()

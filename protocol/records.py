@@ -36,6 +36,7 @@ __all__ = [
     "encode_key",
     "encode_record",
     "encode_value",
+    "group_metadata_record_size",
 ]
 
 MemberMetadata = GroupMetadataValue.MemberMetadata
@@ -93,6 +94,37 @@ def encode_value(value: Any | None) -> bytes | None:
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
     return encode_key(record.key), encode_value(record.value)
+
+
+def _utf8_len(s: str | None) -> int:
+    """Bytes of a (nullable) int16-length string as encoded: its length prefix and UTF-8."""
+    if s is None:
+        return 2
+    return 2 + (len(s) if s.isascii() else len(s.encode("utf-8")))
+
+
+# A GroupMetadataValue v3 without its strings and byte arrays: value version, generation,
+# current state timestamp, member count; a member's rebalance and session timeouts and the int32
+# lengths of its subscription and assignment.
+_GROUP_VALUE_FIXED = 2 + 4 + 8 + 4
+_MEMBER_FIXED = 4 + 4 + 4 + 4
+
+
+def group_metadata_record_size(record: Record) -> int:
+    """The stored size (key + value bytes) of a GroupMetadata record as :func:`encode_record` writes
+    it (value v3), from its fields' lengths: a writer learns whether the log can take a group's
+    record without encoding it first (the log encodes it once, when it writes it)."""
+    key, value = record.key, record.value
+    size = 2 + _utf8_len(key.group)  # record type + key
+    if value is None:
+        return size
+    size += _GROUP_VALUE_FIXED + _utf8_len(value.protocol_type) + _utf8_len(value.protocol) + _utf8_len(value.leader)
+    for mb in value.members:
+        size += (
+            _MEMBER_FIXED + _utf8_len(mb.member_id) + _utf8_len(mb.group_instance_id) + _utf8_len(mb.client_id)
+            + _utf8_len(mb.client_host) + len(mb.subscription) + len(mb.assignment)
+        )  # fmt: skip
+    return size
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record | None:

@@ -11,7 +11,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
+from kcoord.protocol.record_batch import HEADER_SIZE, MAX_RECORD_FRAMING
 from kcoord.protocol.records import Record
+
+# Kafka's default max.message.bytes (broker message.max.bytes): 1 MiB plus the 12 bytes of log
+# overhead. A topic whose configs do not say otherwise accepts batches up to this size.
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
+def max_record_bytes_for(max_message_bytes: int) -> int:
+    """The largest record (key + value bytes) a topic with this ``max.message.bytes`` accepts as a
+    batch of its own: the batch header and the record's own framing at their largest come off."""
+    return max_message_bytes - HEADER_SIZE - MAX_RECORD_FRAMING
+
+
+DEFAULT_MAX_RECORD_BYTES = max_record_bytes_for(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
 
 
 class StorageError(Exception):
@@ -47,6 +61,10 @@ class ShardLog(Protocol):
 
 
 class Storage(Protocol):
+    # The largest record (key + value bytes) the log accepts as a batch of its own; known once
+    # open() returned. The group state refuses to emit a larger one (it could never be written).
+    max_record_bytes: int
+
     async def open(self, num_shards: int) -> None: ...
 
     def shard_log(self, shard: int) -> ShardLog: ...

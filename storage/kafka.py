@@ -10,6 +10,11 @@ policy other than exactly ``compact`` stops startup with a :class:`StorageError`
 mismatch (``delete`` would expire committed offsets; a different partition count would route
 groups to the wrong shard).
 
+Record size: the topic's ``max.message.bytes`` (DescribeConfigs at start; Kafka's default 1048588
+when the topic does not report it) sets :attr:`KafkaStorage.max_record_bytes`, the largest record
+that fits a batch of its own, which the group state never exceeds (it refuses the request that
+would need a larger one), and ``max_batch_bytes``, below the limit with a margin.
+
 Write path (:meth:`KafkaShardLog.append`): one Produce request with one RecordBatch v2 holding
 every record of the call (split only beyond ``max_batch_bytes``, see below), ``acks=-1``,
 idempotent: the shard's producer id/epoch and a per-partition base sequence. Retries after a
@@ -79,7 +84,14 @@ from kcoord.protocol.primitives import INT16, CodecError
 from kcoord.protocol.record_batch import CONTROL_COMMIT, RecordBatch, decode_batches, encode_batch
 from kcoord.protocol.records import Record, decode_record, encode_record
 
-from .base import FencedError, LogLostError, LostCallback, StorageError
+from .base import (
+    KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
+    FencedError,
+    LogLostError,
+    LostCallback,
+    StorageError,
+    max_record_bytes_for,
+)
 from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster, request
 
 log = logging.getLogger("kcoord.storage")
@@ -96,6 +108,14 @@ def transactional_id(topic: str, shard: int) -> str:
     return f"kcoord:{topic}:{shard}"
 
 
+def batch_bytes_for(max_message_bytes: int, cap: int | None = None) -> int:
+    """How many record bytes one batch may hold, as :meth:`KafkaShardLog._chunks` counts them (16
+    bytes of framing per record): an eighth of the topic's limit stays free for the batch header
+    and for framing beyond that estimate."""
+    limit = max_message_bytes - max_message_bytes // 8
+    return limit if cap is None else min(cap, limit)
+
+
 class KafkaStorage:
     """The :class:`kcoord.storage.base.Storage` over the upstream cluster (see the module docstring)."""
 
@@ -106,7 +126,7 @@ class KafkaStorage:
         *,
         request_timeout: float = 30.0,
         append_timeout: float = 30.0,
-        max_batch_bytes: int = 900_000,
+        max_batch_bytes: int | None = None,
         fetch_max_bytes: int = 8 << 20,
         refence_interval: float | None = None,
     ) -> None:
@@ -116,7 +136,12 @@ class KafkaStorage:
         self.cluster = KafkaCluster(bootstrap, settings.max_frame_size, request_timeout=request_timeout)
         self.request_timeout = request_timeout
         self.append_timeout = append_timeout
-        self.max_batch_bytes = max_batch_bytes
+        # Both follow the topic's max.message.bytes once open() read it (_validate_topic); an explicit
+        # max_batch_bytes caps the batches further.
+        self.max_message_bytes = KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+        self.max_record_bytes = max_record_bytes_for(self.max_message_bytes)
+        self._max_batch_bytes_cap = max_batch_bytes
+        self.max_batch_bytes = batch_bytes_for(self.max_message_bytes, max_batch_bytes)
         self.fetch_max_bytes = fetch_max_bytes
         self.refence_interval = (
             getattr(settings, "ownership_refresh_interval_ms", 3_600_000) / 1000 if refence_interval is None else refence_interval
@@ -231,15 +256,33 @@ class KafkaStorage:
             if time.monotonic() > deadline:
                 raise StorageError(f"internal topic {self.topic!r}: partitions without a leader after {self.request_timeout}s")
             await asyncio.sleep(0.1)
-        policy = await self._cleanup_policy()
+        configs = await self._topic_configs()
+        policy = configs.get("cleanup.policy")
         if policy is None or {p.strip() for p in policy.split(",")} != {"compact"}:
             shown = "delete (the default)" if policy is None else policy
             raise StorageError(
                 f"internal topic {self.topic!r} has cleanup.policy={shown}; kcoord needs cleanup.policy=compact "
                 "(a delete policy would expire committed offsets); fix the topic's config or use another --internal-topic"
             )
+        self._set_max_message_bytes(configs.get("max.message.bytes"))
 
-    async def _cleanup_policy(self) -> str | None:
+    def _set_max_message_bytes(self, configured: str | None) -> None:
+        """Size records and batches by the topic's max.message.bytes (Kafka's default when unset)."""
+        try:
+            value = KAFKA_DEFAULT_MAX_MESSAGE_BYTES if configured is None else int(configured)
+        except ValueError:
+            raise StorageError(f"internal topic {self.topic!r}: max.message.bytes={configured!r} is not a number") from None
+        self.max_message_bytes = value
+        self.max_record_bytes = max_record_bytes_for(value)
+        self.max_batch_bytes = batch_bytes_for(value, self._max_batch_bytes_cap)
+        log.info(
+            "internal topic %s: max.message.bytes=%d%s: records up to %d bytes, batches up to %d bytes",
+            self.topic, value, " (Kafka's default; the topic does not set it)" if configured is None else "",
+            self.max_record_bytes, self.max_batch_bytes,
+        )
+
+    async def _topic_configs(self) -> dict[str, str | None]:
+        """The internal topic's configs as DescribeConfigs reports them (name -> value)."""
         conn = await self.cluster.any_node()
         req = sm.DescribeConfigsRequest(
             resources=[
@@ -252,10 +295,7 @@ class KafkaStorage:
         result = resp.results[0]
         if result.error_code != ErrorCode.NONE:
             raise StorageError(f"DescribeConfigs of {self.topic!r}: error {result.error_code} {result.error_message or ''}")
-        for entry in result.configs:
-            if entry.name == "cleanup.policy":
-                return entry.value
-        return None
+        return {entry.name: entry.value for entry in result.configs}
 
     # -- ownership keepalive and checks ----------------------------------------------------------------
     async def _refence_loop(self) -> None:

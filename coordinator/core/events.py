@@ -33,6 +33,7 @@ REBALANCE_REASONS = (
     "sync_timeout",  # members did not SyncGroup within the rebalance timeout
     "static_member_replaced",  # a static member rejoined with changed subscription
     "group_loaded",  # a group loaded from the log with members but no live session
+    "record_too_large",  # the new generation's record is larger than the log takes: not written
     "other",
 )
 # Why a member left the group: MemberLeft.reason.

@@ -24,6 +24,8 @@ from typing import Any
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.records import encode_record
+from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
@@ -35,6 +37,9 @@ from .result import RequestContext, Result
 
 S = ClassicGroupState
 DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
+# An offset commit record without its three strings: key type, string lengths and partition;
+# value version, offset, leader epoch, metadata length, commit and expire timestamps (rounded up).
+_MAX_OFFSET_RECORD_FIXED = 64
 
 
 class OffsetStore:
@@ -85,8 +90,10 @@ class OffsetManager:
         find_group: Callable[[str], ClassicGroup | None],
         committed: Callable[[ClassicGroup, str], None],
         log: logging.Logger,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         self.config = config
+        self.max_record_bytes = max_record_bytes  # the largest record the shard's log takes
         self.now_ms = now_ms
         self._find_group = find_group
         self._committed = committed  # told of every valid commit: (group, member id)
@@ -112,7 +119,13 @@ class OffsetManager:
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
         expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
+        first_record = len(out.records)
+        # The largest record a partition of this group could need, from string lengths (UTF-8 takes
+        # at most 4 bytes a character): far below the log's limit but for huge group ids, topic names
+        # or metadata, so the exact size is computed only then, never on the common path.
+        bound = _MAX_OFFSET_RECORD_FIXED + 4 * (len(req.group_id) + self.config.offset_metadata_max_bytes)
         for topic in req.topics:
+            exact = bound + 4 * len(topic.name) > self.max_record_bytes
             partitions = []
             for p in topic.partitions:
                 metadata = p.committed_metadata
@@ -120,23 +133,41 @@ class OffsetManager:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     code = ErrorCode.NONE
-                    out.records.append(
-                        offset_commit_record(
-                            req.group_id,
-                            topic.name,
-                            p.partition_index,
-                            offset=p.committed_offset,
-                            leader_epoch=p.committed_leader_epoch,
-                            metadata=metadata or "",
-                            commit_timestamp=now,
-                            expire_timestamp=expire,
-                        )
+                    record = offset_commit_record(
+                        req.group_id,
+                        topic.name,
+                        p.partition_index,
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch,
+                        metadata=metadata or "",
+                        commit_timestamp=now,
+                        expire_timestamp=expire,
                     )
+                    if exact:
+                        key, value = encode_record(record)
+                        size = len(key) + len(value or b"")
+                        if size > self.max_record_bytes:
+                            self._refuse_oversized_commit(ctx, req, size, first_record, out)
+                            return
+                    out.records.append(record)
                 partitions.append(
                     R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
                 )
             topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
         out.reply(ctx, R(topics=topics))
+
+    def _refuse_oversized_commit(
+        self, ctx: RequestContext, req: m.OffsetCommitRequest, size: int, first_record: int, out: Result
+    ) -> None:
+        """Kafka writes a commit's records atomically and refuses a write holding a record larger
+        than a batch may be (RecordTooLargeException); GroupCoordinatorService answers that
+        MESSAGE_TOO_LARGE with UNKNOWN_SERVER_ERROR for every partition. Nothing is written."""
+        del out.records[first_record:]
+        self.log.warning(
+            "group %s: offset commit makes a %d-byte record; the log takes records up to %d bytes: not written",
+            req.group_id, size, self.max_record_bytes,
+        )  # fmt: skip
+        out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(ErrorCode.UNKNOWN_SERVER_ERROR)))
 
     def _validate_commit(
         self, ctx: RequestContext, req: m.OffsetCommitRequest, group: ClassicGroup | None

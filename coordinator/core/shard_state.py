@@ -10,6 +10,8 @@ Invariants (tested by ``tests/unit/test_shard_state_stateful.py``):
   in :meth:`replay`, so :meth:`durable_view` of the live shard equals that of a fresh shard that
   replayed every record written so far.
 - ``handle`` never raises: a bug costs the request UNKNOWN_SERVER_ERROR (logged), never the shard.
+- No record larger than ``max_record_bytes`` (what the shard's log takes) is ever returned: the
+  request that would need one is refused instead (see the classic manager and offsets).
 - No I/O, no asyncio, no wall clock: time comes from the injected clock (and ``poll``'s ``now``).
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .classic import admin
 from .classic.group import ClassicGroup
@@ -49,17 +52,24 @@ class GroupCoordinatorShard:
         shard_index: int = 0,
         log: logging.Logger | None = None,
         new_member_id: Callable[[str], str] | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
+        """``max_record_bytes``: the largest record the shard's log accepts (the storage's
+        ``max_record_bytes``); a request that would need a larger one is refused, never written."""
         self.config = config
+        self.max_record_bytes = max_record_bytes
         self.clock = clock
         self.shard_index = shard_index
         self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
         self.timers = TimerQueue()
-        self.classic = ClassicGroupManager(config, clock.now_ms, self.timers, self.log, new_member_id)
+        self.classic = ClassicGroupManager(
+            config, clock.now_ms, self.timers, self.log, new_member_id, max_record_bytes=max_record_bytes
+        )
         self.offsets = OffsetManager(
             # The bound dict.get, not a lambda: it runs on every commit. The manager never
             # replaces its groups dict.
             config, clock.now_ms, self.classic.groups.get, self.classic.offsets_committed, self.log,
+            max_record_bytes=max_record_bytes,
         )
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,

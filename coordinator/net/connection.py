@@ -7,7 +7,9 @@ kcoord serves go to the router; all others go to this listener's upstream broker
 connection paired with this one, and their answers come back unchanged unless they name a
 broker by address (Metadata, DescribeCluster, transaction FindCoordinator, and Produce/Fetch
 answers carrying KIP-951 leader endpoints: see gateway.py). Produce with acks=0 gets no response
-and takes no slot.
+and takes no slot. OffsetCommit and TxnOffsetCommit have their topics checked against the
+upstream's first (topics.py); while one waits for a topic lookup, the connection's later group
+requests wait behind it, so the shards see a connection's requests in the order they came.
 
 Bad input never reaches past this class: an oversized or malformed frame, an unknown API key or
 an unsupported version closes this connection with a log line; other clients are unaffected.
@@ -38,6 +40,7 @@ import logging
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.client import Connection as UpstreamConnection
@@ -53,10 +56,14 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError, decode_uvarint
 
+from .topics import COMMIT_APIS, all_known, merged, without
+
 if TYPE_CHECKING:
     from .server import Listener
 
 log = logging.getLogger("kcoord.connection")
+
+Reply = Callable[[Any], None]
 
 _INT16 = struct.Struct(">h")
 _ACKS_ONE = _INT16.pack(1)
@@ -78,15 +85,22 @@ class UnsupportedApi(CodecError):
 
 
 def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
-    """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset."""
+    """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset.
+
+    A frame that ends before its acks raises CodecError (bad input: the connection closes)."""
     pos = header_size
+    end = len(frame_bytes)
     if version >= 3:
         if version >= 9:
             n, pos = decode_uvarint(frame_bytes, pos)
             pos += max(n - 1, 0)
         else:
+            if pos + 2 > end:
+                raise CodecError(f"Produce v{version} truncated in its transactional id")
             (n,) = _INT16.unpack_from(frame_bytes, pos)
             pos += 2 + max(n, 0)
+    if pos + 2 > end:
+        raise CodecError(f"Produce v{version} ends before its acks ({end} bytes, acks at {pos})")
     (acks,) = _INT16.unpack_from(frame_bytes, pos)
     return acks, pos
 
@@ -131,6 +145,9 @@ class ClientConnection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._dispatching = False
         self._write_scheduled = False
+        # While a commit waits for a topic lookup, this connection's later group requests wait
+        # here (with their reply callbacks), so the shards see them in arrival order.
+        self._held: list[tuple[int, RequestContext, Message, Reply]] | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -374,7 +391,55 @@ class ClientConnection(asyncio.Protocol):
                 return
             self._fill(slot, data)
 
-        self.app.router.route(api_key, ctx, request, reply)
+        self._route(api_key, ctx, request, reply)
+
+    def _route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
+        """To the router; a commit's topics are checked first, as a broker checks them (topics.py)."""
+        if self._held is not None:
+            self._held.append((api_key, ctx, request, reply))
+        elif api_key not in COMMIT_APIS or all_known(self.app.cluster.topics.partitions, request.topics):  # type: ignore[attr-defined]
+            self.app.router.route(api_key, ctx, request, reply)
+        else:
+            self._route_commit(api_key, ctx, request, reply)
+
+    def _route_commit(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        catalog = self.app.cluster.topics
+        missing, to_look_up = catalog.classify(request.topics)
+        if not to_look_up:
+            self._route_without(api_key, ctx, request, reply, missing)
+            return
+        self._held = []
+        task = asyncio.ensure_future(catalog.lookup(to_look_up))
+
+        def looked_up(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:  # lookup() itself does not fail
+                log.error("%s: topic lookup failed: %r", self.peer, done.exception())
+            missing, _rest = catalog.classify(request.topics, looked_up=True)
+            self._route_without(api_key, ctx, request, reply, missing)
+            held, self._held = self._held or [], None
+            for entry in held:  # in order; one of them may start a lookup and hold the rest again
+                self._route(*entry)
+
+        task.add_done_callback(looked_up)
+
+    def _route_without(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply, missing: Any) -> None:
+        """The commit without the partitions that do not exist; their UNKNOWN_TOPIC_OR_PARTITION
+        joins the coordinator's answer (none at all if nothing is left for it)."""
+        rest = without(request, missing) if missing else request
+        if rest is None:
+            reply(merged(api_key, request, missing, None))
+        elif rest is request:
+            self.app.router.route(api_key, ctx, request, reply)
+        else:
+            def merge(answer: Any) -> None:  # runs in the shard's write path: never raise
+                try:
+                    response = merged(api_key, request, missing, answer)
+                except Exception:
+                    log.exception("%s: cannot merge the answer to api %d", self.peer, api_key)
+                    response = error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+                reply(response)
+
+            self.app.router.route(api_key, ctx, rest, merge)
 
     def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest) -> None:
         version = ctx.api_version

@@ -17,7 +17,12 @@ ApiVersions is answered by kcoord: for each API, the range both kcoord and the u
 for the group APIs kcoord serves, kcoord's own ranges; group-coordinator APIs kcoord does not
 serve yet (KIP-848, share and streams groups) are left out so clients fall back to the classic
 protocol instead of reaching a coordinator that does not know their group. An API whose
-responses carry addresses is advertised only in the versions kcoord can rewrite.
+responses carry addresses is advertised only in the versions kcoord can rewrite. SASL is never
+advertised (kcoord cannot authenticate anyone). What is not advertised is not relayed either.
+
+:attr:`ClusterView.topics` is kcoord's view of which topics exist upstream, for the offset-commit
+APIs (:mod:`kcoord.coordinator.net.topics`): fed by every Metadata answer relayed here and by its
+own Metadata lookups (``allow_auto_topic_creation`` false) on a connection of its own.
 """
 
 from __future__ import annotations
@@ -28,12 +33,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import BrokerError, Connection
+from kcoord.client import BrokerError, Connection, connect
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 
+from .topics import TopicCatalog
+
 log = logging.getLogger("kcoord.gateway")
+
+METADATA_AUTO_CREATE_FLAG_SINCE = 4  # MetadataRequest.allow_auto_topic_creation
 
 # Coordinator APIs of group kinds kcoord does not serve (yet): never advertised, never passed through.
 # 68-69 consumer groups (KIP-848), 76-79 and 90-92 share groups, 88-89 streams groups.
@@ -43,7 +52,12 @@ UNSERVED_GROUP_APIS = frozenset({68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92})
 # brokers do not serve them to clients, and their answers name controllers by address.
 CONTROLLER_APIS = frozenset({52, 53, 54, 59, 82})
 
-NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS
+# SaslHandshake and SaslAuthenticate: kcoord authenticates nobody, and relaying them would
+# authenticate kcoord's paired upstream connection, not the client. Offering them only starts a
+# handshake that cannot work, so a request for them closes the connection like any API not offered.
+SASL_APIS = frozenset({17, 36})
+
+NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS | SASL_APIS
 
 
 def _schema_range(api_key: int) -> tuple[int, int]:
@@ -115,6 +129,10 @@ class ClusterView:
         self.cluster_id: str | None = None
         self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
         self._lock = asyncio.Lock()
+        self.topics = TopicCatalog(self._fetch_topics)
+        self._metadata_conn: Connection | None = None
+        self._metadata_lock = asyncio.Lock()
+        self._warned_old_metadata = False
 
     # -- discovery ----------------------------------------------------------------------------------
     async def discover(self) -> None:
@@ -132,6 +150,7 @@ class ClusterView:
                 self.cluster_id = getattr(meta, "cluster_id", None)
                 for b in meta.brokers:
                     await self.ensure_broker(b.node_id, b.host, b.port, b.rack)
+                self.topics.start()
                 return
             finally:
                 conn.close()
@@ -146,6 +165,29 @@ class ClusterView:
         self._compute_advertised()
         self.supported_features = list(resp.supported_features or [])
         self.finalized_features = list(resp.finalized_features or [])
+
+    async def close(self) -> None:
+        await self.topics.close()
+        if self._metadata_conn is not None:
+            self._metadata_conn.close()
+            self._metadata_conn = None
+
+    async def _fetch_topics(self, names: list[str]) -> Any:
+        """Metadata for ``names`` without creating any (the topic catalog's lookup); None when the
+        upstream's Metadata has no auto-creation flag (below v4), so asking could create them."""
+        async with self._metadata_lock:
+            conn = self._metadata_conn
+            if conn is None or conn.closed:
+                conn = self._metadata_conn = await connect(self.upstream_address(None), timeout=5.0, request_timeout=10.0)
+        version = conn.version_for(m.MetadataRequest)
+        if version < METADATA_AUTO_CREATE_FLAG_SINCE:
+            if not self._warned_old_metadata:
+                self._warned_old_metadata = True
+                log.warning("upstream Metadata v%d cannot ask without creating topics: commits go on unchecked", version)
+            return None
+        T = m.MetadataRequest.MetadataRequestTopic
+        request = m.MetadataRequest(topics=[T(name=n) for n in names], allow_auto_topic_creation=False)
+        return await conn.request(request, version)
 
     async def ensure_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> Broker:
         broker = self.brokers.get(node_id)
@@ -212,6 +254,7 @@ class ClusterView:
 
     # -- rewriting ----------------------------------------------------------------------------------
     async def rewrite_metadata(self, resp: Any) -> Any:
+        self.topics.learn(resp.topics)
         B = m.MetadataResponse.MetadataResponseBroker
         brokers = []
         for b in resp.brokers:

@@ -148,9 +148,12 @@ class App:
         from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 
         assert self.storage is not None
+        max_record_bytes = self.storage.max_record_bytes  # known once the storage is open
         for i in range(self.settings.shards):
             def make_state(i: int = i) -> Any:
-                return GroupCoordinatorShard(self.settings.group, self.clock, shard_index=i)
+                return GroupCoordinatorShard(
+                    self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes
+                )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
 
@@ -193,6 +196,8 @@ class App:
             if listener.server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.storage is not None:
             try:
                 await asyncio.wait_for(self.storage.close(), 5.0)

@@ -89,3 +89,23 @@ def test_oversized_frame_cap_is_configurable() -> None:
             bad.send_bytes(struct.pack(">i", 8192) + b"\x00" * 16)
             assert bad.is_closed_by_server()
         still_serving(proc.bootstrap)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_truncated_produce_closes_with_one_log_line(kcoord: KcoordProcess, version: int) -> None:
+    """Issue #11, item 7a: a Produce cut inside its transactional id, before the acks kcoord reads
+    to relay it, is bad input like any other: one log line, no traceback, the connection closed."""
+    flexible = version >= 9
+    header = struct.pack(">hhih", 0, version, 1, 8) + b"producer" + (b"\x00" if flexible else b"")
+    # The transactional id claims 40 bytes; the frame ends after 5 of them.
+    tid = bytes([41]) + b"tx-id" if flexible else struct.pack(">h", 40) + b"tx-id"
+    before = len(kcoord.log_path.read_text().splitlines())
+    with WireClient(kcoord.bootstrap) as bad:
+        bad.send_bytes(frames.frame(header + tid))
+        assert bad.is_closed_by_server()
+    still_serving(kcoord.bootstrap)
+    assert kcoord.alive
+    new = kcoord.log_path.read_text().splitlines()[before:]
+    assert [line for line in new if "malformed request" in line and "Produce" in line], new
+    assert len([line for line in new if "malformed request" in line]) == 1, new
+    assert not [line for line in new if "Traceback" in line or "Fatal error" in line or "struct.error" in line], new

@@ -183,13 +183,13 @@ def test_restart_during_rebalance_completes_with_single_owners(tansu: TansuBroke
         kcoord.kill()
 
 
-def commit_once(address: str, group: str, offset: int) -> int:
+def commit_once(address: str, group: str, offset: int, topic: str) -> int:
     """A generation -1 OffsetCommit v8 of one partition; returns the partition's error code."""
     R = m.OffsetCommitRequest
     request = R(
         group_id=group, generation_id_or_member_epoch=-1, member_id="",
         topics=[R.OffsetCommitRequestTopic(
-            name="t", partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
+            name=topic, partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)]
         )],
     )  # fmt: skip
     with WireClient(address) as client:
@@ -197,10 +197,10 @@ def commit_once(address: str, group: str, offset: int) -> int:
     return response.topics[0].partitions[0].error_code
 
 
-def fetch_once(address: str, group: str) -> int:
+def fetch_once(address: str, group: str, topic: str) -> int:
     R = m.OffsetFetchRequest
     with WireClient(address) as client:
-        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]))
+        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
     return response.topics[0].partitions[0].committed_offset
 
 
@@ -209,13 +209,15 @@ def test_a_second_kcoord_on_the_same_topic_fences_the_first(tansu: TansuBroker) 
     first = start_kcoord(tansu, offsets_topic)
     second: KcoordProcess | None = None
     try:
-        assert commit_once(first.bootstrap, group, 42) == 0
+        topic = unique("fenced")
+        create_topic(first.bootstrap, topic, 1)  # commits name topics that exist
+        assert commit_once(first.bootstrap, group, 42, topic) == 0
         second = start_kcoord(tansu, offsets_topic)  # takes ownership of every shard: epoch bump + fence write
-        assert fetch_once(second.bootstrap, group) == 42  # it loaded what the first acknowledged
+        assert fetch_once(second.bootstrap, group, topic) == 42  # it loaded what the first acknowledged
         # The zombie's next write is rejected by the cluster, so it must not acknowledge it.
-        assert commit_once(first.bootstrap, group, 99) == ErrorCode.NOT_COORDINATOR
-        assert commit_once(second.bootstrap, group, 43) == 0
-        assert fetch_once(second.bootstrap, group) == 43
+        assert commit_once(first.bootstrap, group, 99, topic) == ErrorCode.NOT_COORDINATOR
+        assert commit_once(second.bootstrap, group, 43, topic) == 0
+        assert fetch_once(second.bootstrap, group, topic) == 43
         assert "fenced" in first.log_tail(200)
     finally:
         first.kill()

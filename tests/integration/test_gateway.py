@@ -7,6 +7,7 @@ Metadata naming only kcoord's addresses, and a clean exit on SIGTERM.
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -95,6 +96,25 @@ def test_unsupported_api_versions_version_gets_error_35(kcoord_embedded: KcoordP
     resp = m.ApiVersionsResponse.decode(raw, 0)
     assert resp.error_code == 35
     assert {a.api_key for a in resp.api_keys} >= set(GROUP_API_RANGES)
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(17, 1), (36, 2)])
+def test_sasl_is_not_offered_and_a_sasl_request_closes_the_connection(
+    kcoord_embedded: KcoordProcess, api_key: int, version: int
+) -> None:
+    """Issue #11, item 7c: tansu offers SaslHandshake and SaslAuthenticate; kcoord, which can
+    authenticate nobody, offers neither and treats a request for them as any unoffered API."""
+    with WireClient(kcoord_embedded.bootstrap) as client:
+        offered = {a.api_key for a in client.api_versions().api_keys}
+    assert not {17, 36} & offered, sorted(offered)
+    flexible = (api_key, version) == (36, 2)
+    header = struct.pack(">hhih", api_key, version, 1, 4) + b"sasl" + (b"\x00" if flexible else b"")
+    body = (b"\x06PLAIN\x00" if flexible else struct.pack(">h", 5) + b"PLAIN") if api_key == 17 else (
+        b"\x01\x00" if flexible else struct.pack(">i", 0))
+    with WireClient(kcoord_embedded.bootstrap) as client:
+        client.send_bytes(frames.frame(header + body))
+        assert client.is_closed_by_server()
+    assert f"unsupported api {api_key} v{version}" in kcoord_embedded.log_path.read_text()
 
 
 def test_ten_thousand_records_through_kcoord(kcoord_embedded: KcoordProcess) -> None:

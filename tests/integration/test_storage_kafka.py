@@ -24,7 +24,13 @@ from kcoord.protocol.records import (
     Record,
     encode_record,
 )
-from kcoord.storage.base import FencedError, StorageError
+from kcoord.storage.base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
+    FencedError,
+    StorageError,
+    max_record_bytes_for,
+)
 from kcoord.storage.kafka import KafkaStorage
 from kcoord.storage.memory import MemoryStorage
 from tests.support.broker import TansuBroker
@@ -82,7 +88,10 @@ async def test_creates_compacted_topic_with_one_partition_per_shard(broker: Tans
     await storage.open(5)
     try:
         assert storage.cluster.partition_count == 5
-        assert await storage._cleanup_policy() == "compact"
+        assert (await storage._topic_configs())["cleanup.policy"] == "compact"
+        # The topic does not set max.message.bytes: Kafka's default sizes records and batches.
+        assert storage.max_message_bytes == KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+        assert storage.max_record_bytes == DEFAULT_MAX_RECORD_BYTES
         assert [await read_all(storage, s) for s in range(5)] == [[]] * 5
     finally:
         await storage.close()
@@ -114,6 +123,28 @@ async def test_non_compacted_topic_is_a_startup_error(broker: TansuBroker) -> No
     with pytest.raises(StorageError, match=r"cleanup\.policy=delete \(the default\); kcoord needs cleanup\.policy=compact"):
         await storage.open(2)
     await storage.close()
+
+
+async def test_the_topics_max_message_bytes_sizes_records_and_batches(broker: TansuBroker) -> None:
+    topic = new_topic()
+    storage = make_storage(broker, topic)
+    C = sm.CreateTopicsRequest
+    resp = await request(storage, C(timeout_ms=5000, topics=[C.CreatableTopic(
+        name=topic, num_partitions=2, replication_factor=1, configs=[
+            C.CreatableTopicConfig(name="cleanup.policy", value="compact"),
+            C.CreatableTopicConfig(name="max.message.bytes", value="50000")])]))  # fmt: skip
+    assert resp.topics[0].error_code == 0  # type: ignore[attr-defined]
+    try:
+        await storage.open(2)
+        assert storage.max_message_bytes == 50_000
+        assert storage.max_record_bytes == max_record_bytes_for(50_000) == 50_000 - 61 - 23
+        assert storage.max_batch_bytes == 50_000 - 50_000 // 8
+        # An append larger than a batch may be goes out in batches under the limit, and reads back.
+        records = [offset("g", p, p) for p in range(2000)]  # ~100 kB of records
+        await storage.shard_log(0).append(records)
+        assert len(await read_all(storage, 0)) == 2000
+    finally:
+        await storage.close()
 
 
 async def test_append_then_read_back_exactly_like_a_compacted_log(broker: TansuBroker) -> None:

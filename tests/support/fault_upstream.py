@@ -9,7 +9,10 @@ Since KIP-951 a Kafka broker that is not a partition's leader answers Produce (v
   broker addresses in Metadata, DescribeCluster and transaction FindCoordinator answers to its
   own, as a broker behind a load balancer would; ``fault_produce_every`` makes it answer every
   Nth Produce itself with NOT_LEADER_OR_FOLLOWER plus endpoints (the batch is *not* written, so
-  the client must retry it, as after a real leader move);
+  the client must retry it, as after a real leader move); ``max_message_bytes`` (topic -> bytes)
+  makes it refuse a partition's batch larger than that with MESSAGE_TOO_LARGE, as a Kafka broker
+  enforces a topic's ``max.message.bytes`` (tansu stores the config but accepts any size): the
+  rest of the Produce goes upstream and the refused partitions join its answer;
 - with no target it is a fake broker: ApiVersions and Metadata from its own tables, and every
   other request answered by :attr:`responder`.
 
@@ -71,6 +74,7 @@ class FaultUpstream:
         self.versions = versions or KAFKA_40_VERSIONS
         self.responder: Responder | None = None
         self.fault_produce_every = 0  # 0: never
+        self.max_message_bytes: dict[str, int] = {}  # topic -> largest batch a Produce may carry
         self.software_names: list[str] = []
         self.faults = Counter[str]()
         self.requests = Counter[int]()
@@ -140,14 +144,20 @@ class FaultUpstream:
                 await self._flowing.wait()
                 api_key, version, correlation_id = frames.peek_header(payload)
                 self.requests[api_key] += 1
-                own = self._own_answer(payload, api_key, version, correlation_id)
+                refused: list[tuple[str, Any, int]] = []
+                if api_key == ApiKey.PRODUCE and self.max_message_bytes:
+                    payload, own = self._refuse_oversized(payload, version, correlation_id, refused)
+                else:
+                    own = None
+                own = own or self._own_answer(payload, api_key, version, correlation_id)
                 if own is not None:
                     fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
                     fut.set_result(own)
                 elif upstream is not None:
                     relayed = upstream.send(frames.frame(payload))
                     assert relayed is not None
-                    rewrite = self._rewriter(payload, api_key, version)
+                    rewrite = self._rewriter(payload, api_key, version) if not refused else (
+                        self._add_refused(version, refused))
                     fut = relayed if rewrite is None else _then(relayed, rewrite)
                 else:
                     log.error("fake upstream has no answer for api %d v%d", api_key, version)
@@ -214,6 +224,56 @@ class FaultUpstream:
             return None
         return _payload(frames.encode_response(api_key, version, correlation_id, response))
 
+    # -- max.message.bytes, as a Kafka broker enforces it ----------------------------------------------
+    def _refuse_oversized(
+        self, payload: bytes, version: int, correlation_id: int, refused: list[tuple[str, Any, int]]
+    ) -> tuple[bytes, bytes | None]:
+        """Take the partitions whose batch is over their topic's limit out of a Produce (adding
+        them to ``refused``): the payload to relay, or this server's whole answer if none is left."""
+        client_id, request = frames.decode_request_body(payload, ApiKey.PRODUCE, version)
+        for t in request.topic_data:
+            limit = self.max_message_bytes.get(t.name)
+            if limit is None:
+                continue
+            kept = []
+            for p in t.partition_data:
+                if any(size > limit for size in _batch_sizes(p.records or b"")):
+                    refused.append((t.name, t.topic_id, p.index))
+                else:
+                    kept.append(p)
+            t.partition_data = kept
+        if not refused:
+            return payload, None
+        self.faults["message_too_large"] += len(refused)
+        log.info("refusing Produce to %s: batch over max.message.bytes", refused)
+        request.topic_data = [t for t in request.topic_data if t.partition_data]
+        if request.topic_data:
+            return _payload(frames.encode_request(ApiKey.PRODUCE, version, correlation_id, client_id, request)), None
+        response = m.ProduceResponse(responses=[])
+        self._add_refused_to(response, refused)
+        return payload, _payload(frames.encode_response(ApiKey.PRODUCE, version, correlation_id, response))
+
+    def _add_refused(self, version: int, refused: list[tuple[str, Any, int]]) -> Callable[[bytes], bytes]:
+        def rewrite(raw: bytes) -> bytes:
+            correlation_id, resp = frames.decode_response(ApiKey.PRODUCE, version, raw)
+            self._add_refused_to(resp, refused)
+            return _payload(frames.encode_response(ApiKey.PRODUCE, version, correlation_id, resp))
+
+        return rewrite
+
+    @staticmethod
+    def _add_refused_to(response: Any, refused: list[tuple[str, Any, int]]) -> None:
+        R = m.ProduceResponse
+        for name, topic_id, index in refused:
+            topic = next((t for t in response.responses if t.name == name), None)
+            if topic is None:
+                topic = R.TopicProduceResponse(name=name, topic_id=topic_id, partition_responses=[])
+                response.responses.append(topic)
+            topic.partition_responses.append(R.PartitionProduceResponse(
+                index=index, error_code=ErrorCode.MESSAGE_TOO_LARGE, base_offset=-1, log_append_time_ms=-1,
+                log_start_offset=-1, error_message="The request included a message larger than the max message "
+                "size the server will accept."))  # fmt: skip
+
     def not_leader_produce_response(self, request: Any) -> Any:
         """NOT_LEADER_OR_FOLLOWER for every partition of a Produce, naming this node as the new
         leader with a newer epoch and this server's address, as Kafka does after a leader move."""
@@ -267,6 +327,17 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
         return await reader.readexactly(size)
     except (asyncio.IncompleteReadError, ConnectionError):
         return None
+
+
+def _batch_sizes(records: bytes) -> list[int]:
+    """The size of each record batch in a Produce partition's records (its log overhead included,
+    as Kafka compares it with max.message.bytes)."""
+    sizes, pos = [], 0
+    while pos + 12 <= len(records):
+        size = 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        sizes.append(size)
+        pos += size
+    return sizes
 
 
 def _payload(framed: bytes) -> bytes:

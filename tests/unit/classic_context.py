@@ -54,18 +54,25 @@ def protocols(*names: str, metadata: bytes | None = None) -> list[tuple[str, byt
 
 
 class ClassicContext:
-    def __init__(self, config: GroupConfig | None = None, start_ms: int = 1_700_000_000_000) -> None:
+    def __init__(
+        self, config: GroupConfig | None = None, start_ms: int = 1_700_000_000_000, **shard_options: Any
+    ) -> None:
+        """``shard_options`` go to every GroupCoordinatorShard made here (e.g. ``max_record_bytes``)."""
         self.config = config or GroupConfig()
         self.clock = ManualClock(start_ms)
         counter = itertools.count(1)
         self.new_member_id = lambda prefix: f"{prefix}-{next(counter)}"
-        self.shard = GroupCoordinatorShard(self.config, self.clock, new_member_id=self.new_member_id)
+        self.shard_options = shard_options
+        self.shard = self._new_shard()
         self.records: list[Record] = []
         self.last_records: list[Record] = []
         self._replies: dict[int, tuple[RequestContext, Any]] = {}  # id(ctx) -> (ctx, response)
         self.apply(self.shard.on_loaded())
 
     # -- plumbing -------------------------------------------------------------------------------------
+    def _new_shard(self) -> GroupCoordinatorShard:
+        return GroupCoordinatorShard(self.config, self.clock, new_member_id=self.new_member_id, **self.shard_options)
+
     def apply(self, result: Result) -> None:
         self.last_records = list(result.records)
         for record in result.records:
@@ -112,7 +119,7 @@ class ClassicContext:
     def reload(self) -> None:
         """Crash and load: a fresh shard replays every record written, then ``on_loaded``. Parked
         requests die with their connections."""
-        self.shard = GroupCoordinatorShard(self.config, self.clock, new_member_id=self.new_member_id)
+        self.shard = self._new_shard()
         for record in self.records:
             self.shard.replay(record)
         self._replies.clear()

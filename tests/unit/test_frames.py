@@ -91,6 +91,43 @@ def test_produce_acks_parsed_after_transactional_id(version: int, txn: str | Non
     assert produce_acks(payload, h.size, version)[0] == -1
 
 
+def _produce_frame(version: int, txn: str | None) -> bytes:
+    R = m.ProduceRequest
+    request = R(transactional_id=txn, acks=-1, timeout_ms=1000, topic_data=[R.TopicProduceData(
+        name="t", partition_data=[R.PartitionProduceData(index=0, records=b"\x00" * 70)])])  # fmt: skip
+    return frames.encode_request(0, version, 7, "producer", request)[4:]
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11, 12])
+@pytest.mark.parametrize("txn", [None, "a-transactional-id"])
+def test_produce_acks_of_a_truncated_produce_is_a_codec_error(version: int, txn: str | None) -> None:
+    """Issue #11, item 7a: the pass-through path reads a Produce's acks and nothing else; a frame
+    cut anywhere before them is bad input (CodecError: one log line, the connection closes),
+    never a struct.error (a traceback from the event loop)."""
+    payload = _produce_frame(version, txn)
+    flexible = version >= 9
+    header = frames.parse_request_header(payload, flexible=flexible)
+    acks, offset = produce_acks(payload, header.size, version)
+    assert acks == -1
+    for cut in range(len(payload)):
+        truncated = payload[:cut]
+        try:
+            h = frames.parse_request_header(truncated, flexible=flexible)
+            got, at = produce_acks(truncated, h.size, version)
+        except CodecError:
+            assert cut < offset + 2, cut  # only a frame cut before the end of acks is refused
+            continue
+        assert (got, at) == (acks, offset), cut  # cut after acks: the rest is the upstream's to judge
+
+
+def test_produce_acks_with_a_transactional_id_running_past_the_frame() -> None:
+    for version, tid in ((3, struct.pack(">h", 30) + b"short"), (9, bytes([31]) + b"short")):
+        header = struct.pack(">hhih", 0, version, 1, 1) + b"c" + (b"\x00" if version >= 9 else b"")
+        payload = header + tid + struct.pack(">h", 1) * 2
+        with pytest.raises(CodecError):
+            produce_acks(payload, len(header), version)
+
+
 def _same_outcome(payload: bytes) -> None:
     """decode_request_body (the server's path) agrees with decode_request, errors included."""
     api_key, version, _ = frames.peek_header(payload)

@@ -123,6 +123,19 @@ def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
     assert not cluster.supports(52, 0)  # controller-only
 
 
+def test_sasl_is_neither_offered_nor_relayed() -> None:
+    """Issue #11, item 7c: kcoord authenticates nobody, so it must not offer SASL on an upstream's
+    word: a client would start a handshake that kcoord cannot complete for it."""
+    cluster = ClusterView([("upstream", 9092)], "kcoord", 9092, 1_000_000, _no_listener)
+    cluster.upstream_versions = {ApiKey.PRODUCE: (3, 11), 17: (0, 1), 36: (0, 2)}
+    cluster._compute_advertised()
+    offered = {api for api, _, _ in cluster.api_versions()}
+    assert ApiKey.PRODUCE in offered
+    assert not {17, 36} & offered
+    assert not cluster.supports(17, 1) and not cluster.supports(36, 2)
+    assert {17, 36} <= NOT_RELAYED
+
+
 # -- kcoord.protocol.endpoints ------------------------------------------------------------------------------
 
 def _endpoint_list(cls: Any) -> st.SearchStrategy[list[Any]]:

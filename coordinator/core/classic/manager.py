@@ -20,6 +20,13 @@ Invariants:
   deleted group alive, and stale timers are harmless.
 - Replies reveal records only after the runtime had them acknowledged, so answering in the same
   Result as the record (e.g. the static-member replacement) is "write, then answer".
+- No group record larger than the log takes (``max_record_bytes``) is emitted: it could never be
+  written, and a failed append would cost the whole shard a reload. The request that would need
+  it fails alone, as Kafka fails that write alone: a leader's SyncGroup answers every waiting
+  member UNKNOWN_SERVER_ERROR and the group rebalances; a static member's replacement, or a
+  JoinGroup that would create a group whose first record is too large, is answered
+  UNKNOWN_SERVER_ERROR and changes nothing. (A record with no members is at most ~65 kB: group id
+  and protocol type are int16-length strings.)
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from kcoord.coordinator.core.result import RequestContext, Result
 from kcoord.coordinator.core.timer import TimerQueue
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, group_metadata_record_size
+from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
@@ -82,11 +91,13 @@ class ClassicGroupManager:
         timers: TimerQueue,
         log: logging.Logger,
         new_member_id: Callable[[str], str] | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         self.config = config
         self.now_ms = now_ms
         self.timers = timers
         self.log = log
+        self.max_record_bytes = max_record_bytes
         self.groups: dict[str, ClassicGroup] = {}
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.rebalances_prepared = 0
@@ -122,6 +133,15 @@ class ClassicGroupManager:
                 out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
                 return
             group = ClassicGroup(req.group_id, self.now_ms())
+            if self._writable(group, records.group_metadata_record(
+                req.group_id, protocol_type=req.protocol_type, generation=0, protocol=None, leader=None,
+                current_state_timestamp=group.current_state_timestamp, members=[],
+            ), "creating the group") is None:  # fmt: skip
+                # Kafka reverts a group whose first record fails and answers the join with the mapped
+                # error; kcoord does not create it. (Only a group id or protocol type of nearly the
+                # whole limit can do this.)
+                out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=req.member_id))
+                return
             self.groups[req.group_id] = group
 
         records_before = len(out.records)
@@ -380,9 +400,6 @@ class ClassicGroupManager:
         version = ctx.api_version
         instance_id = req.group_instance_id
         assert instance_id is not None  # only a static member has an older self to replace
-        # Timers are soft state: the new id's session starts with the old member's timeout, as the
-        # member it replaces had it.
-        self._schedule_heartbeat(group.group_id, new_member_id, old.session_timeout_ms)
         newcomer = ClassicMember(
             member_id=new_member_id,
             group_instance_id=old.group_instance_id,
@@ -394,28 +411,39 @@ class ClassicGroupManager:
             protocols=protocols,
             assignment=old.assignment,
         )
+        # The replacement joins last, as Kafka's replaceStaticMember re-inserts it.
+        members = [member for mid, member in group.members.items() if mid != old.member_id] + [newcomer]
+        leader = new_member_id if group.is_leader(old.member_id) else group.leader_id
+        record = self._writable(group, records.group_metadata_record(
+            group.group_id,
+            protocol_type=group.protocol_type,
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=leader,
+            current_state_timestamp=group.current_state_timestamp,
+            members=[records.member_metadata(mb, group.protocol_name, mb.assignment) for mb in members],
+        ), f"static member {instance_id} rejoining as {new_member_id}")  # fmt: skip
+        if record is None:
+            # Kafka reverts to the old member id when this write fails (its session goes on) and
+            # answers the join with the mapped error (MESSAGE_TOO_LARGE -> UNKNOWN_SERVER_ERROR).
+            self._schedule_heartbeat(group.group_id, old.member_id, old.session_timeout_ms)
+            out.reply(ctx, r.join_response(
+                version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id="", generation_id=group.generation_id,
+                protocol_type=group.protocol_type, protocol_name=group.protocol_name, leader=group.leader_id,
+            ))  # fmt: skip
+            return
+        # Timers are soft state: the new id's session starts with the old member's timeout, as the
+        # member it replaces had it.
+        self._schedule_heartbeat(group.group_id, new_member_id, old.session_timeout_ms)
         out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, ctx.client_id, ctx.client_host,
                                  old.protocol_type, rejoin=True))
         self.log.info(
             "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
             group.group_id, instance_id, new_member_id,
         )  # fmt: skip
-        # The replacement joins last, as Kafka's replaceStaticMember re-inserts it.
-        members = [member for mid, member in group.members.items() if mid != old.member_id] + [newcomer]
-        leader = new_member_id if group.is_leader(old.member_id) else group.leader_id
         group.pending_sync_members.discard(old.member_id)
         group.joining_protocols[new_member_id] = protocols
-        out.records.append(
-            records.group_metadata_record(
-                group.group_id,
-                protocol_type=group.protocol_type,
-                generation=group.generation_id,
-                protocol=group.protocol_name,
-                leader=leader,
-                current_state_timestamp=group.current_state_timestamp,
-                members=[records.member_metadata(mb, group.protocol_name, mb.assignment) for mb in members],
-            )
-        )
+        out.records.append(record)
         if version >= 9:
             # KIP-814: a static leader learns it is the leader but must not reassign.
             is_leader = leader == new_member_id
@@ -683,8 +711,18 @@ class ClassicGroupManager:
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
             group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
         )  # fmt: skip
+        record = self._writable(group, records.classic_group_record(group, assignment), "the leader's assignment")
+        if record is None:
+            # Kafka's failed append: appendGroupMetadataErrorToResponseError(MESSAGE_TOO_LARGE) is
+            # UNKNOWN_SERVER_ERROR for every waiting member, and the group rebalances.
+            self._reset_and_propagate_assignment(group, ErrorCode.UNKNOWN_SERVER_ERROR, out)
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"error UNKNOWN_SERVER_ERROR when storing group assignment during SyncGroup "
+                f"(member: {req.member_id})", out, kind="record_too_large",
+            )  # fmt: skip
+            return
         # The record's replay stores the assignments and makes the group Stable.
-        out.records.append(records.classic_group_record(group, assignment))
+        out.records.append(record)
         self._propagate_assignment(group, ErrorCode.NONE, out, assignment)
         self.rebalances_completed += 1
         out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, S.STABLE.value,
@@ -699,6 +737,21 @@ class ClassicGroupManager:
         started, group.rebalance_started_ms = group.rebalance_started_ms, None
         duration = max(0, self.now_ms() - started) if started is not None else 0
         out.emit(ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name))
+
+    def _writable(self, group: ClassicGroup, record: Record, what: str) -> Record | None:
+        """``record``, or None when it is larger than the log takes. Such a write could never
+        succeed (Kafka's runtime refuses it with RecordTooLargeException before appending
+        anything); the caller refuses its request alone. Only group records are checked: their
+        size grows with members, subscriptions and assignments."""
+        size = group_metadata_record_size(record)
+        if size <= self.max_record_bytes:
+            return record
+        self.log.warning(
+            "group %s: %s makes a %d-byte group record with %d members; the log takes records up to %d "
+            "bytes (the internal topic's max.message.bytes): not written",
+            group.group_id, what, size, group.num_members, self.max_record_bytes,
+        )  # fmt: skip
+        return None
 
     def _validate_sync(self, group: ClassicGroup, req: m.SyncGroupRequest) -> int | None:
         if group.is_in(S.DEAD):
