@@ -147,7 +147,7 @@ class ClientConnection(asyncio.Protocol):
         self._write_scheduled = False
         # While a commit waits for a topic lookup, this connection's later group requests wait
         # here (with their reply callbacks), so the shards see them in arrival order.
-        self._held: list[tuple[int, RequestContext, Message, Reply]] | None = None
+        self._held_requests: list[tuple[int, RequestContext, Message, Reply]] | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -395,8 +395,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """To the router; a commit's topics are checked first, as a broker checks them (topics.py)."""
-        if self._held is not None:
-            self._held.append((api_key, ctx, request, reply))
+        if self._held_requests is not None:
+            self._held_requests.append((api_key, ctx, request, reply))
         elif api_key not in COMMIT_APIS or all_known(self.app.cluster.topics.partitions, request.topics):  # type: ignore[attr-defined]
             self.app.router.route(api_key, ctx, request, reply)
         else:
@@ -408,7 +408,7 @@ class ClientConnection(asyncio.Protocol):
         if not to_look_up:
             self._route_without(api_key, ctx, request, reply, missing)
             return
-        self._held = []
+        self._held_requests = []
         task = asyncio.ensure_future(catalog.lookup(to_look_up))
 
         def looked_up(done: asyncio.Future[None]) -> None:
@@ -416,7 +416,7 @@ class ClientConnection(asyncio.Protocol):
                 log.error("%s: topic lookup failed: %r", self.peer, done.exception())
             missing, _rest = catalog.classify(request.topics, looked_up=True)
             self._route_without(api_key, ctx, request, reply, missing)
-            held, self._held = self._held or [], None
+            held, self._held_requests = self._held_requests or [], None
             for entry in held:  # in order; one of them may start a lookup and hold the rest again
                 self._route(*entry)
 
