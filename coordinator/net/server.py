@@ -131,7 +131,10 @@ class App:
         self._make_shards()
         await self.cluster.discover()
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
-        await asyncio.gather(*(shard.load() for shard in self.shards))
+        await asyncio.gather(*(shard.first_load() for shard in self.shards))
+        if not all(shard.loaded for shard in self.shards):
+            waiting = [shard.index for shard in self.shards if not shard.loaded]
+            log.error("shards %s are not loaded; they retry in the background (see /healthz)", waiting)
         log.info(
             "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
             s.listen[0], port, s.advertised, s.shards, ",".join(f"{h}:{p}" for h, p in bootstrap),

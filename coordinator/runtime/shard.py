@@ -130,6 +130,18 @@ class ShardRuntime:
         self.observer.shard_loaded(self.index, count, time.perf_counter() - started, records_read)
         self._apply(state.on_loaded())
 
+    async def first_load(self) -> None:
+        """The load at start: a failure does not stop the process (its other shards serve); this
+        shard retries in the background with back-off, and answers COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile, as Kafka's coordinator does for a partition it cannot load yet."""
+        try:
+            await self.load()
+        except FencedError as exc:
+            self._log_lost(exc)
+        except Exception as exc:
+            log.error("shard %d: load failed: %s; retrying in the background", self.index, exc)
+            asyncio.get_running_loop().create_task(self._fail_and_reload())
+
     # -- requests -----------------------------------------------------------------------------------
     def submit_with(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """Hand a request to the state; ``reply(response)`` is called once it may be sent.

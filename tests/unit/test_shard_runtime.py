@@ -205,3 +205,31 @@ async def test_a_lost_log_stops_the_shard_and_reloads_it() -> None:
             break
         await asyncio.sleep(0.01)
     assert rt.loaded
+
+
+async def test_a_shard_that_cannot_load_at_start_retries_in_the_background() -> None:
+    """One shard whose log cannot be read at start (an upstream that refuses its fence write, say)
+    must not stop the process: it answers LOAD_IN_PROGRESS and loads once the log is readable."""
+    from kcoord.storage.base import StorageError
+
+    class FlakyReadLog(MemoryShardLog):
+        failures = 1
+
+        async def read(self):  # type: ignore[no-untyped-def,override]
+            if self.failures:
+                self.failures -= 1
+                raise StorageError("append to t[0] rejected: error -1")
+            async for batch in super().read():
+                yield batch
+
+    rt = make_runtime(FlakyReadLog())
+    await rt.first_load()
+    assert not rt.loaded and not rt.fenced
+    answer = await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))
+    assert answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    for _ in range(200):
+        if rt.loaded:
+            break
+        await asyncio.sleep(0.01)
+    assert rt.loaded
+    rt.close()
