@@ -63,7 +63,8 @@ _STEMS = [
     "ConsumerGroupDescribe",
 ]
 
-# The ranges kcoord serves for the APIs it answers itself (DESIGN.md, Kafka 4.0).
+# The ranges kcoord serves for the APIs it answers itself (DESIGN.md: Kafka 4.0, plus OffsetCommit
+# and OffsetFetch v10, which name topics by id: coordinator/net/topic_ids.py).
 KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.FIND_COORDINATOR: (0, 6),
@@ -71,8 +72,8 @@ KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (2, 10),
+    ApiKey.OFFSET_FETCH: (1, 10),
     ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),

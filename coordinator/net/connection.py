@@ -56,6 +56,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError, decode_uvarint
 
+from .topic_ids import TOPIC_ID_APIS, TOPIC_ID_SINCE, by_id, by_name, request_ids
 from .topics import COMMIT_APIS, all_known, merged, without
 
 if TYPE_CHECKING:
@@ -394,13 +395,62 @@ class ClientConnection(asyncio.Protocol):
         self._route(api_key, ctx, request, reply)
 
     def _route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
-        """To the router; a commit's topics are checked first, as a broker checks them (topics.py)."""
+        """To the router; a commit's topics are checked first, as a broker checks them (topics.py),
+        and topic ids (OffsetCommit/OffsetFetch v10) are resolved to names (topic_ids.py)."""
         if self._held_requests is not None:
             self._held_requests.append((api_key, ctx, request, reply))
+        elif api_key in TOPIC_ID_APIS and ctx.api_version >= TOPIC_ID_SINCE:
+            self._route_by_topic_ids(api_key, ctx, request, reply)
         elif api_key not in COMMIT_APIS or all_known(self.app.cluster.topics.partitions, request.topics):  # type: ignore[attr-defined]
             self.app.router.route(api_key, ctx, request, reply)
         else:
             self._route_commit(api_key, ctx, request, reply)
+
+    def _route_by_name(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
+        """:meth:`_route` for a request whose topic ids were resolved (or that has none)."""
+        if api_key not in COMMIT_APIS or all_known(self.app.cluster.topics.partitions, request.topics):  # type: ignore[attr-defined]
+            self.app.router.route(api_key, ctx, request, reply)
+        else:
+            self._route_commit(api_key, ctx, request, reply)
+
+    def _route_by_topic_ids(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        """A v10 OffsetCommit/OffsetFetch: ids the catalog does not know are looked up first (the
+        connection's later group requests wait behind it, as for a commit's topic lookup)."""
+        catalog = self.app.cluster.topics
+        unknown = [i for i in request_ids(api_key, request) if i not in catalog.names]
+        if not unknown:
+            self._serve_by_topic_ids(api_key, ctx, request, reply)
+            return
+        self._held_requests = []
+        task = asyncio.ensure_future(catalog.lookup_ids(unknown))
+
+        def looked_up(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:  # lookup_ids() itself does not fail
+                log.error("%s: topic id lookup failed: %r", self.peer, done.exception())
+            self._serve_by_topic_ids(api_key, ctx, request, reply)
+            held, self._held_requests = self._held_requests or [], None
+            for entry in held:
+                self._route(*entry)
+
+        task.add_done_callback(looked_up)
+
+    def _serve_by_topic_ids(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        catalog = self.app.cluster.topics
+        names = {i: catalog.names[i] for i in request_ids(api_key, request) if i in catalog.names}
+        named, _unknown = by_name(api_key, request, names)
+
+        def answer(response: Any) -> None:  # runs in the shard's write path: never raise
+            try:
+                out = by_id(api_key, request, response, names, catalog.ids)
+            except Exception:
+                log.exception("%s: cannot answer api %d v%d by topic id", self.peer, api_key, ctx.api_version)
+                out = error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            reply(out)
+
+        if named is None:
+            answer(None)
+        else:
+            self._route_by_name(api_key, ctx, named, answer)
 
     def _route_commit(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
         catalog = self.app.cluster.topics

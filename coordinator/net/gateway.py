@@ -43,6 +43,7 @@ from .topics import TopicCatalog
 log = logging.getLogger("kcoord.gateway")
 
 METADATA_AUTO_CREATE_FLAG_SINCE = 4  # MetadataRequest.allow_auto_topic_creation
+METADATA_BY_TOPIC_ID_SINCE = 12  # MetadataRequestTopic.name nullable: a topic asked for by id
 
 # Coordinator APIs of group kinds kcoord does not serve (yet): never advertised, never passed through.
 # 68-69 consumer groups (KIP-848), 76-79 and 90-92 share groups, 88-89 streams groups.
@@ -129,7 +130,7 @@ class ClusterView:
         self.cluster_id: str | None = None
         self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
         self._lock = asyncio.Lock()
-        self.topics = TopicCatalog(self._fetch_topics)
+        self.topics = TopicCatalog(self._fetch_topics, fetch_ids=self._fetch_topic_ids)
         self._metadata_conn: Connection | None = None
         self._metadata_lock = asyncio.Lock()
         self._warned_old_metadata = False
@@ -172,13 +173,28 @@ class ClusterView:
             self._metadata_conn.close()
             self._metadata_conn = None
 
-    async def _fetch_topics(self, names: list[str]) -> Any:
-        """Metadata for ``names`` without creating any (the topic catalog's lookup); None when the
-        upstream's Metadata has no auto-creation flag (below v4), so asking could create them."""
+    async def _metadata_connection(self) -> Connection:
         async with self._metadata_lock:
             conn = self._metadata_conn
             if conn is None or conn.closed:
                 conn = self._metadata_conn = await connect(self.upstream_address(None), timeout=5.0, request_timeout=10.0)
+            return conn
+
+    async def _fetch_topic_ids(self, ids: list[Any]) -> Any:
+        """Metadata for topic ids (the catalog's lookup by id); None when the upstream's Metadata
+        cannot ask by id (below v12)."""
+        conn = await self._metadata_connection()
+        version = conn.version_for(m.MetadataRequest)
+        if version < METADATA_BY_TOPIC_ID_SINCE:
+            return None
+        T = m.MetadataRequest.MetadataRequestTopic
+        request = m.MetadataRequest(topics=[T(topic_id=i, name=None) for i in ids], allow_auto_topic_creation=False)
+        return await conn.request(request, version)
+
+    async def _fetch_topics(self, names: list[str]) -> Any:
+        """Metadata for ``names`` without creating any (the topic catalog's lookup); None when the
+        upstream's Metadata has no auto-creation flag (below v4), so asking could create them."""
+        conn = await self._metadata_connection()
         version = conn.version_for(m.MetadataRequest)
         if version < METADATA_AUTO_CREATE_FLAG_SINCE:
             if not self._warned_old_metadata:

@@ -30,6 +30,7 @@ import contextlib
 import copy
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -49,6 +50,9 @@ _LOOKUP_CHUNK = 1000  # topics per Metadata request
 Missing = set[tuple[str, int]]
 # A lookup: Metadata for these topic names (auto-creation off), or None when it cannot be asked.
 Fetch = Callable[[list[str]], Awaitable[Any]]
+# A lookup by topic id (Metadata v12+), or None when the upstream cannot be asked by id.
+FetchIds = Callable[[list[uuid.UUID]], Awaitable[Any]]
+_ZERO_ID = uuid.UUID(int=0)
 
 
 class TopicCatalog:
@@ -56,15 +60,20 @@ class TopicCatalog:
         self,
         fetch: Fetch,
         *,
+        fetch_ids: FetchIds | None = None,
         recheck_s: float = 30.0,
         missing_ttl_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
+        self._fetch_ids = fetch_ids
         self.recheck_s = recheck_s
         self.missing_ttl_s = missing_ttl_s
         self.clock = clock
         self.partitions: dict[str, int] = {}  # topic -> partition count, for topics known to exist
+        # Topic ids of the topics known to exist (OffsetCommit/OffsetFetch v10 name topics by id).
+        self.names: dict[uuid.UUID, str] = {}
+        self.ids: dict[str, uuid.UUID] = {}
         self._confirmed: dict[str, float] = {}  # topic -> when its entry was last confirmed
         self._missing: dict[str, float] = {}  # topic -> until when "does not exist" is believed
         self._inflight: dict[str, asyncio.Future[None]] = {}
@@ -83,6 +92,13 @@ class TopicCatalog:
                 self.partitions[name] = len(t.partitions)
                 self._confirmed[name] = now
                 self._missing.pop(name, None)
+                topic_id = getattr(t, "topic_id", None)
+                if topic_id is not None and topic_id != _ZERO_ID and self.ids.get(name) != topic_id:
+                    old = self.ids.get(name)
+                    if old is not None:  # re-created under the same name: the old id names nothing now
+                        self.names.pop(old, None)
+                    self.ids[name] = topic_id
+                    self.names[topic_id] = name
             elif t.error_code in _MISSING:
                 self._forget(name)
                 self._missing[name] = now + self.missing_ttl_s
@@ -91,6 +107,23 @@ class TopicCatalog:
     def _forget(self, name: str) -> None:
         self.partitions.pop(name, None)
         self._confirmed.pop(name, None)
+        topic_id = self.ids.pop(name, None)
+        if topic_id is not None:
+            self.names.pop(topic_id, None)
+
+    async def lookup_ids(self, ids: list[uuid.UUID]) -> None:
+        """Ask the upstream about topic ids the catalog does not know (Metadata by id); an id it
+        does not know either stays unknown (UNKNOWN_TOPIC_ID for the client)."""
+        if self._fetch_ids is None or not ids:
+            return
+        self.lookups += 1
+        try:
+            resp = await self._fetch_ids(list(dict.fromkeys(ids)))
+        except Exception as exc:
+            log.warning("topic id lookup of %s failed: %r", [str(i) for i in ids[:5]], exc)
+            return
+        if resp is not None:
+            self.learn(resp.topics)
 
     # -- the check ----------------------------------------------------------------------------------
     def classify(self, topics: Iterable[Any], *, looked_up: bool = False) -> tuple[Missing, list[str]]:
