@@ -58,9 +58,15 @@ class RangeAssignor:
         return GroupAssignment(assignments)
 
 
-def _rank(member_id: str, member: MemberSubscriptionAndAssignment[TopicIdT]) -> tuple[int, str]:
-    """Static members first, by instance id; then dynamic members by member id."""
-    return (0, member.instance_id) if member.instance_id is not None else (1, member_id)
+def _rank(member_id: str, member: MemberSubscriptionAndAssignment[TopicIdT]) -> tuple[int, str, str]:
+    """Static members first, by instance id; then dynamic members by member id.
+
+    Instance ids are unique within a group; the member id only settles ties should the caller pass
+    a duplicate, so that the order never depends on the order of ``members``.
+    """
+    if member.instance_id is not None:
+        return 0, member.instance_id, member_id
+    return 1, member_id, ""
 
 
 def _topic_runs(group: GroupSpec[TopicIdT], topics: TopicDescriber[TopicIdT]) -> dict[TopicIdT, _TopicRuns]:
