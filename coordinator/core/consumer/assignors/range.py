@@ -39,23 +39,25 @@ class RangeAssignor:
     ) -> GroupAssignment[TopicIdT]:
         members = group.members
         ranked = sorted(members, key=lambda member_id: _rank(member_id, members[member_id]))
-        runs = _topic_runs(group, topics)
-        shared = sorted(runs) if group.subscription_type is SubscriptionType.HOMOGENEOUS else None
-        assignments: dict[str, MemberAssignment[TopicIdT]] = {}
-        for member_id in ranked:
-            member = members[member_id]
-            assignment: dict[TopicIdT, frozenset[int]] = {}
-            for topic_id in shared if shared is not None else member.subscribed_topic_ids:
-                topic_runs = runs.get(topic_id)
-                if topic_runs is not None:
-                    start, end = topic_runs.next_run()
-                    if end > start:
-                        assignment[topic_id] = frozenset(range(start, end))
+        assignments: dict[str, dict[TopicIdT, frozenset[int]]] = {member_id: {} for member_id in ranked}
+        for topic_id, subscribers in _subscribers_by_topic(group, ranked).items():
+            count = topics.partition_count(topic_id)
+            if count <= 0:
+                continue
+            # Subscriber k gets count // S partitions, one more while k < count % S; only the first
+            # min(S, count) subscribers get any, so the work follows partitions, not members x topics.
+            quota, extras = divmod(count, len(subscribers))
+            start = 0
+            for k in range(min(len(subscribers), count)):
+                end = start + quota + (k < extras)
+                assignments[subscribers[k]][topic_id] = frozenset(range(start, end))
+                start = end
+        result: dict[str, MemberAssignment[TopicIdT]] = {}
+        for member_id, assignment in assignments.items():
+            current = members[member_id].assignment
             # Hand an unchanged assignment back as it is, so callers can spot unchanged members.
-            assignments[member_id] = (
-                member.assignment if assignment == member.assignment else MappingProxyType(assignment)
-            )
-        return GroupAssignment(assignments)
+            result[member_id] = current if assignment == current else MappingProxyType(assignment)
+        return GroupAssignment(result)
 
 
 def _rank(member_id: str, member: MemberSubscriptionAndAssignment[TopicIdT]) -> tuple[int, str, str]:
@@ -69,42 +71,15 @@ def _rank(member_id: str, member: MemberSubscriptionAndAssignment[TopicIdT]) -> 
     return 1, member_id, ""
 
 
-def _topic_runs(group: GroupSpec[TopicIdT], topics: TopicDescriber[TopicIdT]) -> dict[TopicIdT, _TopicRuns]:
-    """The topics with partitions that members subscribe to, each with its number of subscribers."""
+def _subscribers_by_topic(group: GroupSpec[TopicIdT], ranked: list[str]) -> dict[TopicIdT, list[str]]:
+    """topic id -> its subscribers, in rank order."""
     members = group.members
-    subscriber_counts: dict[TopicIdT, int] = {}
+    if not ranked:
+        return {}
     if group.subscription_type is SubscriptionType.HOMOGENEOUS:
-        first = next(iter(members.values()), None)
-        if first is not None:
-            subscriber_counts = dict.fromkeys(first.subscribed_topic_ids, len(members))
-    else:
-        for member in members.values():
-            for topic_id in member.subscribed_topic_ids:
-                subscriber_counts[topic_id] = subscriber_counts.get(topic_id, 0) + 1
-    runs: dict[TopicIdT, _TopicRuns] = {}
-    for topic_id, subscribers in subscriber_counts.items():
-        count = topics.partition_count(topic_id)
-        if count > 0:
-            runs[topic_id] = _TopicRuns(count, subscribers)
-    return runs
-
-
-class _TopicRuns:
-    """Cuts one topic's partitions into its subscribers' runs, in subscriber order."""
-
-    __slots__ = ("_partitions", "_min_quota", "_extras", "_next_start")
-
-    def __init__(self, partitions: int, subscribers: int) -> None:
-        self._partitions = partitions
-        self._min_quota, self._extras = divmod(partitions, subscribers)
-        self._next_start = 0
-
-    def next_run(self) -> tuple[int, int]:
-        """[start, end) for the next subscriber; empty once the partitions run out."""
-        start = self._next_start
-        end = min(start + self._min_quota, self._partitions)
-        if self._extras > 0:
-            end += 1
-            self._extras -= 1
-        self._next_start = end
-        return start, end
+        return dict.fromkeys(sorted(members[ranked[0]].subscribed_topic_ids), ranked)
+    subscribers: dict[TopicIdT, list[str]] = {}
+    for member_id in ranked:
+        for topic_id in members[member_id].subscribed_topic_ids:
+            subscribers.setdefault(topic_id, []).append(member_id)
+    return subscribers
