@@ -51,20 +51,24 @@ class _HeterogeneousBuilder(Generic[TopicIdT]):
     def __init__(self, group: GroupSpec[TopicIdT], topics: TopicDescriber[TopicIdT]) -> None:
         self._member_ids = sorted(group.members)
         self._members = [group.members[member_id] for member_id in self._member_ids]
-        # topic -> its subscribers (member indexes, ascending); only topics with partitions.
-        self._subscribers: dict[TopicIdT, list[int]] = {}
-        unknown: set[TopicIdT] = set()
+        # topic -> its subscribers (member indexes, ascending); only topics with partitions. Built
+        # per distinct subscription: members mostly share a few, and a frozenset caches its hash,
+        # while a topic id (uuid.UUID) is hashed anew on every lookup.
+        alike: dict[frozenset[TopicIdT], list[int]] = {}
         for index, member in enumerate(self._members):
-            for topic_id in member.subscribed_topic_ids:
+            alike.setdefault(member.subscribed_topic_ids, []).append(index)
+        self._subscribers: dict[TopicIdT, list[int]] = {}
+        for subscription, indexes in alike.items():
+            for topic_id in subscription:
                 subscribers = self._subscribers.get(topic_id)
                 if subscribers is None:
-                    if topic_id in unknown:
-                        continue
                     if topics.partition_count(topic_id) <= 0:
-                        unknown.add(topic_id)
                         continue
                     subscribers = self._subscribers[topic_id] = []
-                subscribers.append(index)
+                subscribers.extend(indexes)
+        if len(alike) > 1:
+            for subscribers in self._subscribers.values():
+                subscribers.sort()
         # topic -> partition -> member index holding it, -1 for nobody.
         self._owners: dict[TopicIdT, list[int]] = {
             topic_id: [-1] * topics.partition_count(topic_id) for topic_id in self._subscribers
@@ -87,16 +91,16 @@ class _HeterogeneousBuilder(Generic[TopicIdT]):
                 if topic_owners is None or not partitions:
                     unchanged = False
                     continue
-                if min(partitions) < 0 or max(partitions) >= len(topic_owners):
-                    partitions = frozenset(p for p in partitions if 0 <= p < len(topic_owners))
-                    unchanged = False
+                count = len(topic_owners)
                 mine = 0
                 for partition in partitions:
-                    if topic_owners[partition] < 0:
+                    if 0 <= partition < count and topic_owners[partition] < 0:
                         topic_owners[partition] = index
                         mine += 1
-                if mine < len(partitions):  # some are held by a member that sorts first
-                    partitions = frozenset(p for p in partitions if topic_owners[p] == index)
+                if mine < len(partitions):  # out of range, or held by a member that sorts first
+                    partitions = frozenset(
+                        p for p in partitions if 0 <= p < count and topic_owners[p] == index
+                    )
                     unchanged = False
                 if partitions:
                     valid[topic_id] = partitions
