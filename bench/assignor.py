@@ -79,7 +79,9 @@ def shapes(partitions: int, rng: random.Random) -> list[Shape]:
     ]
 
 
-def timed(assignor: PartitionAssignor, group: GroupSpec[uuid.UUID], topics: TopicsMetadata[uuid.UUID], repeat: int) -> tuple[list[float], GroupAssignment[uuid.UUID]]:
+def timed(
+    assignor: PartitionAssignor, group: GroupSpec[uuid.UUID], topics: TopicsMetadata[uuid.UUID], repeat: int
+) -> tuple[list[float], GroupAssignment[uuid.UUID]]:
     times = []
     result = None
     for _ in range(repeat):
@@ -93,11 +95,15 @@ def timed(assignor: PartitionAssignor, group: GroupSpec[uuid.UUID], topics: Topi
 
 def moved(before: Members, after: GroupAssignment[uuid.UUID]) -> int:
     owner = {(t, p): m for m, spec in before.items() for t, ps in spec.assignment.items() for p in ps}
-    return sum(1 for m, a in after.members.items() for t, ps in a.items() for p in ps if owner.get((t, p)) != m)
+    return sum(
+        1 for m, a in after.members.items() for t, ps in a.items() for p in ps if owner.get((t, p)) != m
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=7)
@@ -113,7 +119,8 @@ def main() -> None:
         for shape in shapes(args.partitions, rng):
             topics = TopicsMetadata(shape.counts)
             fresh: Members = {
-                member_ids[i]: MemberSubscriptionAndAssignment(shape.subscription(i)) for i in range(args.members)
+                member_ids[i]: MemberSubscriptionAndAssignment(shape.subscription(i))
+                for i in range(args.members)
             }
             times, full = timed(assignor, GroupSpec.of(fresh), topics, args.repeat)
             report(name, shape.name, "full", times, moved(fresh, full))
