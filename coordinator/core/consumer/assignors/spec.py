@@ -7,8 +7,8 @@ Kafka's ``GroupSpec``, ``MemberSubscriptionAndAssignment`` and ``SubscribedTopic
   name). They must be hashable and ordered: assignors sort them wherever order decides who gets
   what, so the same input always gives the same assignment.
 - A member's current assignment maps topic id -> frozenset of partition numbers. Assignors never
-  mutate their input, and hand a member's mapping back as it is when its assignment does not change
-  (Kafka's assignment reuse), so a caller can find the members that changed by identity.
+  mutate their input, and hand a member's mapping back as it is when they leave that member alone
+  (Kafka's assignment reuse): identity is a cheap first test for "unchanged", equality settles it.
 - Topics the describer does not know (partition count 0) are ignored. Kafka's assignors throw
   ``PartitionAssignorException`` there instead, but its ``TargetAssignmentBuilder`` only passes
   topics that exist, so the caller sees the same result; a member subscribed only to unknown topics
