@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -48,6 +49,12 @@ from kcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
+from .commit_fencing import (
+    OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
+    OffsetCommitFencing,
+    TopicIdPartition,
+    validate_offset_commit,
+)
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, PartitionEpochs
 
 # member id -> topic id -> partitions: what the assignor wants each member to own
@@ -139,6 +146,25 @@ class ConsumerGroup:
         for resolved in self.resolved_regular_expressions.values():
             counts.update(resolved.topics)
         return counts
+
+    # -- commit fencing ---------------------------------------------------------------------------------
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        client_epoch: int,
+        partitions: Iterable[TopicIdPartition],
+        is_transactional: bool,
+        *,
+        fencing: OffsetCommitFencing = OffsetCommitFencing.ASSIGNMENT_EPOCH,
+        api_version: int = OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
+    ) -> dict[TopicIdPartition, ErrorCode]:
+        """The error code of each partition of an OffsetCommit (or TxnOffsetCommit) to this group;
+        see :func:`.commit_fencing.validate_offset_commit`."""
+        return validate_offset_commit(
+            self, member_id, instance_id, client_epoch, partitions, is_transactional,
+            fencing=fencing, api_version=api_version,
+        )  # fmt: skip
 
     # -- replay -----------------------------------------------------------------------------------------
     def apply_group_metadata(self, value: ConsumerGroupMetadataValue) -> None:
