@@ -6,9 +6,18 @@ followed by the value struct; a ``None`` value is a tombstone. kcoord writes:
 - type 1 :class:`OffsetCommitKey` → :class:`OffsetCommitValue` v3 (v1 when an explicit expire
   timestamp applies);
 - type 2 :class:`GroupMetadataKey` → :class:`GroupMetadataValue` v3 ("member metadata V3",
-  with ``group.instance.id``).
+  with ``group.instance.id``);
+- the KIP-848 consumer-group records, every value v0 (flexible), as Kafka 4.x writes them:
+  type 3 ConsumerGroupMetadata (group epoch; ``MetadataHash`` tag, 4.1+), 5 ConsumerGroupMemberMetadata,
+  6 ConsumerGroupTargetAssignmentMetadata (assignment epoch; ``AssignmentTimestamp`` tag, 4.3+),
+  7 ConsumerGroupTargetAssignmentMember, 8 ConsumerGroupCurrentMemberAssignment (KIP-1251's
+  ``AssignmentEpochs`` tag per topic, 4.3+; and kcoord's revocation epoch, below), 16
+  ConsumerGroupRegularExpression. Type 4 ConsumerGroupPartitionMetadata is read, never written: Kafka
+  4.1 replaced it with the metadata hash (KIP-1101) and only writes its tombstone.
 
-Byte layouts are exactly Kafka's, so Kafka's own tooling can read kcoord's topic.
+Byte layouts are exactly Kafka's, so Kafka's own tooling can read kcoord's topic. The one
+addition is a tagged field of kcoord's own in ConsumerGroupCurrentMemberAssignmentValue (see
+:data:`REVOCATION_EPOCH_TAG`); Kafka's readers keep unknown tags and skip them.
 """
 
 from __future__ import annotations
@@ -17,15 +26,52 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codegen import Message
-from .coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-from .primitives import INT16, CodecError
+from .coordinator_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from .primitives import INT16, INT32, CodecError
 
 __all__ = [
+    "CONSUMER_GROUP_KEYS",
+    "CONSUMER_GROUP_VALUE_VERSION",
     "GROUP_METADATA_TYPE",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_TYPE",
     "OFFSET_COMMIT_VALUE_VERSION",
     "OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY",
+    "RECORD_TYPES",
+    "REVOCATION_EPOCH_TAG",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupRegularExpressionKey",
+    "ConsumerGroupRegularExpressionValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberMetadata",
@@ -37,6 +83,8 @@ __all__ = [
     "encode_record",
     "encode_value",
     "group_metadata_record_size",
+    "revocation_epoch_of",
+    "revocation_epoch_tag",
 ]
 
 MemberMetadata = GroupMetadataValue.MemberMetadata
@@ -46,17 +94,51 @@ GROUP_METADATA_TYPE = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
+# Every KIP-848 value has one version, 0, in Kafka's specs up to trunk: later fields are tagged.
+CONSUMER_GROUP_VALUE_VERSION = 0
 
 # Keys have a single version, 0, in Kafka's coordinator-key specs; the record type in front of the
 # key is what tells them apart (kcoord's older copies numbered key versions after the record type).
 KEY_VERSION = 0
 
-# record type -> key class (types 0 and 1 share the offset key layout)
-_KEY_CLASSES: dict[int, type[Message]] = {0: OffsetCommitKey, 1: OffsetCommitKey, 2: GroupMetadataKey}
+# key class -> the record type written in front of it, and the value class its records hold
+RECORD_TYPES: dict[type[Message], int] = {
+    OffsetCommitKey: OFFSET_COMMIT_TYPE,
+    GroupMetadataKey: GROUP_METADATA_TYPE,
+    ConsumerGroupMetadataKey: 3,
+    ConsumerGroupPartitionMetadataKey: 4,
+    ConsumerGroupMemberMetadataKey: 5,
+    ConsumerGroupTargetAssignmentMetadataKey: 6,
+    ConsumerGroupTargetAssignmentMemberKey: 7,
+    ConsumerGroupCurrentMemberAssignmentKey: 8,
+    ConsumerGroupRegularExpressionKey: 16,
+}
 _VALUE_CLASSES: dict[type[Message], type[Message]] = {
     OffsetCommitKey: OffsetCommitValue,
     GroupMetadataKey: GroupMetadataValue,
+    ConsumerGroupMetadataKey: ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey: ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupMemberMetadataKey: ConsumerGroupMemberMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupRegularExpressionKey: ConsumerGroupRegularExpressionValue,
 }
+# record type -> key class (types 0 and 1 share the offset key layout)
+_KEY_CLASSES: dict[int, type[Message]] = {0: OffsetCommitKey, **{t: cls for cls, t in RECORD_TYPES.items()}}
+_CONSUMER_GROUP_VALUES = tuple(v for k, v in _VALUE_CLASSES.items() if RECORD_TYPES[k] > GROUP_METADATA_TYPE)
+
+# The keys of the KIP-848 consumer-group records: each has a ``group_id``.
+CONSUMER_GROUP_KEYS: tuple[type[Message], ...] = tuple(k for k, t in RECORD_TYPES.items() if t > GROUP_METADATA_TYPE)
+
+# kcoord's own tagged field in ConsumerGroupCurrentMemberAssignmentValue: the member's revocation
+# epoch, an int32, for the ``revocation-epoch`` commit fencing (KAFKA-19779's first design, which
+# Kafka replaced by KIP-1251's assignment epochs before shipping it). Kafka numbers a struct's tags
+# from 0 upwards as it adds fields (this value has none yet at its top level, its TopicPartitions
+# has tag 0), so a tag this far above them cannot meet one Kafka adds; Kafka's readers keep an
+# unknown tag and skip it. It is kcoord's private number, "KC", as for its fence record type
+# (docs/storage.md). Absent means "written by something that does not track it".
+REVOCATION_EPOCH_TAG = 0x4B43
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +153,28 @@ class Record:
         return self.value is None
 
 
+def revocation_epoch_tag(epoch: int) -> tuple[int, bytes]:
+    """The (tag, bytes) pair that carries a revocation epoch in a value's ``unknown_tagged``."""
+    return REVOCATION_EPOCH_TAG, INT32.pack(epoch)
+
+
+def revocation_epoch_of(value: ConsumerGroupCurrentMemberAssignmentValue) -> int | None:
+    """The revocation epoch kcoord stored in a current-assignment value, or None if it has none."""
+    for tag, raw in value.unknown_tagged or ():
+        if tag == REVOCATION_EPOCH_TAG:
+            if len(raw) != INT32.size:
+                raise CodecError(f"revocation epoch tag of {len(raw)} bytes, expected {INT32.size}")
+            epoch: int = INT32.unpack(raw)[0]
+            return epoch
+    return None
+
+
 def encode_key(key: Any) -> bytes:
-    if isinstance(key, OffsetCommitKey):
-        return INT16.pack(OFFSET_COMMIT_TYPE) + key.encode(KEY_VERSION)
-    if isinstance(key, GroupMetadataKey):
-        return INT16.pack(GROUP_METADATA_TYPE) + key.encode(KEY_VERSION)
-    raise CodecError(f"not a record key: {type(key).__name__}")
+    rtype = RECORD_TYPES.get(type(key))
+    if rtype is None:
+        raise CodecError(f"not a record key: {type(key).__name__}")
+    encoded: bytes = key.encode(KEY_VERSION)
+    return INT16.pack(rtype) + encoded
 
 
 def encode_value(value: Any | None) -> bytes | None:
@@ -89,6 +187,8 @@ def encode_value(value: Any | None) -> bytes | None:
         return INT16.pack(version) + value.encode(version)
     if isinstance(value, GroupMetadataValue):
         return INT16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
+    if isinstance(value, _CONSUMER_GROUP_VALUES):
+        return INT16.pack(CONSUMER_GROUP_VALUE_VERSION) + value.encode(CONSUMER_GROUP_VALUE_VERSION)
     raise CodecError(f"not a record value: {type(value).__name__}")
 
 

@@ -15,3 +15,6 @@ class GroupConfig:
     offsets_retention_ms: int = 10_080 * 60_000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    # group.consumer.offset.commit.fencing (kcoord name): which commits at an older member epoch a
+    # consumer group accepts; see consumer/commit_fencing.py. Kafka 4.3's rule is the default.
+    consumer_offset_commit_fencing: str = "assignment-epoch"

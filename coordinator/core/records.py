@@ -8,22 +8,39 @@ timestamp is an argument).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from kcoord.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    revocation_epoch_tag,
 )
 
 if TYPE_CHECKING:
 
     from .classic.group import ClassicGroup
     from .classic.member import ClassicMember
+    from .consumer.group import ConsumerGroup, ResolvedRegularExpression
+    from .consumer.member import ConsumerGroupMember, PartitionEpochs
 
 NO_EXPIRE_TIMESTAMP = -1  # OffsetCommitValue v3 has no expire timestamp; -1 selects it
 
@@ -124,3 +141,173 @@ def offset_commit_record(
 
 def offset_tombstone(group_id: str, topic: str, partition: int) -> Record:
     return Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
+
+
+# -- consumer groups (KIP-848, types 3-8 and 16; every value v0) ------------------------------------------
+# Kafka's GroupCoordinatorRecordHelpers.newConsumerGroup*: topics and partitions are written in
+# ascending order (Kafka writes its hash maps' order), so a group's records are deterministic.
+_CurrentTopicPartitions = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+_TargetTopicPartition = ConsumerGroupTargetAssignmentMemberValue.TopicPartition
+_ClassicMemberMetadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+_ClassicProtocol = ConsumerGroupMemberMetadataValue.ClassicProtocol
+
+
+def consumer_group_epoch_record(group_id: str, epoch: int, metadata_hash: int = 0) -> Record:
+    """The group epoch and the hash of its subscribed topics' metadata (Kafka's
+    ``newConsumerGroupEpochRecord``; the hash is KIP-1101's, Kafka 4.1+)."""
+    return Record(
+        ConsumerGroupMetadataKey(group_id=group_id),
+        ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash),
+    )
+
+
+def consumer_group_epoch_tombstone(group_id: str) -> Record:
+    """Deletes the group; written last, after every other record of the group was tombstoned
+    (Kafka's ``newConsumerGroupEpochTombstoneRecord``)."""
+    return Record(ConsumerGroupMetadataKey(group_id=group_id), None)
+
+
+def consumer_group_subscription_metadata_tombstone(group_id: str) -> Record:
+    """Removes a ConsumerGroupPartitionMetadata value (type 4) that Kafka 4.0 wrote; nothing writes
+    one any more (Kafka's ``newConsumerGroupSubscriptionMetadataTombstoneRecord``)."""
+    return Record(ConsumerGroupPartitionMetadataKey(group_id=group_id), None)
+
+
+def consumer_group_member_subscription_record(group_id: str, member: ConsumerGroupMember) -> Record:
+    """A member's subscription and client (Kafka's ``newConsumerGroupMemberSubscriptionRecord``)."""
+    classic = member.classic_member_metadata
+    value = ConsumerGroupMemberMetadataValue(
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=sorted(member.subscribed_topic_names),
+        subscribed_topic_regex=member.subscribed_topic_regex,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        server_assignor=member.server_assignor,
+        # Kafka writes the tag with a null for a member of the consumer protocol.
+        classic_member_metadata=None if classic is None else _ClassicMemberMetadata(
+            session_timeout_ms=classic.session_timeout_ms,
+            supported_protocols=[_ClassicProtocol(name=n, metadata=md) for n, md in classic.supported_protocols],
+        ),
+    )  # fmt: skip
+    return Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id), value)
+
+
+def consumer_group_member_subscription_tombstone(group_id: str, member_id: str) -> Record:
+    """Removes the member; written after its current and target assignment tombstones (Kafka's
+    ``newConsumerGroupMemberSubscriptionTombstoneRecord``)."""
+    return Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None)
+
+
+def consumer_group_target_assignment_record(
+    group_id: str, member_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]
+) -> Record:
+    """The partitions the assignor wants the member to own (Kafka's ``newConsumerGroupTargetAssignmentRecord``)."""
+    value = ConsumerGroupTargetAssignmentMemberValue(
+        topic_partitions=[
+            _TargetTopicPartition(topic_id=topic_id, partitions=sorted(ps))
+            for topic_id, ps in sorted(partitions.items())
+        ]
+    )
+    return Record(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), value)
+
+
+def consumer_group_target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    """Kafka's ``newConsumerGroupTargetAssignmentTombstoneRecord``."""
+    return Record(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), None)
+
+
+def consumer_group_target_assignment_epoch_record(
+    group_id: str, assignment_epoch: int, assignment_timestamp_ms: int = 0
+) -> Record:
+    """The group epoch the target assignment was computed for, and when that finished (KIP-1263,
+    Kafka 4.3+; 0, the default, is not written) (Kafka's ``newConsumerGroupTargetAssignmentEpochRecord``)."""
+    value = ConsumerGroupTargetAssignmentMetadataValue(
+        assignment_epoch=assignment_epoch, assignment_timestamp=assignment_timestamp_ms
+    )
+    return Record(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), value)
+
+
+def consumer_group_target_assignment_epoch_tombstone(group_id: str) -> Record:
+    """Kafka's ``newConsumerGroupTargetAssignmentEpochTombstoneRecord``."""
+    return Record(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None)
+
+
+def _current_topic_partitions(partitions: PartitionEpochs) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
+    topics = []
+    for topic_id, epochs in sorted(partitions.items()):
+        ordered = sorted(epochs.items())
+        topics.append(
+            _CurrentTopicPartitions(
+                topic_id=topic_id,
+                partitions=[partition for partition, _ in ordered],
+                assignment_epochs=[epoch for _, epoch in ordered],
+            )
+        )
+    return topics
+
+
+def consumer_group_current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
+    """A member's epochs, reconciliation state and partitions, each partition with the epoch it
+    was assigned at (KIP-1251) and the member's revocation epoch in kcoord's own tag (Kafka's
+    ``newConsumerGroupCurrentAssignmentRecord``)."""
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=member.member_epoch,
+        previous_member_epoch=member.previous_member_epoch,
+        state=int(member.state),
+        assigned_partitions=_current_topic_partitions(member.assigned_partitions),
+        partitions_pending_revocation=_current_topic_partitions(member.partitions_pending_revocation),
+        unknown_tagged=[revocation_epoch_tag(member.revocation_epoch)],
+    )
+    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), value)
+
+
+def consumer_group_current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    """The first of a leaving member's three tombstones (Kafka's
+    ``newConsumerGroupCurrentAssignmentTombstoneRecord``)."""
+    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None)
+
+
+def consumer_group_regular_expression_record(
+    group_id: str, regex: str, resolved: ResolvedRegularExpression
+) -> Record:
+    """The topics a subscribed regular expression resolved to (Kafka's
+    ``newConsumerGroupRegularExpressionRecord``)."""
+    value = ConsumerGroupRegularExpressionValue(
+        topics=sorted(resolved.topics), version=resolved.version, timestamp=resolved.timestamp_ms
+    )
+    return Record(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex), value)
+
+
+def consumer_group_regular_expression_tombstone(group_id: str, regex: str) -> Record:
+    """Kafka's ``newConsumerGroupRegularExpressionTombstone``."""
+    return Record(ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex), None)
+
+
+def consumer_group_member_tombstones(group_id: str, member_id: str) -> list[Record]:
+    """What removes a member, in the order its replay requires (Kafka's ``removeMember``): current
+    assignment, target assignment, then subscription."""
+    return [
+        consumer_group_current_assignment_tombstone(group_id, member_id),
+        consumer_group_target_assignment_tombstone(group_id, member_id),
+        consumer_group_member_subscription_tombstone(group_id, member_id),
+    ]
+
+
+def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
+    """What deletes a whole group, in Kafka's ``ConsumerGroup.createGroupTombstoneRecords`` order:
+    every member's current and target assignments, the target assignment epoch, every member's
+    subscription, the resolved regular expressions, the deprecated partition metadata, the group epoch."""
+    group_id = group.group_id
+    members = sorted(group.members)
+    targets = sorted(group.members.keys() | group.target_assignment.keys())  # the same, unless a log was cut
+    return [
+        *(consumer_group_current_assignment_tombstone(group_id, m) for m in members),
+        *(consumer_group_target_assignment_tombstone(group_id, m) for m in targets),
+        consumer_group_target_assignment_epoch_tombstone(group_id),
+        *(consumer_group_member_subscription_tombstone(group_id, m) for m in members),
+        *(consumer_group_regular_expression_tombstone(group_id, r) for r in sorted(group.resolved_regular_expressions)),
+        consumer_group_subscription_metadata_tombstone(group_id),
+        consumer_group_epoch_tombstone(group_id),
+    ]

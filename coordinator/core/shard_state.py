@@ -6,9 +6,11 @@ sends the replies once the log acknowledged them. Loading a shard is replaying i
 fresh instance and calling :meth:`on_loaded`.
 
 Invariants (tested by ``tests/unit/test_shard_state_stateful.py``):
-- Durable state — committed offsets and each group's last GroupMetadata snapshot — changes only
-  in :meth:`replay`, so :meth:`durable_view` of the live shard equals that of a fresh shard that
-  replayed every record written so far.
+- Durable state — committed offsets, each classic group's last GroupMetadata snapshot, and every
+  consumer group (KIP-848) — changes only in :meth:`replay`, so :meth:`durable_view` of the live
+  shard equals that of a fresh shard that replayed every record written so far.
+- A group id names one group, classic or consumer, with Kafka's rules when records of both types
+  meet (:meth:`replay`).
 - ``handle`` never raises: a bug costs the request UNKNOWN_SERVER_ERROR (logged), never the shard.
 - No record larger than ``max_record_bytes`` (what the shard's log takes) is ever returned: the
   request that would need one is refused instead (see the classic manager and offsets).
@@ -23,13 +25,15 @@ from typing import Any
 
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.messages import ApiKey
-from kcoord.protocol.records import GroupMetadataKey, OffsetCommitKey, Record
+from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record
 from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .classic import admin
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
+from .consumer.group import GroupStateError
+from .consumer.store import ConsumerGroups
 from .events import GroupDeleted
 from .group_config import GroupConfig
 from .offsets import OffsetManager
@@ -65,6 +69,7 @@ class GroupCoordinatorShard:
         self.classic = ClassicGroupManager(
             config, clock.now_ms, self.timers, self.log, new_member_id, max_record_bytes=max_record_bytes
         )
+        self.consumer = ConsumerGroups()
         self.offsets = OffsetManager(
             # The bound dict.get, not a lambda: it runs on every commit. The manager never
             # replaces its groups dict.
@@ -108,28 +113,49 @@ class GroupCoordinatorShard:
 
     # -- durable state ------------------------------------------------------------------------------
     def replay(self, record: Record) -> None:
+        """Apply one record. Group types meet as in Kafka's ``GroupMetadataManager.replay``: a
+        GroupMetadata value puts a classic group in place of any group with its id, and its tombstone
+        deletes any; a consumer-group record takes the place of a "simple" classic group (offsets
+        only, backed by no record) and is an error for any other classic group."""
         key = record.key
         if isinstance(key, OffsetCommitKey):
-            if record.value is not None:
+            if record.value is not None and key.group not in self.consumer.groups:
                 # A commit for a group the shard does not know implies a "simple" group (offsets
                 # only, no protocol), as in Kafka: the group exists for every API from now on.
                 self.classic.ensure_simple_group(key.group)
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
+            self.consumer.remove(key.group)
             self.classic.replay(key, record.value)
+        elif isinstance(key, CONSUMER_GROUP_KEYS):
+            self._make_room_for_consumer_group(record.key.group_id)
+            self.consumer.replay(key, record.value)
         else:
             self.log.warning(
                 "shard %d: ignoring a record of unknown type %s", self.shard_index, type(key).__name__
             )
 
+    def _make_room_for_consumer_group(self, group_id: str) -> None:
+        """Kafka's ``getOrMaybeCreatePersistedConsumerGroup``: a simple classic group becomes an
+        empty consumer group; any other classic group with the id is an IllegalStateException."""
+        classic = self.classic.groups.get(group_id)
+        if classic is None:
+            return
+        if not classic.is_simple:
+            raise GroupStateError(f"group {group_id} is a classic group, not a consumer group")
+        self.classic.remove_group(group_id)
+        self.consumer.get_or_create(group_id)
+
     def durable_view(self) -> dict[str, Any]:
-        """Offsets and group snapshots as plain data; a simple group (offsets only) maps to None."""
+        """Offsets, classic group snapshots and consumer groups as plain data; a simple group
+        (offsets only) maps to None."""
         return {
             "offsets": self.offsets.store.view(),
             "groups": {
                 group_id: None if group.snapshot is None else group.snapshot.to_dict()
                 for group_id, group in self.classic.groups.items()
             },
+            "consumer_groups": self.consumer.view(),
         }
 
     # -- time ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from kcoord.coordinator.core.consumer.commit_fencing import OffsetCommitFencing
 from kcoord.coordinator.core.group_config import GroupConfig
 
 from .settings import INT32_MAX, Settings, parse_host_port
@@ -279,6 +280,11 @@ OPTIONS: tuple[Option, ...] = (
            "how often expired offsets are removed", _MS),
     Option("offset.metadata.max.bytes", "group.offset_metadata_max_bytes", _integer(0),
            "largest metadata string of a committed offset", "BYTES"),
+    Option("group.consumer.offset.commit.fencing", "group.consumer_offset_commit_fencing",
+           _choice(*(mode.value for mode in OffsetCommitFencing)),
+           "which commits at an older member epoch a consumer group (KIP-848) accepts: strict (none), "
+           "revocation-epoch (if the member lost no partitions since), assignment-epoch (per partition, "
+           "if the member got it by then; Kafka 4.3's KIP-1251)", "{strict,revocation-epoch,assignment-epoch}"),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 

@@ -161,3 +161,16 @@ def test_help_documents_every_option() -> None:
     for opt in config.OPTIONS:
         assert opt.flag in out and opt.env in out and f"key {opt.name}]" in out
     assert "flag > environment > file > default" in out
+
+
+def test_consumer_offset_commit_fencing_setting(tmp_path: Path) -> None:
+    """kcoord's name for the three commit fences; KIP-1251's (Kafka 4.3) is the default."""
+    assert resolve().settings.group.consumer_offset_commit_fencing == "assignment-epoch"
+    r = resolve(["--group-consumer-offset-commit-fencing", "Revocation-Epoch"])
+    assert r.settings.group.consumer_offset_commit_fencing == "revocation-epoch"
+    r = resolve([], {"KCOORD_GROUP_CONSUMER_OFFSET_COMMIT_FENCING": "strict"})
+    assert r.settings.group.consumer_offset_commit_fencing == "strict"
+    r = resolve(["--config", write(tmp_path, "[group.consumer.offset.commit]\nfencing = 'strict'\n")])
+    assert r.settings.group.consumer_offset_commit_fencing == "strict"
+    with pytest.raises(config.ConfigError, match="group.consumer.offset.commit.fencing"):
+        resolve(["--group-consumer-offset-commit-fencing", "lenient"])

@@ -1,0 +1,353 @@
+"""The state of one KIP-848 consumer group, built only by replaying its records (Kafka's ``ConsumerGroup``).
+
+This is a data structure with invariants, not a protocol handler. Its durable state changes only
+through the ``apply_*`` methods, one per record type, the same after a write and when a shard
+loads (a ``None`` value is the record's tombstone):
+
+- group epoch and metadata hash: ConsumerGroupMetadata (type 3), :meth:`apply_group_metadata`
+  (its tombstone deletes the group: :meth:`check_deletable`, then the shard drops it);
+- whether a ConsumerGroupPartitionMetadata value (type 4, deprecated by KIP-1101 in Kafka 4.1) is
+  still in the log, so the next epoch bump writes its tombstone: :meth:`apply_partition_metadata`;
+- each member: ConsumerGroupMemberMetadata (type 5) and ConsumerGroupCurrentMemberAssignment
+  (type 8), :meth:`apply_member_metadata` and :meth:`apply_current_assignment`;
+- target assignment epoch: ConsumerGroupTargetAssignmentMetadata (type 6);
+- each member's target assignment: ConsumerGroupTargetAssignmentMember (type 7);
+- the topics each subscribed regular expression resolved to: ConsumerGroupRegularExpression (type 16).
+
+Kept in step by the same methods (never written): the static members, the epoch of every owned
+partition, the subscriber counts of regular expressions and server assignors, and the state.
+
+Invariants (a record that would break one raises :class:`GroupStateError`, as Kafka's replay throws
+IllegalStateException and fails the load):
+- a partition is owned or pending revocation by at most one member;
+- a member is removed (its metadata tombstone) only after its current-assignment tombstone (epoch
+  -1) and its target-assignment tombstone, the order Kafka writes them in;
+- a group is deleted only with no members, no target assignment and the target assignment
+  metadata tombstoned (epoch -1);
+- ``state`` is Kafka's ``maybeUpdateGroupState``: EMPTY without members, ASSIGNING while the group
+  epoch is ahead of the target assignment epoch, RECONCILING while a member is not reconciled to the
+  target (not STABLE at the target epoch), STABLE otherwise; DEAD once the shard dropped the group.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+
+from .commit_fencing import (
+    OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
+    OffsetCommitFencing,
+    TopicIdPartition,
+    validate_offset_commit,
+)
+from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, PartitionEpochs
+
+# member id -> topic id -> partitions: what the assignor wants each member to own
+TargetAssignment = Mapping[uuid.UUID, frozenset[int]]
+
+
+class GroupStateError(RuntimeError):
+    """A record that contradicts the group's state (Kafka's IllegalStateException on replay)."""
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegularExpression:
+    """The topics a regular expression matched when the coordinator last resolved it, the
+    metadata version it was resolved against, and when."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        """An Empty group at epoch 0: what a consumer group's first record is applied to."""
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.target_assignment_epoch = 0
+        self.assignment_timestamp_ms = 0
+        self.has_subscription_metadata_record = False
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target_assignment: dict[str, TargetAssignment] = {}
+        self.resolved_regular_expressions: dict[str, ResolvedRegularExpression] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.state = ConsumerGroupState.EMPTY
+        self._partition_epochs: dict[uuid.UUID, dict[int, int]] = {}  # owner's member epoch
+        self._regex_subscribers: Counter[str] = Counter()
+        self._server_assignors: Counter[str] = Counter()
+
+    # -- views ----------------------------------------------------------------------------------------
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    @property
+    def is_empty(self) -> bool:
+        return self.state is ConsumerGroupState.EMPTY
+
+    def member(self, member_id: str) -> ConsumerGroupMember | None:
+        return self.members.get(member_id)
+
+    def static_member_id(self, instance_id: str | None) -> str | None:
+        return None if instance_id is None else self.static_members.get(instance_id)
+
+    def target_assignment_of(self, member_id: str) -> TargetAssignment:
+        return self.target_assignment.get(member_id, {})
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The member epoch of the partition's owner, or -1 when no member owns it (Kafka's
+        ``currentPartitionEpoch``, what reconciliation reads to know a partition is released)."""
+        return self._partition_epochs.get(topic_id, {}).get(partition, -1)
+
+    def subscribed_regex_count(self, regex: str) -> int:
+        return self._regex_subscribers[regex]
+
+    @property
+    def num_classic_protocol_members(self) -> int:
+        return sum(1 for member in self.members.values() if member.uses_classic_protocol)
+
+    def preferred_server_assignor(self) -> str | None:
+        """The server assignor most members name (ties go to the name that sorts first)."""
+        if not self._server_assignors:
+            return None
+        return min(self._server_assignors, key=lambda name: (-self._server_assignors[name], name))
+
+    def subscribed_topic_names(self) -> Counter[str]:
+        """Topic -> subscriptions: by name per member, and per resolved regular expression (as
+        Kafka's ``subscribedTopicNames`` counts them)."""
+        counts: Counter[str] = Counter()
+        for member in self.members.values():
+            counts.update(member.subscribed_topic_names)
+        for resolved in self.resolved_regular_expressions.values():
+            counts.update(resolved.topics)
+        return counts
+
+    # -- commit fencing ---------------------------------------------------------------------------------
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        client_epoch: int,
+        partitions: Iterable[TopicIdPartition],
+        is_transactional: bool,
+        *,
+        fencing: OffsetCommitFencing = OffsetCommitFencing.ASSIGNMENT_EPOCH,
+        api_version: int = OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
+    ) -> dict[TopicIdPartition, ErrorCode]:
+        """The error code of each partition of an OffsetCommit (or TxnOffsetCommit) to this group;
+        see :func:`.commit_fencing.validate_offset_commit`."""
+        return validate_offset_commit(
+            self, member_id, instance_id, client_epoch, partitions, is_transactional,
+            fencing=fencing, api_version=api_version,
+        )  # fmt: skip
+
+    # -- replay -----------------------------------------------------------------------------------------
+    def apply_group_metadata(self, value: ConsumerGroupMetadataValue) -> None:
+        """A ConsumerGroupMetadata value; its tombstone is the shard's (:meth:`check_deletable`)."""
+        self.group_epoch = value.epoch
+        self.metadata_hash = value.metadata_hash
+        self._update_state()
+
+    def apply_partition_metadata(self, value: ConsumerGroupPartitionMetadataValue | None) -> None:
+        """Kafka 4.1+ no longer reads the topics a ConsumerGroupPartitionMetadata value lists (the
+        metadata hash replaced them); it only remembers that one is in the log, to tombstone it."""
+        self.has_subscription_metadata_record = value is not None
+
+    def apply_member_metadata(self, member_id: str, value: ConsumerGroupMemberMetadataValue | None) -> None:
+        old = self.members.get(member_id)
+        if value is not None:
+            self._update_member(old, (old or ConsumerGroupMember(member_id)).with_member_metadata(value))
+            return
+        if old is None:
+            return
+        if old.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+            raise GroupStateError(
+                f"group {self.group_id}: tombstone for member {member_id} before its current assignment tombstone"
+            )
+        if member_id in self.target_assignment:
+            raise GroupStateError(
+                f"group {self.group_id}: tombstone for member {member_id} before its target assignment tombstone"
+            )
+        self._remove_member(old)
+
+    def apply_current_assignment(
+        self, member_id: str, value: ConsumerGroupCurrentMemberAssignmentValue | None
+    ) -> None:
+        old = self.members.get(member_id)
+        if value is not None:
+            new = (old or ConsumerGroupMember(member_id)).with_current_assignment(value, self.group_id)
+        elif old is None:
+            return
+        else:
+            # The first of a member's three tombstones: it owns nothing any more (Kafka's replay).
+            new = replace(
+                old,
+                member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                assigned_partitions={},
+                partitions_pending_revocation={},
+            )
+        self._update_member(old, new)
+
+    def apply_target_assignment_metadata(self, value: ConsumerGroupTargetAssignmentMetadataValue | None) -> None:
+        if value is not None:
+            self.target_assignment_epoch = value.assignment_epoch
+            self.assignment_timestamp_ms = value.assignment_timestamp
+        else:
+            if self.target_assignment:
+                raise GroupStateError(
+                    f"group {self.group_id}: target assignment metadata tombstone while "
+                    f"{len(self.target_assignment)} members still have a target assignment"
+                )
+            self.target_assignment_epoch = -1
+        self._update_state()
+
+    def apply_target_assignment_member(
+        self, member_id: str, value: ConsumerGroupTargetAssignmentMemberValue | None
+    ) -> None:
+        if value is None:
+            self.target_assignment.pop(member_id, None)
+            return
+        partitions: dict[uuid.UUID, set[int]] = {}
+        for topic in value.topic_partitions:
+            partitions.setdefault(topic.topic_id, set()).update(topic.partitions)
+        self.target_assignment[member_id] = {topic_id: frozenset(ps) for topic_id, ps in partitions.items()}
+
+    def apply_regular_expression(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        if value is None:
+            self.resolved_regular_expressions.pop(regex, None)
+        else:
+            self.resolved_regular_expressions[regex] = ResolvedRegularExpression(
+                topics=frozenset(value.topics), version=value.version, timestamp_ms=value.timestamp
+            )
+
+    def check_deletable(self) -> None:
+        """What Kafka checks before a ConsumerGroupMetadata tombstone deletes the group: every other
+        record of the group was tombstoned first."""
+        if self.members:
+            raise GroupStateError(f"group {self.group_id}: deleted with {len(self.members)} members")
+        if self.target_assignment:
+            raise GroupStateError(
+                f"group {self.group_id}: deleted with {len(self.target_assignment)} target assignments"
+            )
+        if self.target_assignment_epoch != -1:
+            raise GroupStateError(f"group {self.group_id}: deleted before its target assignment metadata tombstone")
+
+    # -- derived state --------------------------------------------------------------------------------
+    def _update_member(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember) -> None:
+        if old is not None:
+            self._forget(old)
+        self.members[new.member_id] = new
+        self._add_partition_epochs(new.assigned_partitions, new.member_epoch)
+        self._add_partition_epochs(new.partitions_pending_revocation, new.member_epoch)
+        if new.instance_id is not None:
+            self.static_members[new.instance_id] = new.member_id
+        if new.subscribed_regex is not None:
+            self._regex_subscribers[new.subscribed_regex] += 1
+        if new.server_assignor is not None:
+            self._server_assignors[new.server_assignor] += 1
+        self._update_state()
+
+    def _remove_member(self, old: ConsumerGroupMember) -> None:
+        self._forget(old)
+        del self.members[old.member_id]
+        self._update_state()
+
+    def _forget(self, old: ConsumerGroupMember) -> None:
+        """Undo what ``old`` added to the derived state."""
+        self._remove_partition_epochs(old.assigned_partitions, old.member_epoch)
+        self._remove_partition_epochs(old.partitions_pending_revocation, old.member_epoch)
+        # Kafka writes a replaced static member's tombstones before its successor's records; an
+        # instance id that already names another member is that member's.
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+            del self.static_members[old.instance_id]
+        for counts, name in ((self._regex_subscribers, old.subscribed_regex), (self._server_assignors, old.server_assignor)):
+            if name is not None:
+                counts[name] -= 1
+                if counts[name] <= 0:
+                    del counts[name]
+
+    def _add_partition_epochs(self, partitions: PartitionEpochs, epoch: int) -> None:
+        for topic_id, by_partition in partitions.items():
+            owners = self._partition_epochs.setdefault(topic_id, {})
+            for partition in by_partition:
+                if partition in owners:
+                    raise GroupStateError(
+                        f"group {self.group_id}: partition {topic_id}-{partition} assigned at epoch {epoch} "
+                        f"is still owned at epoch {owners[partition]}"
+                    )
+                owners[partition] = epoch
+
+    def _remove_partition_epochs(self, partitions: PartitionEpochs, epoch: int) -> None:
+        for topic_id, by_partition in partitions.items():
+            owners = self._partition_epochs.get(topic_id, {})
+            for partition in by_partition:
+                if owners.pop(partition, None) != epoch:
+                    raise GroupStateError(
+                        f"group {self.group_id}: partition {topic_id}-{partition} released at epoch {epoch} "
+                        "was not owned at that epoch"
+                    )
+            if not owners:
+                self._partition_epochs.pop(topic_id, None)
+
+    def _update_state(self) -> None:
+        if self.state is ConsumerGroupState.DEAD:
+            return
+        if not self.members:
+            self.state = ConsumerGroupState.EMPTY
+        elif self.group_epoch > self.target_assignment_epoch:
+            self.state = ConsumerGroupState.ASSIGNING
+        elif all(member.is_reconciled_to(self.target_assignment_epoch) for member in self.members.values()):
+            self.state = ConsumerGroupState.STABLE
+        else:
+            self.state = ConsumerGroupState.RECONCILING
+
+    def mark_dead(self) -> None:
+        """The shard dropped the group: anything still holding it sees it is gone."""
+        self.state = ConsumerGroupState.DEAD
+
+    # -- plain data -------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The group's durable state as plain data (the shard's durable view)."""
+        return {
+            "group_epoch": self.group_epoch,
+            "metadata_hash": self.metadata_hash,
+            "target_assignment_epoch": self.target_assignment_epoch,
+            "assignment_timestamp_ms": self.assignment_timestamp_ms,
+            "has_subscription_metadata_record": self.has_subscription_metadata_record,
+            "members": {member_id: member.to_dict() for member_id, member in sorted(self.members.items())},
+            "target_assignment": {
+                member_id: {str(topic_id): sorted(ps) for topic_id, ps in sorted(assignment.items())}
+                for member_id, assignment in sorted(self.target_assignment.items())
+            },
+            "resolved_regular_expressions": {
+                regex: (sorted(resolved.topics), resolved.version, resolved.timestamp_ms)
+                for regex, resolved in sorted(self.resolved_regular_expressions.items())
+            },
+            "state": self.state.value,
+        }
