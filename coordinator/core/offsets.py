@@ -1,6 +1,6 @@
 """Committed offsets of one shard: OffsetCommit, OffsetFetch, OffsetDelete, and offset retention.
 
-Behaviour follows Kafka 4.x's ``OffsetMetadataManager`` for classic groups.
+Behaviour follows Kafka 4.x's ``OffsetMetadataManager`` for classic and consumer (KIP-848) groups.
 
 Invariants:
 - :class:`OffsetStore` changes only in :meth:`OffsetManager.replay`. Handlers validate, answer and
@@ -10,15 +10,23 @@ Invariants:
   creates the "simple" Empty group a commit for an unknown group implies (as Kafka does for
   consumers that store offsets without group management), so loading the log rebuilds exactly
   the groups the live shard had.
-- Commit fencing is the group's rule (:meth:`ClassicGroup.validate_offset_commit`); what a valid
-  commit means for the member's session is the group manager's (the ``committed`` hook).
+- Commit fencing is the group's rule (:meth:`ClassicGroup.validate_offset_commit`,
+  :meth:`ConsumerGroup.validate_offset_commit` in the mode ``group.consumer.offset.commit.fencing``
+  names); what a valid commit means for a classic member's session is the group manager's (the
+  ``committed`` hook).
+- A group id names at most one group: a consumer group's offsets are its own, and a commit to it
+  never creates a "simple" classic group (the shard's replay sees the consumer group first).
+- A consumer group's assignment epochs are keyed by topic id, requests name topics: the injected
+  :data:`TopicResolver` (read-only, name -> id) bridges them. A topic it does not know is held by
+  no member, so only a commit at the member's current epoch covers it.
 - Every offset removal (OffsetDelete, DeleteGroups, retention) is a tombstone record.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kcoord.protocol import messages as m
@@ -30,16 +38,29 @@ from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
 from .clock import NowMs
+from .consumer.commit_fencing import OffsetCommitFencing, TopicIdPartition, request_error
+from .consumer.group import ConsumerGroup
 from .group_config import GroupConfig
 from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
 from .responses import error_response
 from .result import RequestContext, Result
 
 S = ClassicGroupState
+# name -> topic id, or None for a topic it does not know (the net layer's TopicCatalog ``ids.get``).
+TopicResolver = Callable[[str], "uuid.UUID | None"]
+# Kafka's Uuid.ZERO_UUID, "no topic id": no member holds a partition of it.
+UNKNOWN_TOPIC_ID = uuid.UUID(int=0)
 DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
 # An offset commit record without its three strings: key type, string lengths and partition;
 # value version, offset, leader epoch, metadata length, commit and expire timestamps (rounded up).
 _MAX_OFFSET_RECORD_FIXED = 64
+
+
+def no_topic_ids(topic: str) -> uuid.UUID | None:
+    """The default :data:`TopicResolver`: knows no topic. Consumer-group commits then pass their
+    fencing only at the member's current epoch (or as simple commits to an Empty group), which is
+    safe, never more permissive than Kafka; the runtime injects the cluster's topic ids."""
+    return None
 
 
 class OffsetStore:
@@ -91,19 +112,35 @@ class OffsetManager:
         committed: Callable[[ClassicGroup, str], None],
         log: logging.Logger,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        *,
+        find_consumer_group: Callable[[str], ConsumerGroup | None] = lambda group_id: None,
+        resolve_topic_id: TopicResolver = no_topic_ids,
     ) -> None:
+        """``find_group`` and ``find_consumer_group`` look a group id up among the shard's classic and
+        consumer groups (one id names at most one of them); ``resolve_topic_id`` maps the topic names
+        of requests to the ids consumer groups key assignments by."""
         self.config = config
         self.max_record_bytes = max_record_bytes  # the largest record the shard's log takes
         self.now_ms = now_ms
         self._find_group = find_group
         self._committed = committed  # told of every valid commit: (group, member id)
+        self._find_consumer_group = find_consumer_group
+        self._resolve_topic_id = resolve_topic_id
+        self.consumer_fencing = OffsetCommitFencing(config.consumer_offset_commit_fencing)
         self.log = log
         self.store = OffsetStore()
 
     # -- OffsetCommit -------------------------------------------------------------------------------
     def commit(self, ctx: RequestContext, req: m.OffsetCommitRequest, out: Result) -> None:
-        group = self._find_group(req.group_id) if req.group_id is not None else None
-        error = self._validate_commit(ctx, req, group)
+        consumer_group = self._find_consumer_group(req.group_id) if req.group_id is not None else None
+        if consumer_group is not None:
+            error = self._validate_consumer_group_commit(
+                consumer_group, req.member_id, req.group_instance_id, req.generation_id_or_member_epoch,
+                req.topics, is_transactional=False, api_version=ctx.api_version,
+            )  # fmt: skip
+        else:
+            group = self._find_group(req.group_id) if req.group_id is not None else None
+            error = self._validate_commit(ctx, req, group)
         R = m.OffsetCommitResponse
         topics = []
         if error != ErrorCode.NONE:
@@ -129,7 +166,7 @@ class OffsetManager:
             partitions = []
             for p in topic.partitions:
                 metadata = p.committed_metadata
-                if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                if self._metadata_too_large(metadata):
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     code = ErrorCode.NONE
@@ -155,6 +192,48 @@ class OffsetManager:
                 )
             topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
         out.reply(ctx, R(topics=topics))
+
+    def _metadata_too_large(self, metadata: str | None) -> bool:
+        return metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes
+
+    def _validate_consumer_group_commit(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        member_epoch: int,
+        topics: Iterable[Any],
+        *,
+        is_transactional: bool,
+        api_version: int,
+    ) -> ErrorCode:
+        """The consumer group's fencing over the partitions the commit would write.
+
+        Kafka 4.3 (``OffsetMetadataManager.commitOffset`` / ``commitTransactionalOffset`` with the
+        ``CommitPartitionValidator`` of ``ConsumerGroup.validateOffsetCommit``) validates each
+        partition as it writes it and fails the whole request at the first one refused: every
+        partition then gets that error and nothing is written. So does kcoord
+        (:func:`request_error`). A partition whose metadata is too large is not validated, as in
+        Kafka: it gets OFFSET_METADATA_TOO_LARGE and writes nothing either way. (So a commit made
+        only of such partitions answers them so, where Kafka would first refuse an unknown member;
+        neither writes anything.)"""
+        partitions: list[TopicIdPartition] = [
+            (self._resolve_topic_id(topic.name) or UNKNOWN_TOPIC_ID, p.partition_index)
+            for topic in topics
+            for p in topic.partitions
+            if not self._metadata_too_large(p.committed_metadata)
+        ]
+        codes = group.validate_offset_commit(
+            member_id, instance_id, member_epoch, partitions, is_transactional,
+            fencing=self.consumer_fencing, api_version=api_version,
+        )  # fmt: skip
+        error = request_error(codes)
+        if error != ErrorCode.NONE:
+            self.log.info(
+                "group %s: %soffset commit by member %s at epoch %d refused: %s",
+                group.group_id, "transactional " if is_transactional else "", member_id, member_epoch, error.name,
+            )  # fmt: skip
+        return error
 
     def _refuse_oversized_commit(
         self, ctx: RequestContext, req: m.OffsetCommitRequest, size: int, first_record: int, out: Result
@@ -189,11 +268,31 @@ class OffsetManager:
 
     # -- TxnOffsetCommit ------------------------------------------------------------------------------
     def txn_commit(self, ctx: RequestContext, req: m.TxnOffsetCommitRequest, out: Result) -> None:
-        """Transactional commits need transaction markers from the cluster, which kcoord does not
-        follow yet: every partition gets COORDINATOR_NOT_AVAILABLE (retriable for producers) until
-        transactions are implemented."""
-        error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, error))
+        """Kafka's ``validateTransactionalOffsetCommit`` for consumer groups and unknown groups, then
+        COORDINATOR_NOT_AVAILABLE: transactional commits need transaction markers from the cluster,
+        which kcoord does not follow yet, so a commit the group accepts is answered so (retriable for
+        producers) until transactions are implemented. Nothing is written.
+
+        A refusal is answered on every partition, as Kafka does: for a consumer group UNKNOWN_MEMBER_ID,
+        or ILLEGAL_GENERATION for an epoch the fencing refuses (TxnOffsetCommit has no
+        STALE_MEMBER_EPOCH); for an unknown group with a generation, ILLEGAL_GENERATION. A classic
+        group's transactional fencing is not checked yet."""
+        generation = req.generation_id_or_member_epoch
+        consumer_group = self._find_consumer_group(req.group_id)
+        if consumer_group is not None:
+            error = self._validate_consumer_group_commit(
+                consumer_group, req.member_id, req.group_instance_id, generation, req.topics,
+                is_transactional=True, api_version=ctx.api_version,
+            )  # fmt: skip
+        elif self._find_group(req.group_id) is None and generation >= 0:
+            error = ErrorCode.ILLEGAL_GENERATION
+        else:
+            error = ErrorCode.NONE
+        if error == ErrorCode.NONE:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "txn_offset_commit")
+        out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, int(error)))
 
     # -- OffsetFetch --------------------------------------------------------------------------------
     def fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest, out: Result) -> None:
@@ -202,10 +301,13 @@ class OffsetManager:
             groups = []
             for g in req.groups:
                 requested = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
-                topics = self._fetch_group(g.group_id, requested)
+                # Before v9 a request names no member: (None, -1), what the admin client sends.
+                error = self._validate_fetch(g.group_id, g.member_id, g.member_epoch)
+                topics = self._fetch_group(g.group_id, requested) if error == ErrorCode.NONE else []
                 groups.append(
                     R.OffsetFetchResponseGroup(
                         group_id=g.group_id,
+                        error_code=int(error),
                         topics=[
                             R.OffsetFetchResponseTopics(
                                 name=name,
@@ -245,14 +347,25 @@ class OffsetManager:
             ),
         )
 
+    def _validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's ``validateOffsetFetch``: a consumer group checks the member (UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH), which fails the group's whole fetch; a classic group checks nothing."""
+        consumer_group = self._find_consumer_group(group_id)
+        if consumer_group is None:
+            return ErrorCode.NONE
+        return consumer_group.validate_offset_fetch(member_id, member_epoch)
+
     def _fetch_group(
         self, group_id: str, requested: list[tuple[str, list[int]]] | None
     ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
         """(topic, [(partition, offset, leader epoch, metadata)]) for the requested partitions, or
         for every committed partition when ``requested`` is None. No transactions are pending in
         kcoord yet, so RequireStable never has anything to wait for."""
-        group = self._find_group(group_id)
-        known = group is not None and not group.is_in(S.DEAD)
+        if self._find_consumer_group(group_id) is not None:
+            known = True
+        else:
+            group = self._find_group(group_id)
+            known = group is not None and not group.is_in(S.DEAD)
         if requested is None:
             if not known:
                 return []
@@ -280,16 +393,24 @@ class OffsetManager:
         if not req.group_id:
             out.reply(ctx, R(error_code=int(ErrorCode.INVALID_GROUP_ID), topics=[]))
             return
-        group = self._find_group(req.group_id)
-        if group is None or group.is_in(S.DEAD):
-            out.reply(ctx, R(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
-            return
-        if not group.is_empty and not group.uses_consumer_protocol:
-            out.reply(ctx, R(error_code=int(ErrorCode.NON_EMPTY_GROUP), topics=[]))
-            return
+        is_subscribed_to_topic: Callable[[str], bool]
+        consumer_group = self._find_consumer_group(req.group_id)
+        if consumer_group is not None:
+            # Kafka's ConsumerGroup.validateOffsetDelete accepts any state: only the offsets of
+            # topics the group subscribes to are refused, below.
+            is_subscribed_to_topic = consumer_group.subscribed_topic_names().__contains__
+        else:
+            group = self._find_group(req.group_id)
+            if group is None or group.is_in(S.DEAD):
+                out.reply(ctx, R(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
+                return
+            if not group.is_empty and not group.uses_consumer_protocol:
+                out.reply(ctx, R(error_code=int(ErrorCode.NON_EMPTY_GROUP), topics=[]))
+                return
+            is_subscribed_to_topic = group.is_subscribed_to_topic
         topics = []
         for topic in req.topics:
-            subscribed = group.is_subscribed_to_topic(topic.name)
+            subscribed = is_subscribed_to_topic(topic.name)
             partitions = []
             for p in topic.partitions:
                 if subscribed:
@@ -317,10 +438,32 @@ class OffsetManager:
         base = group.offset_expiration_base()
         if base is None:
             return False
+        return self._expire(group.group_id, base, group.is_subscribed_to_topic, now_ms, out)
+
+    def expire_consumer_group(self, group: ConsumerGroup, now_ms: int, out: Result) -> bool:
+        """Kafka's ``cleanupExpiredOffsets`` for a consumer group (its ``offsetExpirationCondition``):
+        in any state, an offset of a topic the group does not subscribe to expires a retention after
+        its commit (or at its explicit expire timestamp); offsets of subscribed topics never do.
+        Returns True when the group has no offsets left (it may be deleted if Empty)."""
+        if self.store.group(group.group_id) is None:
+            return True
+        subscribed = group.subscribed_topic_names()
+        return self._expire(group.group_id, lambda commit_timestamp: commit_timestamp, subscribed.__contains__, now_ms, out)
+
+    def _expire(
+        self,
+        group_id: str,
+        base: Callable[[int], int],
+        is_subscribed_to_topic: Callable[[str], bool],
+        now_ms: int,
+        out: Result,
+    ) -> bool:
+        """Tombstone the expired offsets of topics the group does not subscribe to; ``base`` maps a
+        commit timestamp to the time its retention counts from. True when none is left."""
         retention = self.config.offsets_retention_ms
         all_expired = True
-        for topic, partition, value in self.store.partitions(group.group_id):
-            if group.is_subscribed_to_topic(topic):
+        for topic, partition, value in self.store.partitions(group_id):
+            if is_subscribed_to_topic(topic):
                 all_expired = False
                 continue
             if value.expire_timestamp != -1:
@@ -328,7 +471,7 @@ class OffsetManager:
             else:
                 expired = now_ms - base(value.commit_timestamp) >= retention
             if expired:
-                out.records.append(offset_tombstone(group.group_id, topic, partition))
+                out.records.append(offset_tombstone(group_id, topic, partition))
             else:
                 all_expired = False
         return all_expired

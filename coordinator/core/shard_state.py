@@ -28,16 +28,16 @@ from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record
 from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
-from .classic import admin
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
 from .consumer.group import GroupStateError
 from .consumer.store import ConsumerGroups
 from .events import GroupDeleted
+from .group_admin import GroupAdmin
 from .group_config import GroupConfig
-from .offsets import OffsetManager
-from .records import group_tombstone
+from .offsets import OffsetManager, TopicResolver, no_topic_ids
+from .records import consumer_group_tombstones, group_tombstone
 from .responses import unexpected_failure
 from .result import RequestContext, Result
 from .timer import TimerQueue
@@ -57,9 +57,15 @@ class GroupCoordinatorShard:
         log: logging.Logger | None = None,
         new_member_id: Callable[[str], str] | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        resolve_topic_id: TopicResolver = no_topic_ids,
     ) -> None:
         """``max_record_bytes``: the largest record the shard's log accepts (the storage's
-        ``max_record_bytes``); a request that would need a larger one is refused, never written."""
+        ``max_record_bytes``); a request that would need a larger one is refused, never written.
+
+        ``resolve_topic_id``: topic name -> topic id, read-only (the net layer's TopicCatalog
+        ``ids.get``): consumer groups key assignments by topic id, offset requests name topics. The
+        default knows no topic, so a consumer-group commit is accepted only at the member's current
+        epoch (never more than Kafka accepts; see :mod:`.offsets`)."""
         self.config = config
         self.max_record_bytes = max_record_bytes
         self.clock = clock
@@ -74,8 +80,10 @@ class GroupCoordinatorShard:
             # The bound dict.get, not a lambda: it runs on every commit. The manager never
             # replaces its groups dict.
             config, clock.now_ms, self.classic.groups.get, self.classic.offsets_committed, self.log,
-            max_record_bytes=max_record_bytes,
+            max_record_bytes=max_record_bytes, find_consumer_group=self.consumer.groups.get,
+            resolve_topic_id=resolve_topic_id,
         )
+        self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,
             ApiKey.SYNC_GROUP: self.classic.sync,
@@ -85,11 +93,9 @@ class GroupCoordinatorShard:
             ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
             ApiKey.OFFSET_FETCH: self.offsets.fetch,
             ApiKey.OFFSET_DELETE: self.offsets.delete,
-            ApiKey.DESCRIBE_GROUPS: lambda ctx, req, out: admin.describe_groups(self.classic, ctx, req, out),
-            ApiKey.LIST_GROUPS: lambda ctx, req, out: admin.list_groups(self.classic, ctx, req, out),
-            ApiKey.DELETE_GROUPS: lambda ctx, req, out: admin.delete_groups(
-                self.classic, self.offsets.delete_all, ctx, req, out
-            ),
+            ApiKey.DESCRIBE_GROUPS: self.admin.describe_groups,
+            ApiKey.LIST_GROUPS: self.admin.list_groups,
+            ApiKey.DELETE_GROUPS: self.admin.delete_groups,
         }
         self._schedule_offsets_retention()
 
@@ -196,7 +202,8 @@ class GroupCoordinatorShard:
         )
 
     def _expire_offsets(self, out: Result) -> None:
-        """Kafka's ``cleanupGroupMetadata``: expire offsets, then delete Empty groups left with none."""
+        """Kafka's ``cleanupGroupMetadata``: expire offsets, then delete Empty groups left with none,
+        classic and consumer groups alike (an Empty consumer group goes with all its records)."""
         now = self.clock.now_ms()
         before = len(out.records)
         for group in list(self.classic.groups.values()):
@@ -204,6 +211,11 @@ class GroupCoordinatorShard:
                 out.records.append(group_tombstone(group.group_id))
                 out.emit(GroupDeleted(group.group_id, "offsets_expired"))
                 self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
+        for consumer_group in list(self.consumer.groups.values()):
+            if self.offsets.expire_consumer_group(consumer_group, now, out) and consumer_group.is_empty:
+                out.records.extend(consumer_group_tombstones(consumer_group))
+                out.emit(GroupDeleted(consumer_group.group_id, "offsets_expired"))
+                self.log.info("consumer group %s: deleted, Empty with no offsets left", consumer_group.group_id)
         if len(out.records) > before:
             self.log.info(
                 "shard %d: offset retention wrote %d tombstones", self.shard_index, len(out.records) - before

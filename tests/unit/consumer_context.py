@@ -17,11 +17,13 @@ from kcoord.coordinator.core.clock import ManualClock
 from kcoord.coordinator.core.consumer.group import ConsumerGroup
 from kcoord.coordinator.core.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.protocol.records import Record, decode_record, encode_record
 
 FOO = uuid.UUID("f0000000-0000-0000-0000-000000000001")
 BAR = uuid.UUID("b0000000-0000-0000-0000-000000000002")
+TOPIC_IDS = {"foo": FOO, "bar": BAR}  # what the cluster would say: topic name -> id
 
 
 def stored(record: Record) -> Record:
@@ -31,8 +33,8 @@ def stored(record: Record) -> Record:
     return decoded
 
 
-def new_shard() -> GroupCoordinatorShard:
-    return GroupCoordinatorShard(GroupConfig(), ManualClock())
+def new_shard(config: GroupConfig | None = None, clock: ManualClock | None = None) -> GroupCoordinatorShard:
+    return GroupCoordinatorShard(config or GroupConfig(), clock or ManualClock(), resolve_topic_id=TOPIC_IDS.get)
 
 
 def compacted(records: list[Record]) -> list[Record]:
@@ -44,9 +46,10 @@ def compacted(records: list[Record]) -> list[Record]:
 
 
 class ConsumerLog:
-    def __init__(self, group_id: str = "grp") -> None:
+    def __init__(self, group_id: str = "grp", config: GroupConfig | None = None) -> None:
         self.group_id = group_id
-        self.shard = new_shard()
+        self.clock = ManualClock(1_700_000_000_000)
+        self.shard = new_shard(config, self.clock)
         self.records: list[Record] = []
 
     def write(self, *records: Record) -> None:
@@ -65,6 +68,26 @@ class ConsumerLog:
         member = self.group.member(member_id)
         assert member is not None
         return member
+
+    def send(self, api_key: int, version: int, request: Any) -> Any:
+        """A request through ``handle`` the way the runtime serves it: the request as a client of that
+        version sends it, the records it returns written (stored and replayed), the reply as that
+        client reads it."""
+        decoded = type(request).decode(request.encode(version), version)
+        ctx = RequestContext(version, "client", "/127.0.0.1")
+        result = self.shard.handle(api_key, ctx, decoded)
+        self.write(*result.records)
+        [(replied_ctx, response)] = result.replies
+        assert replied_ctx is ctx
+        return type(response).decode(response.encode(version), version)
+
+    def sleep(self, ms: int) -> None:
+        """Advance the clock by ``ms`` and fire the timers due, writing what they return."""
+        target = self.clock.now_ms() + ms
+        while (deadline := self.shard.next_deadline()) is not None and deadline <= target:
+            self.clock.advance(max(deadline - self.clock.now_ms(), 0))
+            self.write(*self.shard.poll(self.clock.now_ms()).records)
+        self.clock.advance(target - self.clock.now_ms())
 
     def fresh_replay(self, records: Iterable[Record] | None = None) -> GroupCoordinatorShard:
         shard = new_shard()

@@ -166,6 +166,30 @@ class ConsumerGroup:
             fencing=fencing, api_version=api_version,
         )  # fmt: skip
 
+    # -- offset fetch and delete, DeleteGroups -------------------------------------------------------------
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch``: a fetch without a member (null id, negative
+        epoch: the admin client, or a client before OffsetFetch v9) is always served; a member must
+        be one and fetch at its own epoch, or it could read offsets it no longer owns the right to."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = None if member_id is None else self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            # A member that joined with JoinGroup knows its epoch as a generation.
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """Kafka's ``ModernGroup.isSubscribedToTopic``: by a member's name or a resolved regular
+        expression. Such offsets are neither deleted (OffsetDelete) nor expired."""
+        return topic in self.subscribed_topic_names()
+
+    def validate_delete(self) -> ErrorCode:
+        """Kafka's ``ConsumerGroup.validateDeleteGroup``: only an Empty group may be deleted."""
+        return ErrorCode.NONE if self.is_empty else ErrorCode.NON_EMPTY_GROUP
+
     # -- replay -----------------------------------------------------------------------------------------
     def apply_group_metadata(self, value: ConsumerGroupMetadataValue) -> None:
         """A ConsumerGroupMetadata value; its tombstone is the shard's (:meth:`check_deletable`)."""
