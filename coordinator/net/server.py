@@ -152,13 +152,21 @@ class App:
 
         assert self.storage is not None
         max_record_bytes = self.storage.max_record_bytes  # known once the storage is open
+        resolve_topic_id = self._topic_id_of
         for i in range(self.settings.shards):
             def make_state(i: int = i) -> Any:
                 return GroupCoordinatorShard(
-                    self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes
+                    self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes,
+                    resolve_topic_id=resolve_topic_id,
                 )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
+
+    def _topic_id_of(self, name: str) -> Any:
+        """Consumer groups key assignments by topic id; commits name topics. The shards read the
+        upstream's name → id map as the topic catalog learns it (read only; None before discovery)."""
+        cluster = self.cluster
+        return None if cluster is None else cluster.topics.ids.get(name)
 
     async def _open_broker_listener(self, broker: Broker) -> int:
         s = self.settings
