@@ -17,6 +17,7 @@ from kcoord.coordinator.core.consumer.member import (
     ConsumerGroupMember,
     MemberState,
 )
+from kcoord.coordinator.core.consumer.target_assignment import preferred_server_assignor
 from kcoord.protocol.records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
@@ -185,10 +186,10 @@ def test_regular_expressions_and_subscriptions() -> None:
     group = log.group
     assert group.subscribed_regex_count("ba.*") == 2 and group.subscribed_regex_count("") == 0
     assert group.subscribed_topic_names() == {"foo": 2, "baz": 2, "bar": 1}
-    assert group.preferred_server_assignor() == "range"
+    assert preferred_server_assignor(group.members.values()) == "range"
     log.subscribe("m1", ["foo"], subscribed_topic_regex=None, server_assignor="uniform")
     assert group.subscribed_regex_count("ba.*") == 1
-    assert group.preferred_server_assignor() == "uniform"
+    assert preferred_server_assignor(group.members.values()) == "uniform"
     log.write(builders.consumer_group_regular_expression_tombstone("grp", "ba.*"))
     assert group.resolved_regular_expressions == {}
 

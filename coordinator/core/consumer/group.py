@@ -99,7 +99,6 @@ class ConsumerGroup:
         self.state = ConsumerGroupState.EMPTY
         self._partition_epochs: dict[uuid.UUID, dict[int, int]] = {}  # owner's member epoch
         self._regex_subscribers: Counter[str] = Counter()
-        self._server_assignors: Counter[str] = Counter()
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -130,12 +129,6 @@ class ConsumerGroup:
     @property
     def num_classic_protocol_members(self) -> int:
         return sum(1 for member in self.members.values() if member.uses_classic_protocol)
-
-    def preferred_server_assignor(self) -> str | None:
-        """The server assignor most members name (ties go to the name that sorts first)."""
-        if not self._server_assignors:
-            return None
-        return min(self._server_assignors, key=lambda name: (-self._server_assignors[name], name))
 
     def subscribed_topic_names(self) -> Counter[str]:
         """Topic -> subscriptions: by name per member, and per resolved regular expression (as
@@ -293,8 +286,6 @@ class ConsumerGroup:
             self.static_members[new.instance_id] = new.member_id
         if new.subscribed_regex is not None:
             self._regex_subscribers[new.subscribed_regex] += 1
-        if new.server_assignor is not None:
-            self._server_assignors[new.server_assignor] += 1
         self._update_state()
 
     def _remove_member(self, old: ConsumerGroupMember) -> None:
@@ -310,11 +301,11 @@ class ConsumerGroup:
         # instance id that already names another member is that member's.
         if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
             del self.static_members[old.instance_id]
-        for counts, name in ((self._regex_subscribers, old.subscribed_regex), (self._server_assignors, old.server_assignor)):
-            if name is not None:
-                counts[name] -= 1
-                if counts[name] <= 0:
-                    del counts[name]
+        name = old.subscribed_regex
+        if name is not None:
+            self._regex_subscribers[name] -= 1
+            if self._regex_subscribers[name] <= 0:
+                del self._regex_subscribers[name]
 
     def _add_partition_epochs(self, partitions: PartitionEpochs, epoch: int) -> None:
         for topic_id, by_partition in partitions.items():
