@@ -18,3 +18,9 @@ class GroupConfig:
     # group.consumer.offset.commit.fencing (kcoord name): which commits at an older member epoch a
     # consumer group accepts; see consumer/commit_fencing.py. Kafka 4.3's rule is the default.
     consumer_offset_commit_fencing: str = "assignment-epoch"
+    # KIP-848 consumer groups (ConsumerGroupHeartbeat), Kafka's names and defaults.
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size (unlimited)
+    # group.consumer.assignors: the server assignors members may name; the first is the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")

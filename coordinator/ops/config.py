@@ -133,6 +133,21 @@ def _items(raw: Any) -> list[Any]:
     return [x for x in _text(raw).split(",") if x.strip()]
 
 
+def _assignor_list(raw: Any) -> list[str]:
+    """``group.consumer.assignors``: server assignor names kcoord has, at least one, no repeats."""
+    from kcoord.coordinator.core.consumer.assignors import SERVER_ASSIGNORS
+
+    names = [_text(x).lower() for x in _items(raw)]
+    if not names:
+        raise ValueError("expected at least one assignor")
+    for name in names:
+        if name not in SERVER_ASSIGNORS:
+            raise ValueError(f"{name!r} is not one of {', '.join(SERVER_ASSIGNORS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{raw!r} names an assignor twice")
+    return names
+
+
 def _host_port_list(raw: Any) -> list[tuple[str, int]]:
     return [_host_port(x) for x in _items(raw)]
 
@@ -285,6 +300,15 @@ OPTIONS: tuple[Option, ...] = (
            "which commits at an older member epoch a consumer group (KIP-848) accepts: strict (none), "
            "revocation-epoch (if the member lost no partitions since), assignment-epoch (per partition, "
            "if the member got it by then; Kafka 4.3's KIP-1251)", "{strict,revocation-epoch,assignment-epoch}"),
+    Option("group.consumer.session.timeout.ms", "group.consumer_session_timeout_ms", _integer(1),
+           "a consumer group (KIP-848) member is removed after this long without a heartbeat", _MS),
+    Option("group.consumer.heartbeat.interval.ms", "group.consumer_heartbeat_interval_ms", _integer(1),
+           "how often a consumer group (KIP-848) member heartbeats", _MS),
+    Option("group.consumer.max.size", "group.consumer_max_size", _integer(1),
+           "most members a consumer group (KIP-848) may have", "N"),
+    Option("group.consumer.assignors", "group.consumer_assignors", _assignor_list,
+           "the server assignors a consumer group (KIP-848) member may name; the first is the default",
+           "NAME[,NAME]", to_field=tuple, from_field=list),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 

@@ -174,3 +174,19 @@ def test_consumer_offset_commit_fencing_setting(tmp_path: Path) -> None:
     assert r.settings.group.consumer_offset_commit_fencing == "strict"
     with pytest.raises(config.ConfigError, match="group.consumer.offset.commit.fencing"):
         resolve(["--group-consumer-offset-commit-fencing", "lenient"])
+
+
+def test_consumer_group_heartbeat_settings(tmp_path: Path) -> None:
+    """KIP-848's group.consumer.* settings, with Kafka's names and defaults."""
+    group = resolve().settings.group
+    assert (group.consumer_session_timeout_ms, group.consumer_heartbeat_interval_ms) == (45_000, 5_000)
+    assert group.consumer_max_size == 2**31 - 1
+    assert group.consumer_assignors == ("uniform", "range")
+    r = resolve(["--group-consumer-assignors", "Range,uniform", "--group-consumer-max-size", "3"])
+    assert r.settings.group.consumer_assignors == ("range", "uniform")
+    assert r.settings.group.consumer_max_size == 3
+    r = resolve(["--config", write(tmp_path, "group.consumer.assignors = ['range']\n")])
+    assert r.settings.group.consumer_assignors == ("range",)
+    for bad in ("sticky", "range,range", ""):
+        with pytest.raises(config.ConfigError, match="group.consumer.assignors"):
+            resolve(["--group-consumer-assignors", bad])
