@@ -195,7 +195,7 @@ _UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
 
 def _consumer_group_heartbeat(version: int, req: m.ConsumerGroupHeartbeatRequest, error: int) -> m.ConsumerGroupHeartbeatResponse:
     message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
-    return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
+    return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message, assignment=None)
 
 
 def _consumer_group_describe(version: int, req: m.ConsumerGroupDescribeRequest, error: int) -> m.ConsumerGroupDescribeResponse:

@@ -32,7 +32,9 @@ from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
 from .consumer.group import GroupStateError
+from .consumer.heartbeat import ConsumerGroupManager
 from .consumer.store import ConsumerGroups
+from .consumer.subscriptions import TopicImage, no_topics
 from .events import GroupDeleted
 from .group_admin import GroupAdmin
 from .group_config import GroupConfig
@@ -58,6 +60,7 @@ class GroupCoordinatorShard:
         new_member_id: Callable[[str], str] | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         resolve_topic_id: TopicResolver = no_topic_ids,
+        topic_image: Callable[[], TopicImage] = no_topics,
     ) -> None:
         """``max_record_bytes``: the largest record the shard's log accepts (the storage's
         ``max_record_bytes``); a request that would need a larger one is refused, never written.
@@ -65,7 +68,10 @@ class GroupCoordinatorShard:
         ``resolve_topic_id``: topic name -> topic id, read-only (the net layer's TopicCatalog
         ``ids.get``): consumer groups key assignments by topic id, offset requests name topics. The
         default knows no topic, so a consumer-group commit is accepted only at the member's current
-        epoch (never more than Kafka accepts; see :mod:`.offsets`)."""
+        epoch (never more than Kafka accepts; see :mod:`.offsets`).
+
+        ``topic_image``: the cluster's topics now (id -> name and partition count), read-only, for
+        ConsumerGroupHeartbeat; the default knows none."""
         self.config = config
         self.max_record_bytes = max_record_bytes
         self.clock = clock
@@ -83,6 +89,10 @@ class GroupCoordinatorShard:
             max_record_bytes=max_record_bytes, find_consumer_group=self.consumer.groups.get,
             resolve_topic_id=resolve_topic_id,
         )
+        self.consumer_heartbeat = ConsumerGroupManager(
+            config, clock.now_ms, self.timers, self.consumer, topic_image, self.log,
+            is_other_group=lambda group_id: (g := self.classic.groups.get(group_id)) is not None and not g.is_simple,
+        )
         self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
         self._handlers: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self.classic.join,
@@ -96,6 +106,7 @@ class GroupCoordinatorShard:
             ApiKey.DESCRIBE_GROUPS: self.admin.describe_groups,
             ApiKey.LIST_GROUPS: self.admin.list_groups,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_heartbeat.heartbeat,
         }
         self._schedule_offsets_retention()
 
@@ -191,6 +202,7 @@ class GroupCoordinatorShard:
     def on_loaded(self) -> Result:
         out = Result()
         self.classic.on_loaded(out)
+        self.consumer_heartbeat.on_loaded()
         self._schedule_offsets_retention()
         return out
 

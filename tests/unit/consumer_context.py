@@ -8,7 +8,7 @@ replayed into the shard. Nothing here sets a field of a group or member directly
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +16,7 @@ from kcoord.coordinator.core import records as builders
 from kcoord.coordinator.core.clock import ManualClock
 from kcoord.coordinator.core.consumer.group import ConsumerGroup
 from kcoord.coordinator.core.consumer.member import ConsumerGroupMember, MemberState
+from kcoord.coordinator.core.consumer.subscriptions import TopicImage, TopicMetadata
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
@@ -33,8 +34,15 @@ def stored(record: Record) -> Record:
     return decoded
 
 
-def new_shard(config: GroupConfig | None = None, clock: ManualClock | None = None) -> GroupCoordinatorShard:
-    return GroupCoordinatorShard(config or GroupConfig(), clock or ManualClock(), resolve_topic_id=TOPIC_IDS.get)
+def new_shard(
+    config: GroupConfig | None = None,
+    clock: ManualClock | None = None,
+    topic_image: Callable[[], TopicImage] | None = None,
+) -> GroupCoordinatorShard:
+    return GroupCoordinatorShard(
+        config or GroupConfig(), clock or ManualClock(), resolve_topic_id=TOPIC_IDS.get,
+        topic_image=topic_image or (lambda: {}),
+    )  # fmt: skip
 
 
 def compacted(records: list[Record]) -> list[Record]:
@@ -46,10 +54,15 @@ def compacted(records: list[Record]) -> list[Record]:
 
 
 class ConsumerLog:
-    def __init__(self, group_id: str = "grp", config: GroupConfig | None = None) -> None:
+    def __init__(
+        self, group_id: str = "grp", config: GroupConfig | None = None, topics: TopicImage | None = None
+    ) -> None:
+        """``topics``: the cluster's topics the shard's ConsumerGroupHeartbeat sees; tests may change
+        ``self.topics`` (a topic created, partitions added) between requests."""
         self.group_id = group_id
         self.clock = ManualClock(1_700_000_000_000)
-        self.shard = new_shard(config, self.clock)
+        self.topics: dict[uuid.UUID, TopicMetadata] = dict(topics or {})
+        self.shard = new_shard(config, self.clock, lambda: self.topics)
         self.records: list[Record] = []
 
     def write(self, *records: Record) -> None:

@@ -29,6 +29,11 @@ class TopicMetadata:
 TopicImage = Mapping[uuid.UUID, TopicMetadata]
 
 
+def no_topics() -> TopicImage:
+    """A topic image that knows no topic (the shard's default)."""
+    return {}
+
+
 def topic_ids_by_name(topics: TopicImage) -> dict[str, uuid.UUID]:
     return {metadata.name: topic_id for topic_id, metadata in topics.items()}
 

@@ -138,10 +138,12 @@ def update_target_assignment(
     removed_member_id: str | None = None,
     assignors: Mapping[str, PartitionAssignor] = SERVER_ASSIGNORS,
     default_assignor: str = DEFAULT_ASSIGNOR,
+    resolved_regular_expressions: Mapping[str, ResolvedRegularExpression] | None = None,
 ) -> TargetAssignmentResult:
     """The group's target assignment at ``group_epoch`` after this heartbeat (Kafka's
     ``updateTargetAssignment``): the preferred assignor of the members as they will be, and the
-    member a static ``updated_member`` replaces (its instance id names another member id) removed."""
+    member a static ``updated_member`` replaces (its instance id names another member id) removed.
+    ``resolved_regular_expressions``: as this heartbeat resolves them (default: as the group holds them)."""
     removed = {removed_member_id} if removed_member_id is not None else set()
     if updated_member is not None:
         replaced_id = group.static_member_id(updated_member.instance_id)
@@ -158,7 +160,9 @@ def update_target_assignment(
         members=group.members,
         target_assignment=group.target_assignment,
         topics=topics,
-        resolved_regular_expressions=group.resolved_regular_expressions,
+        resolved_regular_expressions=(
+            group.resolved_regular_expressions if resolved_regular_expressions is None else resolved_regular_expressions
+        ),
         static_members=group.static_members,
         updated_member=updated_member,
         removed_member_ids=removed,

@@ -1,0 +1,640 @@
+"""ConsumerGroupHeartbeat (KIP-848): join, heartbeat, leave, and the session and rebalance timeouts
+of a consumer group's members (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` and the
+methods around it).
+
+A handler reads the group and returns records; the group changes only when the runtime replays them
+(:mod:`.group`). So within one heartbeat the group is read as it was before it, and what the
+heartbeat changes is carried along explicitly: the member as it will be, the regular expressions as
+they will resolve, the replaced static member left out.
+
+One heartbeat, in Kafka's order:
+
+1. Validate the request (Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``), then find the
+   group (created by a join) and the member: new, existing (epoch checked), or a static member
+   rejoining under a new member id, which takes the place of the one that left (epoch -2): the old
+   member's tombstones, then the new member with its subscription, target and assignment.
+2. Update the member from the request (every field is "null: unchanged"); write its subscription
+   record if it changed. Bump the group epoch when the group is new, the member's topic names
+   changed, a regular expression's resolution changed, or the metadata of the subscribed topics
+   changed (the *metadata hash*, see :func:`metadata_hash`).
+3. When the group epoch is ahead of the target assignment epoch, compute a new target assignment
+   (:func:`.target_assignment.update_target_assignment`).
+4. Reconcile the member towards its target (:func:`.reconciliation.reconcile`) and write its
+   current assignment when it changed; arm its rebalance timeout while it must revoke partitions.
+5. Push back its session timeout and answer with its id, epoch, the heartbeat interval and, for a
+   full request or a changed assignment, the partitions it owns.
+
+Leaving (epoch -1) removes the member (its three tombstones, in replay order) and bumps the group
+epoch; the new target is computed by the next heartbeat of another member, as in Kafka. A static
+member leaving with epoch -2 stays, at epoch -2, so its instance id can rejoin and take its
+partitions back; its session timeout still runs and removes it if it does not. A session timeout,
+or a rebalance timeout (a member still revoking at the epoch the timer was armed for), fences the
+member the way a leave removes it.
+
+Regular expressions are RE2 (Kafka uses RE2/J) and are resolved here, synchronously, against the
+topic image on every heartbeat of a group that uses them; a change writes a
+ConsumerGroupRegularExpression record and bumps the group epoch. Kafka resolves them asynchronously,
+at most every 10 s.
+
+The metadata hash is kcoord's: a 64-bit BLAKE2b of the subscribed topics' names, ids and partition
+counts, stored in the ConsumerGroupMetadata record's ``MetadataHash`` like Kafka's (KIP-1101), but
+not the same number as Kafka's, so a log written by Kafka bumps the epoch once when kcoord reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record
+
+from .. import records as rec
+from ..clock import NowMs
+from ..group_config import GroupConfig
+from ..result import RequestContext, Result
+from ..timer import TimerQueue
+from .assignors import SERVER_ASSIGNORS, PartitionAssignor
+from .group import ConsumerGroup, ResolvedRegularExpression
+from .member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    MemberState,
+)
+from .reconciliation import FencedMemberEpoch, reconcile
+from .store import ConsumerGroups
+from .subscriptions import (
+    TopicImage,
+    assignment_is_subscription_consistent,
+    subscribed_topic_ids,
+    subscribed_topic_names,
+    topic_ids_by_name,
+)
+from .target_assignment import update_target_assignment
+
+# ConsumerGroupHeartbeat v1 (KIP-1082): the client generates its member id.
+CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
+
+TopicPartitions = dict[uuid.UUID, set[int]]
+
+
+def session_timeout_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-session", group_id, member_id)
+
+
+def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-rebalance", group_id, member_id)
+
+
+class HeartbeatError(Exception):
+    """The request is refused with this error code and message (Kafka's ApiException)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _invalid(message: str) -> HeartbeatError:
+    return HeartbeatError(ErrorCode.INVALID_REQUEST, message)
+
+
+def metadata_hash(topic_names: Iterable[str], topics: TopicImage) -> int:
+    """kcoord's hash of the subscribed topics that exist: name, id and partition count (0 for none).
+    Any change to one of them (a topic created, deleted, recreated or given partitions) changes it."""
+    ids = topic_ids_by_name(topics)
+    lines = sorted(
+        f"{name}\x00{ids[name]}\x00{topics[ids[name]].partition_count}" for name in set(topic_names) if name in ids
+    )
+    if not lines:
+        return 0
+    digest = hashlib.blake2b("\n".join(lines).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _owned(req: m.ConsumerGroupHeartbeatRequest) -> TopicPartitions | None:
+    if req.topic_partitions is None:
+        return None
+    owned: TopicPartitions = {}
+    for topic in req.topic_partitions:
+        owned.setdefault(topic.topic_id, set()).update(topic.partitions)
+    return owned
+
+
+def _is_subset(owned: TopicPartitions | None, assigned: Mapping[uuid.UUID, Mapping[int, int]]) -> bool:
+    """Kafka's ``isSubset``: the client owns only partitions it is assigned (nothing said: no)."""
+    if owned is None:
+        return False
+    return all(p in assigned.get(topic_id, {}) for topic_id, ps in owned.items() for p in ps)
+
+
+def _assignment(member: ConsumerGroupMember) -> dict[uuid.UUID, frozenset[int]]:
+    return {topic_id: frozenset(ps) for topic_id, ps in member.assigned_partitions.items()}
+
+
+def _response(**fields: Any) -> m.ConsumerGroupHeartbeatResponse:
+    """A response without an assignment unless one is set (the class's default is an empty one)."""
+    return m.ConsumerGroupHeartbeatResponse(assignment=None, **fields)
+
+
+def _response_assignment(member: ConsumerGroupMember) -> m.ConsumerGroupHeartbeatResponse.Assignment:
+    """Kafka's ``createConsumerGroupResponseAssignment``: the partitions the member owns now."""
+    R = m.ConsumerGroupHeartbeatResponse
+    return R.Assignment(
+        topic_partitions=[
+            R.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+            for topic_id, partitions in sorted(member.assigned_partitions.items())
+        ]
+    )
+
+
+def _subscription_fields(member: ConsumerGroupMember) -> tuple[Any, ...]:
+    """What the ConsumerGroupMemberMetadata record holds."""
+    return (
+        member.instance_id, member.rack_id, member.client_id, member.client_host,
+        member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
+        member.rebalance_timeout_ms, member.classic_member_metadata,
+    )  # fmt: skip
+
+
+class ConsumerGroupManager:
+    def __init__(
+        self,
+        config: GroupConfig,
+        now_ms: NowMs,
+        timers: TimerQueue,
+        groups: ConsumerGroups,
+        topic_image: Callable[[], TopicImage],
+        log: logging.Logger,
+        *,
+        is_other_group: Callable[[str], bool] = lambda group_id: False,
+        new_member_id: Callable[[], str] | None = None,
+    ) -> None:
+        """``topic_image``: the cluster's topics now (read-only). ``is_other_group``: whether a
+        group of another type (a classic group that is not a "simple" one) holds the id."""
+        self.config = config
+        self.now_ms = now_ms
+        self.timers = timers
+        self.groups = groups
+        self.topic_image = topic_image
+        self.log = log
+        self.is_other_group = is_other_group
+        self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self.assignors: dict[str, PartitionAssignor] = {
+            name: SERVER_ASSIGNORS[name] for name in config.consumer_assignors if name in SERVER_ASSIGNORS
+        } or dict(SERVER_ASSIGNORS)
+        self.default_assignor = next(iter(self.assignors))
+        self._compiled: dict[str, Any] = {}  # regex -> compiled RE2 pattern (soft state)
+
+    # -- the request --------------------------------------------------------------------------------
+    def heartbeat(self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, out: Result) -> None:
+        records: list[Record] = []
+        try:
+            self._validate(req, ctx.api_version)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                response = self._leave(req, records)
+            else:
+                response = self._heartbeat(ctx, req, records)
+        except HeartbeatError as error:
+            self.log.debug("group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, error.message)
+            out.reply(ctx, _response(error_code=error.code, error_message=error.message))
+            return
+        out.records.extend(records)
+        out.reply(ctx, response)
+
+    def _validate(self, req: m.ConsumerGroupHeartbeatRequest, version: int) -> None:
+        epoch = req.member_epoch
+        if (
+            version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH
+        ) and req.member_id == "":
+            raise _invalid("MemberId can't be empty.")
+        if req.group_id == "":
+            raise _invalid("GroupId can't be empty.")
+        if req.instance_id == "":
+            raise _invalid("InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise _invalid("RackId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or req.topic_partitions:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        if req.server_assignor is not None and req.server_assignor not in self.assignors:
+            raise HeartbeatError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(self.assignors)}.",
+            )
+
+    # -- join and heartbeat -------------------------------------------------------------------------
+    def _heartbeat(
+        self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]
+    ) -> m.ConsumerGroupHeartbeatResponse:
+        now = self.now_ms()
+        topics = self.topic_image()
+        group_id = req.group_id
+        joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        owned = _owned(req)
+        group = self._group(group_id, create=joining)
+
+        member_id = req.member_id
+        if len(group.members) >= self.config.consumer_max_size and (not member_id or member_id not in group.members):
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} members.",
+            )
+        if not member_id:
+            member_id = self.new_member_id()
+
+        replaced: ConsumerGroupMember | None = None
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req.member_epoch, owned, joining)
+        else:
+            member, replaced = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining)
+            if replaced is not None:
+                self._replace_member(group, replaced, member, records)
+
+        # 1. The member as the request updates it (null: unchanged).
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=(
+                frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
+            ),
+            client_id=ctx.client_id,
+            client_host=ctx.client_host,
+            classic_member_metadata=None,
+        )  # fmt: skip
+        bump = group.group_epoch == 0
+        if _subscription_fields(updated) != _subscription_fields(member):
+            records.append(rec.consumer_group_member_subscription_record(group_id, updated))
+            bump = bump or updated.subscribed_topic_names != member.subscribed_topic_names
+
+        # The members as they will be, and the regular expressions they subscribe with.
+        members_after = {m_id: mb for m_id, mb in group.members.items() if replaced is None or m_id != replaced.member_id}
+        members_after[member_id] = updated
+        resolved, regex_changed = self._resolve_regular_expressions(group, members_after, topics, now, records)
+        bump = bump or regex_changed
+
+        topic_names = self._subscribed_topic_names(members_after, resolved)
+        new_hash = metadata_hash(topic_names, topics)
+        bump = bump or new_hash != group.metadata_hash
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            if group.has_subscription_metadata_record:
+                records.append(rec.consumer_group_subscription_metadata_tombstone(group_id))
+            records.append(rec.consumer_group_epoch_record(group_id, group_epoch, new_hash))
+            self.log.info("group %s: bumped the group epoch to %d", group_id, group_epoch)
+
+        # 2. The target assignment.
+        if group_epoch > group.target_assignment_epoch:
+            target_result = update_target_assignment(
+                group, group_epoch, topics, now_ms=now, updated_member=updated,
+                assignors=self.assignors, default_assignor=self.default_assignor,
+                resolved_regular_expressions=resolved,
+            )  # fmt: skip
+            records.extend(target_result.records)
+            target_epoch = group_epoch
+            target = target_result.of(member_id)
+        else:
+            target_epoch = group.target_assignment_epoch
+            target = group.target_assignment.get(member_id) or (
+                group.target_assignment_of(replaced.member_id) if replaced is not None else {}
+            )
+
+        # 3. Reconcile the member towards its target.
+        subscribed = subscribed_topic_ids(updated, resolved, topic_ids_by_name(topics))
+        consistent = assignment_is_subscription_consistent(updated, subscribed)
+        reconciled = updated
+        if not (consistent and updated.is_reconciled_to(target_epoch)):
+            try:
+                reconciled = reconcile(
+                    updated,
+                    target_assignment_epoch=target_epoch,
+                    target_assignment=target,
+                    owned_partitions=owned,
+                    current_partition_epoch=group.current_partition_epoch,
+                    subscribed_topic_ids=subscribed,
+                    enforce_subscription_consistency=not consistent,
+                )
+            except FencedMemberEpoch as error:
+                raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(error)) from None
+        assignment_changed = reconciled != updated or (replaced is None and member_id not in group.members)
+        if assignment_changed:
+            records.append(rec.consumer_group_current_assignment_record(group_id, reconciled))
+
+        # Timers last: a refused request leaves them as they were.
+        if replaced is not None:
+            self._cancel_timers(group_id, replaced.member_id)
+        if assignment_changed:
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group_id, member_id, reconciled.member_epoch, reconciled.rebalance_timeout_ms)
+            else:
+                self.timers.cancel(rebalance_timeout_key(group_id, member_id))
+        self._schedule_session_timeout(group_id, member_id)
+
+        response = _response(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+        )
+        # Kafka's rule: a full request (a join, or every field a full request carries) or a change
+        # of the member's partitions gets the assignment.
+        is_full_request = joining or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and owned is not None
+        )
+        if is_full_request or _assignment(reconciled) != _assignment(member):
+            response.assignment = _response_assignment(reconciled)
+        return response
+
+    def _group(self, group_id: str, *, create: bool) -> ConsumerGroup:
+        """Kafka's ``getOrMaybeCreateConsumerGroup``: a join may create the group (not yet in the
+        store: its records create it when replayed)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self.is_other_group(group_id):
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        return ConsumerGroup(group_id)
+
+    def _dynamic_member(
+        self, group: ConsumerGroup, member_id: str, epoch: int, owned: TopicPartitions | None, joining: bool
+    ) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
+                )
+            self.log.info("group %s: member %s joins", group.group_id, member_id)
+            return ConsumerGroupMember(member_id)
+        self._check_member_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        instance_id: str,
+        owned: TopicPartitions | None,
+        joining: bool,
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember``: the member, and the one it
+        replaces (a static member that left with epoch -2 and rejoins under a new member id)."""
+        existing_id = group.static_member_id(instance_id)
+        existing = None if existing_id is None else group.members.get(existing_id)
+        if joining:
+            if existing is None:
+                self.log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
+                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group because "
+                    f"the instance id is owned by {existing.member_id} member.",
+                )
+            self.log.info(
+                "group %s: static member %s rejoins as %s, replacing %s",
+                group.group_id, instance_id, member_id, existing.member_id,
+            )  # fmt: skip
+            return existing.replaced_by(member_id), existing
+        if existing is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member {existing.member_id}.",
+            )
+        self._check_member_epoch(existing, epoch, owned)
+        return existing, None
+
+    def _check_member_epoch(self, member: ConsumerGroupMember, epoch: int, owned: TopicPartitions | None) -> None:
+        """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: the member's epoch, or its previous
+        one when the client owns only partitions it is assigned (the response that bumped it may
+        have been lost). Epoch 0 is a rejoin, always accepted (KAFKA-19233)."""
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            return
+        if epoch > member.member_epoch:
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({epoch}) than the one known by the group "
+                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+            )
+        if epoch < member.member_epoch and (
+            epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned_partitions)
+        ):
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group "
+                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+            )
+
+    def _replace_member(
+        self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember, records: list[Record]
+    ) -> None:
+        """Kafka's ``replaceMember``: the old member's tombstones, then the new member with the old
+        one's subscription, target assignment and current assignment."""
+        group_id = group.group_id
+        records.extend(rec.consumer_group_member_tombstones(group_id, old.member_id))
+        records.append(rec.consumer_group_member_subscription_record(group_id, new))
+        records.append(
+            rec.consumer_group_target_assignment_record(group_id, new.member_id, group.target_assignment_of(old.member_id))
+        )
+        records.append(rec.consumer_group_current_assignment_record(group_id, new))
+
+    # -- regular expressions ------------------------------------------------------------------------
+    def _resolve_regular_expressions(
+        self,
+        group: ConsumerGroup,
+        members_after: Mapping[str, ConsumerGroupMember],
+        topics: TopicImage,
+        now: int,
+        records: list[Record],
+    ) -> tuple[dict[str, ResolvedRegularExpression], bool]:
+        """The group's resolved regular expressions after this heartbeat, and whether one that a
+        member subscribes with resolved to other topics than before. Writes a record for each new or
+        changed resolution and a tombstone for each regular expression nobody subscribes with any more."""
+        wanted = {mb.subscribed_regex for mb in members_after.values() if mb.subscribed_regex is not None}
+        resolved = dict(group.resolved_regular_expressions)
+        changed = False
+        for regex in sorted(resolved.keys() - wanted):
+            records.append(rec.consumer_group_regular_expression_tombstone(group.group_id, regex))
+            del resolved[regex]
+        if not wanted:
+            return resolved, False
+        names = sorted(metadata.name for metadata in topics.values())
+        for regex in sorted(wanted):
+            pattern = self._compile(regex)
+            matched = frozenset(name for name in names if pattern.fullmatch(name) is not None)
+            old = resolved.get(regex)
+            if old is not None and old.topics == matched:
+                continue
+            new = ResolvedRegularExpression(topics=matched, version=0, timestamp_ms=now)
+            records.append(rec.consumer_group_regular_expression_record(group.group_id, regex, new))
+            resolved[regex] = new
+            changed = changed or old is not None or bool(matched)
+        return resolved, changed
+
+    def _compile(self, regex: str) -> Any:
+        pattern = self._compiled.get(regex)
+        if pattern is None:
+            options = re2.Options()
+            options.log_errors = False
+            try:
+                pattern = re2.compile(regex, options)
+            except re2.error as error:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}.",
+                ) from None
+            if len(self._compiled) > 10_000:
+                self._compiled.clear()
+            self._compiled[regex] = pattern
+        return pattern
+
+    @staticmethod
+    def _subscribed_topic_names(
+        members: Mapping[str, ConsumerGroupMember], resolved: Mapping[str, ResolvedRegularExpression]
+    ) -> set[str]:
+        names: set[str] = set()
+        for member in members.values():
+            names |= subscribed_topic_names(member, resolved)
+        return names
+
+    # -- leave and fence ----------------------------------------------------------------------------
+    def _leave(self, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]) -> m.ConsumerGroupHeartbeatResponse:
+        """Kafka's ``consumerGroupLeave``."""
+        group_id, member_id, instance_id = req.group_id, req.member_id, req.instance_id
+        group = self.groups.get(group_id)
+        if group is None:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        response = _response(member_id=member_id, member_epoch=req.member_epoch)
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                )
+            self.log.info("group %s: member %s left", group_id, member_id)
+            records.extend(self.fence_member_records(group, member))
+            return response
+        existing_id = group.static_member_id(instance_id)
+        member = None if existing_id is None else group.members.get(existing_id)
+        if member is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if member.member_id != member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.",
+            )
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # It keeps its partitions for a while; its session timeout still runs.
+            self.log.info("group %s: static member %s (%s) left for now", group_id, member_id, instance_id)
+            records.append(rec.consumer_group_current_assignment_record(group_id, member.as_static_leave()))
+            return _response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        self.log.info("group %s: static member %s (%s) left", group_id, member_id, instance_id)
+        records.extend(self.fence_member_records(group, member))
+        return response
+
+    def fence_member_records(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[Record]:
+        """Kafka's ``consumerGroupFenceMember``: the member's tombstones (and its regular expression's,
+        if it was the last to use it), then the group epoch bumped with the metadata hash of the
+        topics the others subscribe to. Cancels the member's timers."""
+        group_id = group.group_id
+        records = rec.consumer_group_member_tombstones(group_id, member.member_id)
+        others = {m_id: mb for m_id, mb in group.members.items() if m_id != member.member_id}
+        resolved = dict(group.resolved_regular_expressions)
+        regex = member.subscribed_regex
+        if regex is not None and regex in resolved and group.subscribed_regex_count(regex) <= 1:
+            records.append(rec.consumer_group_regular_expression_tombstone(group_id, regex))
+            del resolved[regex]
+        topics = self.topic_image()
+        if group.has_subscription_metadata_record:
+            records.append(rec.consumer_group_subscription_metadata_tombstone(group_id))
+        new_hash = metadata_hash(self._subscribed_topic_names(others, resolved), topics)
+        records.append(rec.consumer_group_epoch_record(group_id, group.group_epoch + 1, new_hash))
+        self._cancel_timers(group_id, member.member_id)
+        return records
+
+    # -- timers -------------------------------------------------------------------------------------
+    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """Kafka's ``scheduleConsumerGroupSessionTimeout``: re-armed by every heartbeat."""
+        key = session_timeout_key(group_id, member_id)
+        deadline = self.now_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms)
+        if not self.timers.push_back(key, deadline):
+            self.timers.schedule(key, deadline, lambda out: self._on_session_timeout(group_id, member_id, out))
+
+    def _schedule_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int) -> None:
+        """Kafka's ``scheduleConsumerGroupRebalanceTimeout``: the member must have revoked its
+        partitions, and left ``member_epoch``, within its rebalance timeout."""
+        self.timers.schedule(
+            rebalance_timeout_key(group_id, member_id),
+            self.now_ms() + max(timeout_ms, 0),
+            lambda out: self._on_rebalance_timeout(group_id, member_id, member_epoch, out),
+        )
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timers.cancel(session_timeout_key(group_id, member_id))
+        self.timers.cancel(rebalance_timeout_key(group_id, member_id))
+
+    def _on_session_timeout(self, group_id: str, member_id: str, out: Result) -> None:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return
+        self.log.info("group %s: member %s fenced, its session expired", group_id, member_id)
+        out.records.extend(self.fence_member_records(group, member))
+
+    def _on_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, out: Result) -> None:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None or member.member_epoch != member_epoch:
+            return
+        self.log.info(
+            "group %s: member %s fenced, it did not leave epoch %d within its rebalance timeout (%d ms)",
+            group_id, member_id, member_epoch, member.rebalance_timeout_ms,
+        )  # fmt: skip
+        out.records.extend(self.fence_member_records(group, member))
+
+    def on_loaded(self) -> None:
+        """Kafka's ``onLoaded`` for consumer groups: every member's session timeout, and the
+        rebalance timeout of each member still revoking partitions."""
+        for group in self.groups.groups.values():
+            for member in group.members.values():
+                classic = member.classic_member_metadata
+                self._schedule_session_timeout(
+                    group.group_id, member.member_id, None if classic is None else classic.session_timeout_ms
+                )
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(
+                        group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms
+                    )
