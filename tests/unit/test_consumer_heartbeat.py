@@ -196,7 +196,7 @@ def test_static_member_restart_takes_its_partitions_back_without_a_rebalance() -
     assert ctx.member("s1").member_epoch == -2
     assert ctx.group.group_epoch == 2
 
-    # Another member may not take the instance id while... it is released now, so the restart works.
+    # The instance id is released: its restart, within the session timeout, takes its place.
     ctx.sleep(SESSION_MS // 2)
     ok(ctx.heartbeat(member_id="d", member_epoch=2))
     restarted = ok(ctx.join("s2", instance_id="i1"))
@@ -557,3 +557,19 @@ TestHeartbeatMachine = HeartbeatMachine.TestCase
 TestHeartbeatMachine.settings = settings(
     max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+def test_static_member_rejoining_with_a_new_subscription_rebalances() -> None:
+    ctx = Context()
+    s = ok(ctx.join("s1", ["foo"], instance_id="i1"))
+    ok(ctx.heartbeat(member_id="s1", member_epoch=-2, instance_id="i1"))
+    s = ok(ctx.join("s2", ["foo", "bar"], instance_id="i1"))
+    assert ctx.group.group_epoch == 2 and s.member_epoch == 2
+    assert assignment(s) == {FOO: set(range(6)), BAR: set(range(3))}
+    assert ctx.member_ids() == {"s2"} and set(ctx.group.target_assignment) == {"s2"}
+    # The same member id may come back too (its own place, epoch 0).
+    ok(ctx.heartbeat(member_id="s2", member_epoch=-2, instance_id="i1"))
+    s = ok(ctx.join("s2", ["foo", "bar"], instance_id="i1"))
+    assert s.member_epoch == 2 and assignment(s) == {FOO: set(range(6)), BAR: set(range(3))}
+    assert ctx.shard.timers.is_scheduled(("consumer-session", "grp", "s2"))
+    ctx.assert_replays()
