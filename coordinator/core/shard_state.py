@@ -32,7 +32,7 @@ from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
 from .consumer.group import GroupStateError
-from .consumer.heartbeat import ConsumerGroupManager
+from .consumer.heartbeat import ConsumerGroupManager, OtherGroup
 from .consumer.store import ConsumerGroups
 from .consumer.subscriptions import TopicImage, no_topics
 from .events import GroupDeleted
@@ -91,7 +91,7 @@ class GroupCoordinatorShard:
         )
         self.consumer_heartbeat = ConsumerGroupManager(
             config, clock.now_ms, self.timers, self.consumer, topic_image, self.log,
-            is_other_group=lambda group_id: (g := self.classic.groups.get(group_id)) is not None and not g.is_simple,
+            other_group=self._classic_group_holding,
         )
         self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
         self._handlers: dict[int, Handler] = {
@@ -151,6 +151,13 @@ class GroupCoordinatorShard:
             self.log.warning(
                 "shard %d: ignoring a record of unknown type %s", self.shard_index, type(key).__name__
             )
+
+    def _classic_group_holding(self, group_id: str) -> OtherGroup:
+        """What ConsumerGroupHeartbeat finds of a classic group with the id ("simple": none)."""
+        classic = self.classic.groups.get(group_id)
+        if classic is None or classic.is_simple:
+            return "none"
+        return "empty" if classic.is_empty else "in-use"
 
     def _make_room_for_consumer_group(self, group_id: str) -> None:
         """Kafka's ``getOrMaybeCreatePersistedConsumerGroup``: a simple classic group becomes an

@@ -17,6 +17,7 @@ from kcoord.coordinator.core.consumer.group import ConsumerGroupState
 from kcoord.coordinator.core.consumer.member import MemberState
 from kcoord.coordinator.core.consumer.subscriptions import TopicMetadata
 from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
@@ -343,16 +344,39 @@ def test_group_max_size() -> None:
     assert ctx.member_ids() == {"a"}
 
 
-def test_a_classic_group_id_is_not_a_consumer_group() -> None:
-    ctx = Context()
+def _classic_join(ctx: Context, member_id: str = "") -> Any:
     join = m.JoinGroupRequest(
-        group_id="grp", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="", protocol_type="consumer",
-        protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        group_id="grp", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id=member_id,
+        protocol_type="consumer", protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
     )  # fmt: skip
-    ctx.send(ApiKey.JOIN_GROUP, 5, join)
-    ctx.send(ApiKey.JOIN_GROUP, 5, join)
+    result = ctx.shard.handle(ApiKey.JOIN_GROUP, RequestContext(5, "client", "/127.0.0.1"), join)
+    ctx.write(*result.records)
+    return result.replies[0][1] if result.replies else None  # None: parked until the rebalance completes
+
+
+def test_a_classic_group_in_use_is_not_a_consumer_group() -> None:
+    ctx = Context()
+    member_id = _classic_join(ctx).member_id
+    _classic_join(ctx, member_id)
     response = ctx.join("a")
     assert response.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert response.error_message == "Group grp is not a consumer group."
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group() -> None:
+    ctx = Context()
+    member_id = _classic_join(ctx).member_id
+    _classic_join(ctx, member_id)
+    ctx.sleep(3_000)  # the initial rebalance delay: the classic generation completes
+    leave = m.LeaveGroupRequest(group_id="grp", members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id)])
+    assert ctx.send(ApiKey.LEAVE_GROUP, 3, leave).error_code == ErrorCode.NONE
+    assert ctx.shard.classic.groups["grp"].is_empty and not ctx.shard.classic.groups["grp"].is_simple
+    before = len(ctx.records)
+    ok(ctx.join("a"))
+    first = ctx.records[before]
+    assert first.key.group == "grp" and first.value is None  # the classic group's tombstone first
+    assert "grp" not in ctx.shard.classic.groups and ctx.member_ids() == {"a"}
+    ctx.assert_replays()
 
 
 @pytest.mark.parametrize(

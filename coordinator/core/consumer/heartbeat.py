@@ -48,7 +48,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import re2  # type: ignore[import-untyped]
 
@@ -85,6 +85,8 @@ from .target_assignment import update_target_assignment
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 
 TopicPartitions = dict[uuid.UUID, set[int]]
+# Another group type with the id: none, an Empty classic group (a join replaces it), one in use.
+OtherGroup = Literal["none", "empty", "in-use"]
 
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -176,18 +178,18 @@ class ConsumerGroupManager:
         topic_image: Callable[[], TopicImage],
         log: logging.Logger,
         *,
-        is_other_group: Callable[[str], bool] = lambda group_id: False,
+        other_group: Callable[[str], OtherGroup] = lambda group_id: "none",
         new_member_id: Callable[[], str] | None = None,
     ) -> None:
-        """``topic_image``: the cluster's topics now (read-only). ``is_other_group``: whether a
-        group of another type (a classic group that is not a "simple" one) holds the id."""
+        """``topic_image``: the cluster's topics now (read-only). ``other_group``: whether a group
+        of another type (a classic group that is not a "simple" one) holds the id, and if it is Empty."""
         self.config = config
         self.now_ms = now_ms
         self.timers = timers
         self.groups = groups
         self.topic_image = topic_image
         self.log = log
-        self.is_other_group = is_other_group
+        self.other_group = other_group
         self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self.assignors: dict[str, PartitionAssignor] = {
             name: SERVER_ASSIGNORS[name] for name in config.consumer_assignors if name in SERVER_ASSIGNORS
@@ -251,7 +253,7 @@ class ConsumerGroupManager:
         group_id = req.group_id
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         owned = _owned(req)
-        group = self._group(group_id, create=joining)
+        group = self._group(group_id, joining, records)
 
         member_id = req.member_id
         if len(group.members) >= self.config.consumer_max_size and (not member_id or member_id not in group.members):
@@ -373,13 +375,19 @@ class ConsumerGroupManager:
             response.assignment = _response_assignment(reconciled)
         return response
 
-    def _group(self, group_id: str, *, create: bool) -> ConsumerGroup:
+    def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: a join may create the group (not yet in the
-        store: its records create it when replayed)."""
+        store: its records create it when replayed), in place of an Empty classic group, whose
+        tombstone goes first (``maybeDeleteEmptyClassicGroup``). A classic group in use keeps the
+        id (Kafka's online upgrade of a classic group is not implemented)."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if self.is_other_group(group_id):
+        other = self.other_group(group_id)
+        if other == "empty" and create:
+            self.log.info("group %s: the Empty classic group becomes a consumer group", group_id)
+            records.append(rec.group_tombstone(group_id))
+        elif other != "none":
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
