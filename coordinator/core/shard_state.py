@@ -31,6 +31,7 @@ from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .clock import Clock
+from .consumer.describe import ConsumerGroupDescriber, TopicNameResolver, no_topic_names
 from .consumer.group import GroupStateError
 from .consumer.heartbeat import ConsumerGroupManager, OtherGroup
 from .consumer.store import ConsumerGroups
@@ -60,6 +61,7 @@ class GroupCoordinatorShard:
         new_member_id: Callable[[str], str] | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         resolve_topic_id: TopicResolver = no_topic_ids,
+        resolve_topic_name: TopicNameResolver = no_topic_names,
         topic_image: Callable[[], TopicImage] = no_topics,
     ) -> None:
         """``max_record_bytes``: the largest record the shard's log accepts (the storage's
@@ -69,6 +71,10 @@ class GroupCoordinatorShard:
         ``ids.get``): consumer groups key assignments by topic id, offset requests name topics. The
         default knows no topic, so a consumer-group commit is accepted only at the member's current
         epoch (never more than Kafka accepts; see :mod:`.offsets`).
+
+        ``resolve_topic_name``: topic id -> topic name, read-only, for ConsumerGroupDescribe. The
+        default knows no topic, so assignments are described without their topics (Kafka leaves out
+        a topic its metadata does not know; see :mod:`.consumer.describe`).
 
         ``topic_image``: the cluster's topics now (id -> name and partition count), read-only, for
         ConsumerGroupHeartbeat; the default knows none."""
@@ -104,6 +110,9 @@ class GroupCoordinatorShard:
             ApiKey.OFFSET_FETCH: self.offsets.fetch,
             ApiKey.OFFSET_DELETE: self.offsets.delete,
             ApiKey.DESCRIBE_GROUPS: self.admin.describe_groups,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescriber(
+                self.consumer, self.classic.groups, resolve_topic_name
+            ).handle,
             ApiKey.LIST_GROUPS: self.admin.list_groups,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_heartbeat.heartbeat,

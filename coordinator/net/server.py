@@ -152,12 +152,12 @@ class App:
 
         assert self.storage is not None
         max_record_bytes = self.storage.max_record_bytes  # known once the storage is open
-        resolve_topic_id = self._topic_id_of
+        resolve_topic_id, resolve_topic_name = self._topic_id_of, self._topic_name_of
         for i in range(self.settings.shards):
             def make_state(i: int = i) -> Any:
                 return GroupCoordinatorShard(
                     self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes,
-                    resolve_topic_id=resolve_topic_id,
+                    resolve_topic_id=resolve_topic_id, resolve_topic_name=resolve_topic_name,
                 )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
@@ -167,6 +167,10 @@ class App:
         upstream's name → id map as the topic catalog learns it (read only; None before discovery)."""
         cluster = self.cluster
         return None if cluster is None else cluster.topics.ids.get(name)
+
+    def _topic_name_of(self, topic_id: Any) -> str | None:
+        cluster = self.cluster
+        return None if cluster is None else cluster.topics.names.get(topic_id)
 
     async def _open_broker_listener(self, broker: Broker) -> int:
         s = self.settings

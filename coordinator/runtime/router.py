@@ -38,6 +38,8 @@ GROUP_APIS = SINGLE_GROUP_APIS | {
     ApiKey.DESCRIBE_GROUPS,
     ApiKey.LIST_GROUPS,
     ApiKey.DELETE_GROUPS,
+    # Routed but not served: the net layer passes the router only the APIs in KCOORD_VERSIONS.
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
 }
 
 
@@ -119,6 +121,10 @@ class Router:
         if api_key == ApiKey.DELETE_GROUPS:
             return await self._split(
                 api_key, ctx, request, "groups_names", lambda g: g, "results", lambda r: r.group_id
+            )
+        if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:  # a null or empty id is answered with id ""
+            return await self._split(
+                api_key, ctx, request, "group_ids", lambda g: g or "", "groups", lambda g: g.group_id
             )
         if api_key == ApiKey.LIST_GROUPS:
             assert isinstance(request, m.ListGroupsRequest)

@@ -27,8 +27,8 @@ GROUP_API_RANGES = {
     14: (0, 5),  # SyncGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
+    8: (2, 10),  # OffsetCommit (v10: topic ids)
+    9: (1, 10),  # OffsetFetch (v10: topic ids)
     15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
