@@ -13,8 +13,6 @@ requests wait behind it, so the shards see a connection's requests in the order 
 
 Bad input never reaches past this class: an oversized or malformed frame, an unknown API key or
 an unsupported version closes this connection with a log line; other clients are unaffected.
-The group APIs of protocols kcoord does not serve yet (ConsumerGroupHeartbeat/Describe) are
-answered UNSUPPORTED_VERSION instead, as a Kafka broker with that protocol disabled answers.
 
 Limits (issue #11). Reading from a connection pauses, and requests already read wait undispatched
 (``_backlog``), while any of these holds; it resumes when none does:
@@ -68,9 +66,6 @@ Reply = Callable[[Any], None]
 
 _INT16 = struct.Struct(">h")
 _ACKS_ONE = _INT16.pack(1)
-
-# Group APIs of protocols kcoord does not serve yet that it refuses with an answer, not a close.
-REFUSABLE_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 
 # Why reading is paused (bits of ClientConnection._pause_reasons); _CLOSED never clears.
@@ -322,8 +317,8 @@ class ClientConnection(asyncio.Protocol):
             return
         cluster = self.app.cluster
         if not cluster.supports(api_key, version):
-            self._refuse_unsupported(payload, api_key, version, correlation_id)
-            return
+            # As Kafka does for an API version it cannot parse.
+            raise UnsupportedApi(f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream")
         if api_key == ApiKey.METADATA:
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_metadata)
         elif api_key == ApiKey.DESCRIBE_CLUSTER:
@@ -343,23 +338,6 @@ class ClientConnection(asyncio.Protocol):
             self._forward(payload, expect_response=True, api=(api_key, version))
         else:
             self._forward(payload, expect_response=True)
-
-    def _refuse_unsupported(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
-        """An API version kcoord neither serves nor relays.
-
-        The group APIs of protocols kcoord does not serve yet get Kafka's answer for a disabled
-        protocol, an UNSUPPORTED_VERSION response (a closed connection leaves librdkafka retrying
-        in silence). Anything else closes the connection, as Kafka does for an API version it
-        cannot parse.
-        """
-        if api_key in REFUSABLE_GROUP_APIS and version in m.REQUESTS[api_key].SCHEMA.valid:
-            _, request = frames.decode_request_body(payload, api_key, version)
-            log.info("%s: unsupported api %d v%d (that group protocol is not served): UNSUPPORTED_VERSION",
-                     self.peer, api_key, version)
-            resp = error_response(api_key, version, request, ErrorCode.UNSUPPORTED_VERSION)
-            self._reply_now(api_key, version, correlation_id, (version, resp))
-            return
-        raise UnsupportedApi(f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream")
 
     def _api_versions(self, version: int) -> tuple[int, Any]:
         cluster = self.app.cluster

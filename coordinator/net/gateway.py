@@ -46,8 +46,8 @@ METADATA_AUTO_CREATE_FLAG_SINCE = 4  # MetadataRequest.allow_auto_topic_creation
 METADATA_BY_TOPIC_ID_SINCE = 12  # MetadataRequestTopic.name nullable: a topic asked for by id
 
 # Coordinator APIs of group kinds kcoord does not serve (yet): never advertised, never passed through.
-# 68-69 consumer groups (KIP-848), 76-79 and 90-92 share groups, 88-89 streams groups.
-UNSERVED_GROUP_APIS = frozenset({68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92})
+# 76-79 and 90-92 share groups, 88-89 streams groups. (68-69, KIP-848 consumer groups, kcoord serves.)
+UNSERVED_GROUP_APIS = frozenset({76, 77, 78, 79, 88, 89, 90, 91, 92})
 
 # KRaft controller APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter):
 # brokers do not serve them to clients, and their answers name controllers by address.

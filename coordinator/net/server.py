@@ -158,6 +158,7 @@ class App:
                 return GroupCoordinatorShard(
                     self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes,
                     resolve_topic_id=resolve_topic_id, resolve_topic_name=resolve_topic_name,
+                    topic_image=self._topic_image,
                 )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
@@ -167,6 +168,10 @@ class App:
         upstream's name → id map as the topic catalog learns it (read only; None before discovery)."""
         cluster = self.cluster
         return None if cluster is None else cluster.topics.ids.get(name)
+
+    def _topic_image(self) -> Any:
+        cluster = self.cluster
+        return {} if cluster is None else cluster.topics.image()
 
     def _topic_name_of(self, topic_id: Any) -> str | None:
         cluster = self.cluster

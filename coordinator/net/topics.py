@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from kcoord.coordinator.core.consumer.subscriptions import TopicMetadata
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
@@ -74,6 +75,7 @@ class TopicCatalog:
         # Topic ids of the topics known to exist (OffsetCommit/OffsetFetch v10 name topics by id).
         self.names: dict[uuid.UUID, str] = {}
         self.ids: dict[str, uuid.UUID] = {}
+        self._image: dict[uuid.UUID, TopicMetadata] | None = None  # cached until the topics change
         self._confirmed: dict[str, float] = {}  # topic -> when its entry was last confirmed
         self._missing: dict[str, float] = {}  # topic -> until when "does not exist" is believed
         self._inflight: dict[str, asyncio.Future[None]] = {}
@@ -89,6 +91,8 @@ class TopicCatalog:
             if name is None:  # a topic asked for by id (Metadata v12+)
                 continue
             if t.error_code == ErrorCode.NONE:
+                if self.partitions.get(name) != len(t.partitions):
+                    self._image = None
                 self.partitions[name] = len(t.partitions)
                 self._confirmed[name] = now
                 self._missing.pop(name, None)
@@ -99,12 +103,26 @@ class TopicCatalog:
                         self.names.pop(old, None)
                     self.ids[name] = topic_id
                     self.names[topic_id] = name
+                    self._image = None
             elif t.error_code in _MISSING:
                 self._forget(name)
                 self._missing[name] = now + self.missing_ttl_s
             # Other errors (LEADER_NOT_AVAILABLE while a topic is created, ...) say nothing certain.
 
+    def image(self) -> dict[uuid.UUID, TopicMetadata]:
+        """The topics known to exist with an id, as the consumer groups' topic image (id → name and
+        partition count); rebuilt only after a change, since every consumer heartbeat reads it."""
+        image = self._image
+        if image is None:
+            partitions = self.partitions
+            image = self._image = {
+                topic_id: TopicMetadata(name, partitions[name])
+                for name, topic_id in self.ids.items() if name in partitions
+            }
+        return image
+
     def _forget(self, name: str) -> None:
+        self._image = None
         self.partitions.pop(name, None)
         self._confirmed.pop(name, None)
         topic_id = self.ids.pop(name, None)

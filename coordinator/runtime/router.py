@@ -31,6 +31,7 @@ SINGLE_GROUP_APIS = frozenset(
         ApiKey.OFFSET_COMMIT,
         ApiKey.TXN_OFFSET_COMMIT,
         ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
     }
 )
 GROUP_APIS = SINGLE_GROUP_APIS | {

@@ -74,7 +74,7 @@ def test_api_versions_report_group_ranges(kcoord_embedded: KcoordProcess) -> Non
     ranges = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
     for key, rng in GROUP_API_RANGES.items():
         assert ranges[key] == rng, key
-    assert 68 not in ranges and 69 not in ranges  # KIP-848 is not served yet: clients must use classic
+    assert ranges[68] == ranges[69] == (0, 1)  # KIP-848's ConsumerGroupHeartbeat/Describe, served by kcoord
     assert 0 in ranges and 1 in ranges  # Produce and Fetch come from the upstream
 
 

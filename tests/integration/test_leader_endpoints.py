@@ -10,7 +10,6 @@ address in what a client receives is visible in the bytes.
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 import uuid
@@ -166,7 +165,8 @@ def test_every_address_carrying_api_kcoord_advertises_is_covered(fake: tuple[Fau
     assert offered[ApiKey.PRODUCE] == KAFKA_40_VERSIONS[ApiKey.PRODUCE]
     assert offered[ApiKey.FETCH] == KAFKA_40_VERSIONS[ApiKey.FETCH]
     assert offered[55] == (0, 1)  # DescribeQuorum v2 names controllers by address
-    assert not {68, 69, 78, 79, 88, 89} & set(offered)
+    assert offered[68] == offered[69] == (0, 1)  # KIP-848's group APIs: served by kcoord itself
+    assert not {78, 79, 88, 89} & set(offered)  # share and streams groups: not served
     assert set(offered) & set(ADDRESS_HANDLING) <= {0, 1, 3, 10, 55, 60}
 
 
@@ -251,56 +251,24 @@ def test_no_relayed_answer_names_an_upstream_address(
     assert all((host, port) == ("127.0.0.1", ours[node]) for node, host, port in addresses), addresses
 
 
-# -- KIP-848 APIs before kcoord serves them ---------------------------------------------------------
+# -- KIP-848 APIs ------------------------------------------------------------------------------------
 
-def test_consumer_group_apis_get_unsupported_version_and_the_connection_stays(
+def test_consumer_group_apis_are_served_by_kcoord_and_the_connection_stays(
     fake: tuple[FaultUpstream, KcoordProcess],
 ) -> None:
+    """kcoord serves ConsumerGroupHeartbeat/Describe itself (the fake upstream offers neither)."""
     _, kcoord = fake
     with WireClient(kcoord.bootstrap) as client:
         hb = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, m.ConsumerGroupHeartbeatRequest(
             group_id="g", member_id="", member_epoch=0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
             topic_partitions=[]))  # fmt: skip
-        assert hb.error_code == ErrorCode.UNSUPPORTED_VERSION
-        desc = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(group_ids=["a", "b"]))
-        assert [(g.group_id, g.error_code) for g in desc.groups] == [("a", 35), ("b", 35)]
+        assert hb.error_code == ErrorCode.NONE and hb.member_id and hb.member_epoch == 1
+        desc = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(group_ids=["g", "b"]))
+        assert [(g.group_id, g.error_code) for g in desc.groups] == [("g", 0), ("b", ErrorCode.GROUP_ID_NOT_FOUND)]
         # Same connection, still served.
         meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[]))
         assert meta.brokers
-    assert "unsupported api 68" in kcoord.log_path.read_text()
     assert "malformed request" not in kcoord.log_path.read_text()
-
-
-def test_librdkafka_consumer_protocol_learns_it_is_unsupported_without_losing_its_connection(
-    fake: tuple[FaultUpstream, KcoordProcess],
-) -> None:
-    """librdkafka (2.16) reads ApiVersions before it sends ConsumerGroupHeartbeat: kcoord does
-    not offer it, so the client keeps its connection and says why it waits. (Its wait is silent
-    to the application, as against a Kafka broker with the consumer protocol disabled.)"""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    _, kcoord = fake
-    logged: list[str] = []
-
-    class Capture(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            logged.append(record.getMessage())
-
-    logger = logging.getLogger("test.librdkafka.kip848")
-    logger.addHandler(Capture())
-    logger.setLevel(logging.DEBUG)
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": kcoord.bootstrap, "group.id": "kip848-before-it-lands", "group.protocol": "consumer",
-        "debug": "cgrp", "logger": logger,
-    })  # fmt: skip
-    try:
-        consumer.subscribe(["t"])
-        deadline = time.monotonic() + 20
-        while not any("ConsumerGroupHeartbeatRequest not supported" in line for line in logged):
-            assert time.monotonic() < deadline, "librdkafka never found out that KIP-848 is not offered"
-            consumer.poll(0.2)
-    finally:
-        consumer.close()
-    assert "closing connection" not in kcoord.log_path.read_text()
 
 
 # -- real data through leader changes: nothing lost, nothing written twice ------------------------

@@ -118,7 +118,7 @@ def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
     produce_hi = m.ProduceResponse.SCHEMA.valid.high
     assert cluster.supports(ApiKey.PRODUCE, produce_hi) and not cluster.supports(ApiKey.PRODUCE, produce_hi + 1)
     assert cluster.supports(ApiKey.FETCH, 17)
-    assert not cluster.supports(68, 0)  # KIP-848 is not served yet: never relayed either
+    assert cluster.supports(68, 1) and not cluster.supports(68, 2)  # served by kcoord, in its own versions
     assert cluster.supports(55, 1) and not cluster.supports(55, 2)
     assert not cluster.supports(52, 0)  # controller-only
 

@@ -23,7 +23,8 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
- * A stock Java KafkaConsumer (classic group protocol) that reports what the coordinator does to it.
+ * A stock Java KafkaConsumer (classic group protocol, or KIP-848's with --group-protocol consumer) that
+ * reports what the coordinator does to it.
  *
  * Args: --bootstrap B --group G --topic T[,T2] [--instance-id ID] [--client-id C]
  *       [--assignor range|roundrobin|sticky|cooperative-sticky] [--session-timeout-ms N]
@@ -62,16 +63,22 @@ public final class ConsumerPeer {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, a.require("group"));
-        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        // --group-protocol consumer: KIP-848 (the coordinator assigns; the classic settings below are refused then)
+        String protocol = a.get("group-protocol", "classic");
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, a.get("auto-offset-reset", "earliest"));
-        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(a.get("assignor", "range")));
-        int session = a.getInt("session-timeout-ms", 10000);
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
-                String.valueOf(a.getInt("heartbeat-interval-ms", Math.max(100, Math.min(3000, session / 3)))));
+        if (protocol.equals("classic")) {
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(a.get("assignor", "range")));
+            int session = a.getInt("session-timeout-ms", 10000);
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
+                    String.valueOf(a.getInt("heartbeat-interval-ms", Math.max(100, Math.min(3000, session / 3)))));
+        } else if (a.options.containsKey("remote-assignor")) {
+            p.put("group.remote.assignor", a.get("remote-assignor", null));
+        }
         p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, String.valueOf(a.getInt("max-poll-interval-ms", 300000)));
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, String.valueOf(a.getInt("max-poll-records", 500)));
         if (a.options.containsKey("instance-id")) {

@@ -1,0 +1,152 @@
+"""KIP-848's consumer protocol through kcoord with stock clients: librdkafka (confluent-kafka,
+``group.protocol=consumer``) and the Java consumer 4.3 (``group.protocol=consumer``). The
+coordinator assigns (server-side uniform assignor), members revoke before others get partitions, and
+every record is delivered once across a member leaving.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.support.broker import TansuBroker
+from tests.support.kcoord_process import KcoordProcess
+from tests.support.wire import WireClient
+from tests.support.workload import create_topic, produce_numbered, unique
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def kcoord(tansu: TansuBroker) -> Iterator[KcoordProcess]:
+    with KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", unique("__kcoord_cgh"),
+                       bootstrap=tansu.bootstrap) as proc:
+        yield proc
+
+
+class Member(threading.Thread):
+    """A confluent-kafka consumer of the consumer protocol, polling until told to stop."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        })  # fmt: skip
+        self.topic = topic
+        self.values: list[bytes] = []
+        self.assignment: set[int] = set()
+        self.errors: list[str] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        while not self.stop_event.is_set():
+            message = self.consumer.poll(0.2)
+            self.assignment = {tp.partition for tp in self.consumer.assignment()}
+            if message is None:
+                continue
+            if message.error():
+                self.errors.append(str(message.error()))
+                continue
+            self.values.append(message.value())
+            self.consumer.commit(message=message, asynchronous=False)
+        self.consumer.close()  # leaves the group (epoch -1)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+
+
+def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.1)
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)}
+    finally:
+        probe.close()
+
+
+def test_librdkafka_members_share_partitions_and_hand_them_over(kcoord: KcoordProcess) -> None:
+    topic, group = unique("cgh-rdkafka"), unique("cgh-rdkafka-group")
+    create_topic(kcoord.bootstrap, topic, PARTITIONS)
+    first, second = Member(kcoord.bootstrap, group, topic), Member(kcoord.bootstrap, group, topic)
+    first.start()
+    wait_for(lambda: first.assignment == set(range(PARTITIONS)), 20, "the first member gets every partition")
+    second.start()
+    # The coordinator moves half to the newcomer; the first revokes them before the second gets them.
+    wait_for(lambda: len(first.assignment) == 2 and len(second.assignment) == 2, 20, "two partitions each")
+    assert first.assignment.isdisjoint(second.assignment)
+    produced = produce_numbered(kcoord.bootstrap, topic, 400, PARTITIONS)
+    wait_for(lambda: len(first.values) + len(second.values) >= 400, 30, "every record consumed")
+    first.stop()  # leaves: its partitions go to the second, from the committed offsets
+    wait_for(lambda: second.assignment == set(range(PARTITIONS)), 20, "the second member takes over")
+    more = produce_numbered(kcoord.bootstrap, topic, 100, PARTITIONS)
+    wait_for(lambda: len(first.values) + len(second.values) >= 500, 30, "the records after the hand-over")
+    second.stop()
+    # produce_numbered numbers from 0 each time: the second batch repeats the first 100 values.
+    assert Counter(first.values + second.values) == Counter([*produced, *more]), "each record exactly once"
+    assert not first.errors and not second.errors
+    assert sum(committed(kcoord.bootstrap, group, topic).values()) == 500
+
+
+def test_consumer_group_describe_shows_the_members_and_their_assignments(kcoord: KcoordProcess) -> None:
+    from kcoord.protocol import messages as m
+
+    topic, group = unique("cgh-describe"), unique("cgh-describe-group")
+    create_topic(kcoord.bootstrap, topic, PARTITIONS)
+    member = Member(kcoord.bootstrap, group, topic)
+    member.start()
+    try:
+        wait_for(lambda: member.assignment == set(range(PARTITIONS)), 20, "the member gets every partition")
+        with WireClient(kcoord.bootstrap) as client:
+            described = client.request(69, 1, m.ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        assert described.error_code == 0 and described.group_state == "Stable"
+        assert described.assignor_name == "uniform"
+        (only,) = described.members
+        assert only.member_type == 1  # the consumer protocol
+        assert [(t.topic_name, sorted(t.partitions)) for t in only.assignment.topic_partitions] == [
+            (topic, list(range(PARTITIONS)))
+        ]
+    finally:
+        member.stop()
+
+
+def test_java_consumers_of_the_consumer_protocol(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
+    topic, group = unique("cgh-java"), unique("cgh-java-group")
+    create_topic(kcoord.bootstrap, topic, PARTITIONS)
+    produce_numbered(kcoord.bootstrap, topic, 300, PARTITIONS)
+    args = ["--bootstrap", kcoord.bootstrap, "--group", group, "--topic", topic, "--max-seconds", "120",
+            "--group-protocol", "consumer", "--commit"]  # fmt: skip
+    first = java_peer("ConsumerPeer", args, name="java-cgh-1")
+    second = java_peer("ConsumerPeer", args, name="java-cgh-2")
+
+    def split() -> bool:
+        a, b = first.latest("assigned"), second.latest("assigned")
+        if a is None or b is None:
+            return False
+        owned_a, owned_b = set(a["current"]), set(b["current"])
+        return len(owned_a) == 2 and len(owned_b) == 2 and not owned_a & owned_b
+
+    wait_for(split, 60, "two Java members of the consumer protocol split the partitions")
+    first.wait_for("records", lambda e: True, timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(committed(kcoord.bootstrap, group, topic).values()) == 300:
+            break
+        time.sleep(0.5)
+    assert sum(committed(kcoord.bootstrap, group, topic).values()) == 300
