@@ -130,7 +130,7 @@ class ClusterView:
         self.cluster_id: str | None = None
         self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
         self._lock = asyncio.Lock()
-        self.topics = TopicCatalog(self._fetch_topics, fetch_ids=self._fetch_topic_ids)
+        self.topics = TopicCatalog(self._fetch_topics, fetch_ids=self._fetch_topic_ids, fetch_all=self._fetch_all_topics)
         self._metadata_conn: Connection | None = None
         self._metadata_lock = asyncio.Lock()
         self._warned_old_metadata = False
@@ -179,6 +179,11 @@ class ClusterView:
             if conn is None or conn.closed:
                 conn = self._metadata_conn = await connect(self.upstream_address(None), timeout=5.0, request_timeout=10.0)
             return conn
+
+    async def _fetch_all_topics(self) -> Any:
+        """Metadata for every topic of the cluster (the catalog's periodic listing)."""
+        conn = await self._metadata_connection()
+        return await conn.request(m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
 
     async def _fetch_topic_ids(self, ids: list[Any]) -> Any:
         """Metadata for topic ids (the catalog's lookup by id); None when the upstream's Metadata

@@ -62,12 +62,14 @@ class TopicCatalog:
         fetch: Fetch,
         *,
         fetch_ids: FetchIds | None = None,
+        fetch_all: Callable[[], Awaitable[Any]] | None = None,
         recheck_s: float = 30.0,
         missing_ttl_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
         self._fetch_ids = fetch_ids
+        self._fetch_all = fetch_all
         self.recheck_s = recheck_s
         self.missing_ttl_s = missing_ttl_s
         self.clock = clock
@@ -216,8 +218,23 @@ class TopicCatalog:
 
     async def _refresh_loop(self) -> None:
         while True:
+            await self.refresh_all()
             await asyncio.sleep(self.recheck_s / 2)
             await self.refresh_stale()
+
+    async def refresh_all(self) -> None:
+        """Learn every topic of the cluster (Metadata for all topics): consumer groups resolve their
+        regular expressions against the whole cluster, and a topic created elsewhere becomes known."""
+        if self._fetch_all is None:
+            return
+        self.lookups += 1
+        try:
+            resp = await self._fetch_all()
+        except Exception as exc:
+            log.warning("listing the cluster's topics failed: %r", exc)
+            return
+        if resp is not None:
+            self.learn(resp.topics)
 
     async def refresh_stale(self) -> None:
         """Look up again every known topic not confirmed for ``recheck_s``."""

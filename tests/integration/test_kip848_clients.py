@@ -150,3 +150,28 @@ def test_java_consumers_of_the_consumer_protocol(kcoord: KcoordProcess, java_pee
             break
         time.sleep(0.5)
     assert sum(committed(kcoord.bootstrap, group, topic).values()) == 300
+
+
+def test_a_regular_expression_subscription_is_resolved_by_the_coordinator(kcoord: KcoordProcess) -> None:
+    """librdkafka sends a subscription starting with ^ as SubscribedTopicRegex; kcoord resolves it
+    (RE2) against the cluster's topics and assigns the matching topics' partitions only."""
+    prefix = unique("cgh-regex")
+    matching = [f"{prefix}-a", f"{prefix}-b"]
+    for topic in [*matching, f"other-{prefix}"]:
+        create_topic(kcoord.bootstrap, topic, 2)
+        produce_numbered(kcoord.bootstrap, topic, 10, 2)
+    consumer = Consumer({"bootstrap.servers": kcoord.bootstrap, "group.id": unique("cgh-regex-group"),
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        seen: set[str] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                seen.add(f"{message.topic()}/{message.partition()}/{message.offset()}")
+        assignment = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+    finally:
+        consumer.close()
+    assert assignment == {(t, p) for t in matching for p in range(2)}
+    assert len(seen) == 20 and all(s.startswith(prefix) for s in seen)
