@@ -226,10 +226,9 @@ def group_of(record: Record) -> str:
 # -- routing -----------------------------------------------------------------------------------------------------
 
 
-def test_the_net_layer_still_does_not_serve_it() -> None:
-    # GROUP_APIS only picks the router among the APIs kcoord serves (KCOORD_VERSIONS): not advertised.
+def test_the_net_layer_serves_it_through_the_router() -> None:
     assert ApiKey.CONSUMER_GROUP_DESCRIBE in GROUP_APIS
-    assert ApiKey.CONSUMER_GROUP_DESCRIBE not in KCOORD_VERSIONS
+    assert KCOORD_VERSIONS[ApiKey.CONSUMER_GROUP_DESCRIBE] == (0, 1)
 
 
 async def test_the_router_splits_a_request_across_shards_and_answers_in_request_order() -> None:
