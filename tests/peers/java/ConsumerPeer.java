@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.CommitFailedException;
@@ -16,6 +17,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
@@ -26,7 +28,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * A stock Java KafkaConsumer (classic group protocol, or KIP-848's with --group-protocol consumer) that
  * reports what the coordinator does to it.
  *
- * Args: --bootstrap B --group G --topic T[,T2] [--instance-id ID] [--client-id C]
+ * Args: --bootstrap B --group G (--topic T[,T2] | --pattern REGEX | --subscription-pattern RE2) [--instance-id ID] [--client-id C]
  *       [--assignor range|roundrobin|sticky|cooperative-sticky] [--session-timeout-ms N]
  *       [--heartbeat-interval-ms N] [--max-poll-interval-ms N] [--commit] [--max-records N]
  *       [--max-poll-records N] [--auto-offset-reset earliest|latest] [--close leave|remain|default]
@@ -109,15 +111,25 @@ public final class ConsumerPeer {
     }
 
     static int run(KafkaConsumer<byte[], byte[]> consumer, PeerIO.Args a) {
-        List<String> topics = Arrays.asList(a.require("topic").split(","));
+        // --pattern REGEX: subscribe(Pattern) (the consumer protocol sends it as SubscribedTopicRegex)
+        // --subscription-pattern RE2: subscribe(SubscriptionPattern), resolved by the coordinator (KIP-848)
+        String pattern = a.get("pattern", null);
+        String subscriptionPattern = a.get("subscription-pattern", null);
+        List<String> topics = pattern == null && subscriptionPattern == null ? Arrays.asList(a.require("topic").split(",")) : List.of();
         int maxRecords = a.getInt("max-records", -1);
         boolean commit = a.flag("commit");
         Duration pollTimeout = Duration.ofMillis(a.getInt("poll-ms", 200));
         PeerIO.watchStdin(consumer::wakeup, consumer::wakeup);
         PeerIO.stopAfter(a.getDouble("max-seconds", 0), consumer::wakeup);
-        PeerIO.emit("started", "group", a.require("group"), "topics", topics,
+        PeerIO.emit("started", "group", a.require("group"), "topics", topics, "pattern", pattern != null ? pattern : subscriptionPattern,
                 "instanceId", a.get("instance-id", null), "assignor", a.get("assignor", "range"));
-        consumer.subscribe(topics, new Listener(consumer));
+        if (subscriptionPattern != null) {
+            consumer.subscribe(new SubscriptionPattern(subscriptionPattern), new Listener(consumer));
+        } else if (pattern != null) {
+            consumer.subscribe(Pattern.compile(pattern), new Listener(consumer));
+        } else {
+            consumer.subscribe(topics, new Listener(consumer));
+        }
         long total = 0;
         while (!PeerIO.stopRequested() && (maxRecords < 0 || total < maxRecords)) {
             try {
