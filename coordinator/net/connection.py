@@ -37,6 +37,7 @@ import asyncio
 import logging
 import struct
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,26 @@ _OUTPUT = 2  # unsent output over connection.output.pause.bytes
 _TOTAL = 4  # all connections' unsent output over queued.max.response.bytes
 _MEMORY = 8  # a large request waits for queued.max.request.bytes
 _CLOSED = 16
+
+
+METADATA_BY_ID_SINCE = 12  # MetadataRequestTopic.name is nullable: a topic may be asked for by id
+_ZERO_ID = uuid.UUID(int=0)
+
+
+def metadata_asked_by_id(payload: bytes, version: int, correlation_id: int) -> bytes:
+    """A Metadata v12+ request whose topics asked for by id carry the name "" (the Java consumer
+    sends the schema default) with null names instead. Kafka looks a topic with a non-zero id up by
+    its id whatever the name says; tansu answers such a topic INVALID_TOPIC_EXCEPTION, and the
+    consumer of the consumer protocol, which learns its partitions' names this way, then never
+    fetches. Other requests are relayed as they came."""
+    client_id, request = frames.decode_request_body(payload, ApiKey.METADATA, version)
+    topics = getattr(request, "topics", None) or ()
+    by_id = [t for t in topics if t.name == "" and t.topic_id != _ZERO_ID]
+    if not by_id:
+        return payload
+    for topic in by_id:
+        topic.name = None
+    return frames.encode_request(ApiKey.METADATA, version, correlation_id, client_id, request)[4:]
 
 
 class UnsupportedApi(CodecError):
@@ -320,6 +341,8 @@ class ClientConnection(asyncio.Protocol):
             # As Kafka does for an API version it cannot parse.
             raise UnsupportedApi(f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream")
         if api_key == ApiKey.METADATA:
+            if version >= METADATA_BY_ID_SINCE:
+                payload = metadata_asked_by_id(payload, version, correlation_id)
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_metadata)
         elif api_key == ApiKey.DESCRIBE_CLUSTER:
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_describe_cluster)
