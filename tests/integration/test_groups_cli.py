@@ -88,3 +88,35 @@ def test_unreachable_bootstrap_is_an_error_not_a_traceback() -> None:
     result = groups_cli("127.0.0.1:1", "--timeout", "2", "list")
     assert result.returncode == 1
     assert result.stderr.startswith("kcoord groups: error: cannot connect to 127.0.0.1:1")
+
+
+def test_describe_a_consumer_protocol_group(kcoord: KcoordProcess) -> None:
+    """A KIP-848 group is described through ConsumerGroupDescribe (DescribeGroups answers it as
+    "not a classic group", as Kafka does)."""
+    from confluent_kafka import Consumer
+
+    topic, group = unique("cli-848-topic"), unique("cli-848-group")
+    create_topic(kcoord.bootstrap, topic, PARTITIONS)
+    produce_numbered(kcoord.bootstrap, topic, RECORDS, PARTITIONS)
+    consumer = Consumer({"bootstrap.servers": kcoord.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "client.id": "cli-848-client", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        consumed = 0
+        deadline = time.monotonic() + 60
+        while consumed < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                consumed += 1
+        consumer.commit(asynchronous=False)
+        assert consumed == RECORDS
+        described = groups_cli(kcoord.bootstrap, "--json", "describe", group)
+        assert described.returncode == 0, described.stderr
+        [d] = json.loads(described.stdout)
+        assert (d["group"], d["state"], d["protocol_type"], d["protocol"]) == (group, "Stable", "consumer", "uniform")
+        [member] = d["members"]
+        assert member["client_id"] == "cli-848-client"
+        assert member["assignment"] == {topic: list(range(PARTITIONS))}
+        assert sum(o["committed"] for o in d["offsets"]) == RECORDS
+    finally:
+        consumer.close()
