@@ -39,7 +39,7 @@ import struct
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.client import Connection as UpstreamConnection
@@ -422,18 +422,9 @@ class ClientConnection(asyncio.Protocol):
         if not unknown:
             self._serve_by_topic_ids(api_key, ctx, request, reply)
             return
-        self._held_requests = []
-        task = asyncio.ensure_future(catalog.lookup_ids(unknown))
-
-        def looked_up(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is not None:  # lookup_ids() itself does not fail
-                log.error("%s: topic id lookup failed: %r", self.peer, done.exception())
-            self._serve_by_topic_ids(api_key, ctx, request, reply)
-            held, self._held_requests = self._held_requests or [], None
-            for entry in held:
-                self._route(*entry)
-
-        task.add_done_callback(looked_up)
+        self._hold_requests_until(
+            catalog.lookup_ids(unknown), "topic id lookup", lambda: self._serve_by_topic_ids(api_key, ctx, request, reply)
+        )
 
     def _serve_by_topic_ids(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
         catalog = self.app.cluster.topics
@@ -459,19 +450,28 @@ class ClientConnection(asyncio.Protocol):
         if not to_look_up:
             self._route_without(api_key, ctx, request, reply, missing)
             return
-        self._held_requests = []
-        task = asyncio.ensure_future(catalog.lookup(to_look_up))
 
-        def looked_up(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is not None:  # lookup() itself does not fail
-                log.error("%s: topic lookup failed: %r", self.peer, done.exception())
+        def looked_up() -> None:
             missing, _rest = catalog.classify(request.topics, looked_up=True)
             self._route_without(api_key, ctx, request, reply, missing)
+
+        self._hold_requests_until(catalog.lookup(to_look_up), "topic lookup", looked_up)
+
+    def _hold_requests_until(self, lookup: Awaitable[None], what: str, then: Callable[[], None]) -> None:
+        """Run ``then`` once ``lookup`` is done; the connection's group requests that come meanwhile
+        wait (``_held_requests``) and are routed after it, in order, so the shards see them in the
+        order they came. One of them may start a lookup and hold the rest again."""
+        self._held_requests = []
+
+        def done(task: asyncio.Future[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:  # the lookups themselves do not fail
+                log.error("%s: %s failed: %r", self.peer, what, task.exception())
+            then()
             held, self._held_requests = self._held_requests or [], None
-            for entry in held:  # in order; one of them may start a lookup and hold the rest again
+            for entry in held:
                 self._route(*entry)
 
-        task.add_done_callback(looked_up)
+        asyncio.ensure_future(lookup).add_done_callback(done)
 
     def _route_without(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply, missing: Any) -> None:
         """The commit without the partitions that do not exist; their UNKNOWN_TOPIC_OR_PARTITION

@@ -435,13 +435,7 @@ class ConsumerGroupManager:
                 group.group_id, instance_id, member_id, existing.member_id,
             )  # fmt: skip
             return existing.replaced_by(member_id), existing
-        if existing is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by member {existing.member_id}.",
-            )
+        existing = _static_holder(group, instance_id, member_id)
         self._check_member_epoch(existing, epoch, owned)
         return existing, None
 
@@ -555,15 +549,7 @@ class ConsumerGroupManager:
             self.log.info("group %s: member %s left", group_id, member_id)
             records.extend(self.fence_member_records(group, member))
             return response
-        existing_id = group.static_member_id(instance_id)
-        member = None if existing_id is None else group.members.get(existing_id)
-        if member is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if member.member_id != member_id:
-            raise HeartbeatError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.",
-            )
+        member = _static_holder(group, instance_id, member_id)
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # It keeps its partitions for a while; its session timeout still runs.
             self.log.info("group %s: static member %s (%s) left for now", group_id, member_id, instance_id)
@@ -646,3 +632,18 @@ class ConsumerGroupManager:
                     self._schedule_rebalance_timeout(
                         group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms
                     )
+
+
+def _static_holder(group: ConsumerGroup, instance_id: str, member_id: str) -> ConsumerGroupMember:
+    """The member holding ``instance_id``, which must be ``member_id`` (Kafka's checks that a static
+    member is known and not fenced, for a heartbeat and for a leave alike)."""
+    holder_id = group.static_member_id(instance_id)
+    holder = None if holder_id is None else group.members.get(holder_id)
+    if holder is None:
+        raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if holder.member_id != member_id:
+        raise HeartbeatError(
+            ErrorCode.FENCED_INSTANCE_ID,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member {holder.member_id}.",
+        )
+    return holder
