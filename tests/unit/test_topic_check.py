@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.request_path import FakeTransport
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.net.connection import ClientConnection
 from kcoord.coordinator.net.gateway import ClusterView
@@ -186,26 +187,6 @@ def test_split_and_merge_keep_request_order() -> None:
 
 
 # -- through a client connection ------------------------------------------------------------------------
-class Transport:
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 async def _no_listener(broker: Any) -> int:
     raise AssertionError("no upstream brokers here")
 
@@ -227,7 +208,7 @@ class Client:
         await asyncio.gather(*(s.load() for s in app.shards))
         app.cluster = ClusterView([("upstream", 9092)], "127.0.0.1", 0, 1_000_000, _no_listener)
         app.cluster.topics = TopicCatalog(self.upstream.fetch)
-        self.transport = Transport()
+        self.transport = FakeTransport()
         self.conn = ClientConnection(Listener(app, None))
         self.conn.connection_made(self.transport)  # type: ignore[arg-type]
         return self
@@ -243,8 +224,7 @@ class Client:
         got: list[bytes] = []
         for _ in range(200):
             await asyncio.sleep(0.005)
-            got += decoder.feed(bytes(self.transport.data))
-            self.transport.data.clear()
+            got += decoder.feed(self.transport.take())
             if len(got) == len(requests):
                 break
         assert len(got) == len(requests), got
