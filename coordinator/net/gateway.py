@@ -274,13 +274,24 @@ class ClusterView:
         return rng is not None and rng[0] <= version <= rng[1]
 
     # -- rewriting ----------------------------------------------------------------------------------
+    async def _listen_port(self, node_id: int, host: str, port: int, rack: str | None = None) -> int | None:
+        """kcoord's port for a broker an answer names (opening one for a broker met for the first
+        time); None if no listener can be opened: the broker is then left out of the answer, and
+        the client refreshes its metadata instead of learning the broker's own address."""
+        try:
+            broker = await self.ensure_broker(node_id, host, port, rack)
+        except OSError as exc:
+            log.warning("no listener for broker %d (%s:%d): %s; left out of the answer", node_id, host, port, exc)
+            return None
+        return broker.listen_port
+
     async def rewrite_metadata(self, resp: Any) -> Any:
         self.topics.learn(resp.topics)
         B = m.MetadataResponse.MetadataResponseBroker
         brokers = []
         for b in resp.brokers:
-            broker = await self.ensure_broker(b.node_id, b.host, b.port, b.rack)
-            brokers.append(B(node_id=b.node_id, host=self.advertised_host, port=broker.listen_port, rack=b.rack))
+            if (listen_port := await self._listen_port(b.node_id, b.host, b.port, b.rack)) is not None:
+                brokers.append(B(node_id=b.node_id, host=self.advertised_host, port=listen_port, rack=b.rack))
         brokers.append(B(node_id=self.coordinator_node_id, host=self.advertised_host, port=self.coordinator_port))
         resp.brokers = brokers
         return resp
@@ -289,11 +300,11 @@ class ClusterView:
         B = m.DescribeClusterResponse.DescribeClusterBroker
         brokers = []
         for b in resp.brokers:
-            broker = await self.ensure_broker(b.broker_id, b.host, b.port, b.rack)
-            brokers.append(
-                B(broker_id=b.broker_id, host=self.advertised_host, port=broker.listen_port, rack=b.rack,
-                  is_fenced=getattr(b, "is_fenced", False))
-            )
+            if (listen_port := await self._listen_port(b.broker_id, b.host, b.port, b.rack)) is not None:
+                brokers.append(
+                    B(broker_id=b.broker_id, host=self.advertised_host, port=listen_port, rack=b.rack,
+                      is_fenced=getattr(b, "is_fenced", False))
+                )
         brokers.append(B(broker_id=self.coordinator_node_id, host=self.advertised_host, port=self.coordinator_port))
         resp.brokers = brokers
         return resp
@@ -303,26 +314,24 @@ class ClusterView:
         entries = resp.coordinators if resp.coordinators else [resp]
         for e in entries:
             if e.error_code == ErrorCode.NONE and e.node_id >= 0:
-                broker = await self.ensure_broker(e.node_id, e.host, e.port)
-                e.host, e.port = self.advertised_host, broker.listen_port
+                listen_port = await self._listen_port(e.node_id, e.host, e.port)
+                if listen_port is None:
+                    e.error_code, e.node_id, e.host, e.port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+                else:
+                    e.host, e.port = self.advertised_host, listen_port
         return resp
 
     async def rewrite_node_endpoints(self, resp: Any) -> Any:
         """Rewrite a Produce/Fetch answer's KIP-951 leader endpoints to kcoord's broker ports.
 
-        A leader kcoord has no listener for yet (a broker that just joined) gets one. If that
-        listener cannot be opened the endpoint is dropped: the client then refreshes its metadata
-        instead of learning the broker's own address.
+        A leader kcoord has no listener for yet (a broker that just joined) gets one (see
+        :meth:`_listen_port` for when it cannot).
         """
         endpoints = []
         for e in resp.node_endpoints:
-            try:
-                broker = await self.ensure_broker(e.node_id, e.host, e.port, e.rack)
-            except OSError as exc:
-                log.warning("no listener for broker %d (%s:%d): %s; endpoint dropped", e.node_id, e.host, e.port, exc)
-                continue
-            e.host, e.port = self.advertised_host, broker.listen_port
-            endpoints.append(e)
+            if (listen_port := await self._listen_port(e.node_id, e.host, e.port, e.rack)) is not None:
+                e.host, e.port = self.advertised_host, listen_port
+                endpoints.append(e)
         resp.node_endpoints = endpoints
         return resp
 

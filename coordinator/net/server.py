@@ -178,16 +178,31 @@ class App:
         return None if cluster is None else cluster.topics.names.get(topic_id)
 
     async def _open_broker_listener(self, broker: Broker) -> int:
+        """Listen for ``broker``: on the next of ``broker.ports``, else on the listen port + 1, + 2, ...
+
+        A derived port another socket already holds (it may have been handed out as the ephemeral
+        port of some outgoing connection) is passed over for one the OS picks, with a warning: a
+        client must never lose its connection because kcoord met a new broker. A port the
+        operator listed is theirs to free, so failing to bind it raises.
+        """
         s = self.settings
+        derived = False
         if self._broker_port_index < len(s.broker_ports):
             port = s.broker_ports[self._broker_port_index]
         elif s.listen[1] != 0 and not s.broker_ports:
             port = s.listen[1] + 1 + self._broker_port_index
+            derived = True
         else:
             port = 0
         self._broker_port_index += 1
         listener = Listener(self, broker.node_id)
-        actual = await listener.start(s.listen[0], port)
+        try:
+            actual = await listener.start(s.listen[0], port)
+        except OSError as exc:
+            if not derived:
+                raise
+            actual = await listener.start(s.listen[0], 0)
+            log.warning("port %d for broker %d is taken (%s): serving it on %d instead", port, broker.node_id, exc, actual)
         self.listeners.append(listener)
         return actual
 

@@ -11,6 +11,7 @@ address in what a client receives is visible in the bytes.
 from __future__ import annotations
 
 import re
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -249,6 +250,31 @@ def test_no_relayed_answer_names_an_upstream_address(
         assert [e.node_id for e in response.node_endpoints] == [e.node_id for e in answer.node_endpoints]
     ours = kcoord_ports(kcoord)
     assert all((host, port) == ("127.0.0.1", ours[node]) for node, host, port in addresses), addresses
+
+
+def test_a_taken_broker_port_costs_no_client_its_connection() -> None:
+    """The port kcoord would derive for a newly met broker (listen port + 1 + n) may be held by
+    another socket (those ports can be handed out as ephemeral ports): kcoord serves that broker
+    on a port the OS picks, and the client that brought the news keeps its connection."""
+    with FaultUpstream() as upstream:
+        ADDRESSES[1] = (upstream.host, upstream.port)
+        port = free_port_block(4)
+        with socket.socket() as squatter, KcoordProcess("--storage", "memory", "--shards", "1",
+                                                        bootstrap=upstream.address, port=port) as kcoord:
+            squatter.bind(("127.0.0.1", port + 2))  # node 1 got port + 1 at start; the next broker's is taken
+            squatter.listen()
+            R = m.DescribeClusterResponse
+            upstream.responder = lambda api, v, req: R(cluster_id="c", controller_id=1, brokers=[
+                R.DescribeClusterBroker(broker_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1]) for n in (1, 2)])
+            with WireClient(f"127.0.0.1:{broker_port(kcoord)}") as client:
+                first = client.request(ApiKey.DESCRIBE_CLUSTER, 1, m.DescribeClusterRequest())
+                again = client.request(ApiKey.DESCRIBE_CLUSTER, 1, m.DescribeClusterRequest())  # same connection
+            ports = {b.broker_id: b.port for b in first.brokers}
+            assert ports[1] == port + 1 and ports[2] not in (port, port + 1, port + 2)
+            assert {b.broker_id: b.port for b in again.brokers} == ports
+            assert kcoord_ports(kcoord)[2] == ports[2]
+            socket.create_connection(("127.0.0.1", ports[2]), timeout=5).close()  # and it listens there
+            assert f"port {port + 2} for broker 2 is taken" in kcoord.log_path.read_text()
 
 
 # -- KIP-848 APIs ------------------------------------------------------------------------------------

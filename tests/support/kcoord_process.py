@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -12,18 +13,30 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+_PORT_RNG = random.Random()  # not the global one, which tests may seed
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def free_port_block(count: int = 4, host: str = "127.0.0.1") -> int:
-    """A base port such that base..base+count-1 are all free right now."""
+    """A base port such that base..base+count-1 are all free right now.
+
+    Picked below the kernel's ephemeral range: a port in it can be handed to any outgoing
+    connection between this check and the moment kcoord binds it.
+    """
+    top = _ephemeral_range_start() - count
+    bottom = max(1024, top - 12_000)
+    if top <= bottom:  # an unusual ephemeral range: take our chances in the middle of the ports
+        bottom, top = 20_000, 30_000
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind((host, 0))
-            base = s.getsockname()[1]
-        if base + count > 65535:
-            continue
+        base = _PORT_RNG.randrange(bottom, top)
         ok = True
-        for p in range(base + 1, base + count):
+        for p in range(base, base + count):
             with socket.socket() as t:
                 try:
                     t.bind((host, p))
