@@ -31,7 +31,8 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from kcoord.coordinator.core.consumer.subscriptions import TopicMetadata
@@ -77,7 +78,7 @@ class TopicCatalog:
         # Topic ids of the topics known to exist (OffsetCommit/OffsetFetch v10 name topics by id).
         self.names: dict[uuid.UUID, str] = {}
         self.ids: dict[str, uuid.UUID] = {}
-        self._image: dict[uuid.UUID, TopicMetadata] | None = None  # cached until the topics change
+        self._image: Mapping[uuid.UUID, TopicMetadata] | None = None  # cached until the topics change
         self._confirmed: dict[str, float] = {}  # topic -> when its entry was last confirmed
         self._missing: dict[str, float] = {}  # topic -> until when "does not exist" is believed
         self._inflight: dict[str, asyncio.Future[None]] = {}
@@ -111,16 +112,17 @@ class TopicCatalog:
                 self._missing[name] = now + self.missing_ttl_s
             # Other errors (LEADER_NOT_AVAILABLE while a topic is created, ...) say nothing certain.
 
-    def image(self) -> dict[uuid.UUID, TopicMetadata]:
+    def image(self) -> Mapping[uuid.UUID, TopicMetadata]:
         """The topics known to exist with an id, as the consumer groups' topic image (id → name and
-        partition count); rebuilt only after a change, since every consumer heartbeat reads it."""
+        partition count): read-only, and the same object until the topics change (the heartbeat
+        keeps what it derives from an image while it is handed the same one)."""
         image = self._image
         if image is None:
             partitions = self.partitions
-            image = self._image = {
+            image = self._image = MappingProxyType({
                 topic_id: TopicMetadata(name, partitions[name])
                 for name, topic_id in self.ids.items() if name in partitions
-            }
+            })  # fmt: skip
         return image
 
     def _forget(self, name: str) -> None:

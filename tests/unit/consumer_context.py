@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from kcoord.coordinator.core import records as builders
@@ -62,8 +63,16 @@ class ConsumerLog:
         self.group_id = group_id
         self.clock = ManualClock(1_700_000_000_000)
         self.topics: dict[uuid.UUID, TopicMetadata] = dict(topics or {})
-        self.shard = new_shard(config, self.clock, lambda: self.topics)
+        self._image: TopicImage = MappingProxyType(dict(self.topics))
+        self.shard = new_shard(config, self.clock, self.topic_image)
         self.records: list[Record] = []
+
+    def topic_image(self) -> TopicImage:
+        """``topics`` as the shard reads it: like the net layer's catalog, a new image when the
+        topics changed and the same one otherwise (the handler remembers what it derives per image)."""
+        if self._image != self.topics:
+            self._image = MappingProxyType(dict(self.topics))
+        return self._image
 
     def write(self, *records: Record) -> None:
         for record in records:

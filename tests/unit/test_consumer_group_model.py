@@ -4,6 +4,8 @@ bookkeeping of :meth:`ConsumerGroupMember.with_assignment`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kcoord.coordinator.core import records as builders
@@ -185,7 +187,7 @@ def test_regular_expressions_and_subscriptions() -> None:
     ))  # fmt: skip
     group = log.group
     assert group.subscribed_regex_count("ba.*") == 2 and group.subscribed_regex_count("") == 0
-    assert group.subscribed_topic_names() == {"foo": 2, "baz": 2, "bar": 1}
+    assert group.subscribed_topic_names() == {"foo", "baz", "bar"}
     assert preferred_server_assignor(group.members.values()) == "range"
     log.subscribe("m1", ["foo"], subscribed_topic_regex=None, server_assignor="uniform")
     assert group.subscribed_regex_count("ba.*") == 1
@@ -268,3 +270,44 @@ def test_static_leave_resets_assignment_epochs_to_zero() -> None:
     successor = left.replaced_by("m2")
     assert (successor.member_id, successor.member_epoch, successor.previous_member_epoch) == ("m2", 0, 0)
     assert successor.assigned_partitions == {FOO: {0: 0, 1: 0}} and successor.instance_id == "i1"
+
+
+def test_subscriptions_after_a_change_read_from_the_counts_equal_a_walk_over_the_members() -> None:
+    """What a heartbeat asks of the group (what it will subscribe to once a member is added,
+    changed or removed) comes from subscriber counts kept by replay; it must equal what walking
+    the members as they will be gives, and the version must move whenever the answer may."""
+    log = ConsumerLog()
+    log.subscribe("m1", ["foo"], subscribed_topic_regex="ba.*")
+    log.subscribe("m2", ["foo", "qux"])
+    log.write(builders.consumer_group_regular_expression_record(
+        "grp", "ba.*", ResolvedRegularExpression(frozenset({"bar", "baz"}), version=0, timestamp_ms=1)
+    ))  # fmt: skip
+    group = log.group
+    resolved = group.resolved_regular_expressions
+
+    def walked(members: list[ConsumerGroupMember]) -> set[str]:
+        names: set[str] = set()
+        for mb in members:
+            names |= mb.subscribed_topic_names
+            if mb.subscribed_regex is not None and mb.subscribed_regex in resolved:
+                names |= resolved[mb.subscribed_regex].topics
+        return names
+
+    m1, m2 = group.members["m1"], group.members["m2"]
+    assert group.subscribed_names_after(resolved) == walked([m1, m2]) == set(group.subscribed_topic_names())
+    changed = replace(m2, subscribed_topic_names=frozenset({"new"}))
+    assert group.subscribed_names_after(resolved, added=changed) == walked([m1, changed]) == {"foo", "bar", "baz", "new"}
+    assert group.subscribed_names_after(resolved, removed=(m1,)) == walked([m2]) == {"foo", "qux"}
+    # A static member rejoining under its own member id is removed and added: counted out once.
+    assert group.subscribed_names_after(resolved, removed=(m2,), added=changed) == walked([m1, changed])
+    newcomer = ConsumerGroupMember("m3", subscribed_topic_regex="ba.*")
+    assert group.subscribed_regexes_after(removed=(m1,), added=newcomer) == {"ba.*"}
+    assert group.subscribed_regexes_after(removed=(m1,)) == set()
+    # Nothing in the group changed on the way.
+    assert group.subscribed_topic_names() == {"foo", "qux", "bar", "baz"}
+
+    version = group.subscriptions_version
+    log.subscribe("m2", ["foo", "qux"], client_id="other")  # not a subscription change
+    assert group.subscriptions_version == version
+    log.subscribe("m2", ["foo"])
+    assert group.subscriptions_version > version and group.subscribed_topic_names() == {"foo", "bar", "baz"}

@@ -25,8 +25,10 @@ from kcoord.coordinator.core.consumer.reconciliation import (
 )
 from kcoord.coordinator.core.consumer.subscriptions import (
     TopicMetadata,
+    assigned_topics_are_subscribed,
     assignment_is_subscription_consistent,
     subscribed_topic_ids,
+    subscribed_topic_names,
     topic_ids_by_name,
 )
 from kcoord.protocol.errors import ErrorCode
@@ -492,3 +494,29 @@ def test_replay_gives_back_the_member_with_its_revocation_epoch() -> None:
     old = replace(member(UNREVOKED, 7, 6, at(5, foo=[2]), at(7, foo=[1])), revocation_epoch=3)
     new = run(old, 8, parts(foo=[2, 5]), owned=parts(foo=[2]))
     assert (new.revocation_epoch, new.member_epoch) == (7, 8)
+
+
+GONE = uuid.UUID("d0000000-0000-0000-0000-000000000003")
+NAMES = ["foo", "bar", "deleted", "baz"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    assigned=st.sets(st.sampled_from([FOO, BAR, GONE])),
+    names=st.sets(st.sampled_from(NAMES)),
+    regex=st.sampled_from([None, "ba.*"]),
+    regex_topics=st.sets(st.sampled_from(NAMES)),
+)
+def test_the_heartbeats_consistency_check_by_assigned_topic_agrees_with_kafkas(
+    assigned: set[uuid.UUID], names: set[str], regex: str | None, regex_topics: set[str]
+) -> None:
+    """The heartbeat asks whether a member's assignment fits its subscription starting from the
+    assigned topics (few) instead of the subscribed ones (maybe thousands); the answer must be
+    Kafka's ``assignmentIsSubscriptionConsistent`` over the subscribed topic ids."""
+    old = ConsumerGroupMember(
+        "m", subscribed_topic_names=frozenset(names), subscribed_topic_regex=regex,
+        assigned_partitions={topic_id: {0: 1} for topic_id in assigned},
+    )  # fmt: skip
+    resolved = {"ba.*": ResolvedRegularExpression(frozenset(regex_topics), version=0, timestamp_ms=0)}
+    kafkas = assignment_is_subscription_consistent(old, subscribed_topic_ids(old, resolved, IDS))
+    assert assigned_topics_are_subscribed(old, subscribed_topic_names(old, resolved), TOPICS, IDS) == kafkas

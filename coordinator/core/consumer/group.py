@@ -15,7 +15,9 @@ loads (a ``None`` value is the record's tombstone):
 - the topics each subscribed regular expression resolved to: ConsumerGroupRegularExpression (type 16).
 
 Kept in step by the same methods (never written): the static members, the epoch of every owned
-partition, the subscriber counts of regular expressions and server assignors, and the state.
+partition, the subscriber counts of topic names and regular expressions, a version that changes
+whenever what the group subscribes to may have changed, and the state. They are what lets a
+heartbeat cost the same at any group size: nothing on its path loops over the members.
 
 Invariants (a record that would break one raises :class:`GroupStateError`, as Kafka's replay throws
 IllegalStateException and fails the load):
@@ -99,6 +101,13 @@ class ConsumerGroup:
         self.state = ConsumerGroupState.EMPTY
         self._partition_epochs: dict[uuid.UUID, dict[int, int]] = {}  # owner's member epoch
         self._regex_subscribers: Counter[str] = Counter()
+        self._name_subscribers: Counter[str] = Counter()  # topic name -> members subscribing by name
+        # Bumped by every change that may change what the group subscribes to (a member's names or
+        # regex, a member added or removed, a regex resolved anew): what memos of it are keyed on.
+        self.subscriptions_version = 0
+        self._subscribed_names_memo: tuple[int, frozenset[str]] | None = None
+        # The heartbeat's memo of the metadata hash: (subscriptions version, topic image, hash).
+        self.metadata_hash_memo: tuple[int, object, int] | None = None
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -126,19 +135,65 @@ class ConsumerGroup:
     def subscribed_regex_count(self, regex: str) -> int:
         return self._regex_subscribers[regex]
 
+    def subscribed_regexes_after(
+        self, removed: Iterable[ConsumerGroupMember] = (), added: ConsumerGroupMember | None = None
+    ) -> set[str]:
+        """The regular expressions members subscribe with once ``removed`` are gone and ``added``
+        is in (replacing the member of its id, if any): the subscriber counts, adjusted."""
+        counts = self._regex_subscribers.copy()
+        for member in self._replaced(removed, added):
+            if member.subscribed_regex is not None:
+                counts[member.subscribed_regex] -= 1
+        if added is not None and added.subscribed_regex is not None:
+            counts[added.subscribed_regex] += 1
+        return {regex for regex, count in counts.items() if count > 0}
+
+    def subscribed_names_after(
+        self,
+        resolved: Mapping[str, ResolvedRegularExpression],
+        removed: Iterable[ConsumerGroupMember] = (),
+        added: ConsumerGroupMember | None = None,
+    ) -> set[str]:
+        """The topic names the group subscribes to once ``removed`` are gone and ``added`` is in, by
+        name or through ``resolved`` (the regular expressions as they will resolve): the subscriber
+        counts, adjusted; its cost grows with the topics, not with the members."""
+        counts = self._name_subscribers.copy()
+        for member in self._replaced(removed, added):
+            counts.subtract(member.subscribed_topic_names)
+        if added is not None:
+            counts.update(added.subscribed_topic_names)
+        names = {name for name, count in counts.items() if count > 0}
+        for regex in self.subscribed_regexes_after(removed, added):
+            if (resolution := resolved.get(regex)) is not None:
+                names |= resolution.topics
+        return names
+
+    def _replaced(
+        self, removed: Iterable[ConsumerGroupMember], added: ConsumerGroupMember | None
+    ) -> list[ConsumerGroupMember]:
+        """The members as the group holds them that ``removed`` and ``added`` take away (each once:
+        a static member may rejoin under its own member id)."""
+        ids = {m.member_id for m in removed}
+        if added is not None:
+            ids.add(added.member_id)
+        return [self.members[member_id] for member_id in ids if member_id in self.members]
+
     @property
     def num_classic_protocol_members(self) -> int:
         return sum(1 for member in self.members.values() if member.uses_classic_protocol)
 
-    def subscribed_topic_names(self) -> Counter[str]:
-        """Topic -> subscriptions: by name per member, and per resolved regular expression (as
-        Kafka's ``subscribedTopicNames`` counts them)."""
-        counts: Counter[str] = Counter()
-        for member in self.members.values():
-            counts.update(member.subscribed_topic_names)
+    def subscribed_topic_names(self) -> frozenset[str]:
+        """The topics the group subscribes to: by a member's name, or through a resolved regular
+        expression (Kafka's ``subscribedTopicNames`` keys); remembered until the subscriptions change."""
+        memo = self._subscribed_names_memo
+        if memo is not None and memo[0] == self.subscriptions_version:
+            return memo[1]
+        names = {name for name, count in self._name_subscribers.items() if count > 0}
         for resolved in self.resolved_regular_expressions.values():
-            counts.update(resolved.topics)
-        return counts
+            names |= resolved.topics
+        frozen = frozenset(names)
+        self._subscribed_names_memo = (self.subscriptions_version, frozen)
+        return frozen
 
     # -- commit fencing ---------------------------------------------------------------------------------
     def validate_offset_commit(
@@ -256,6 +311,7 @@ class ConsumerGroup:
         self.target_assignment[member_id] = {topic_id: frozenset(ps) for topic_id, ps in partitions.items()}
 
     def apply_regular_expression(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        self.subscriptions_version += 1
         if value is None:
             self.resolved_regular_expressions.pop(regex, None)
         else:
@@ -286,11 +342,19 @@ class ConsumerGroup:
             self.static_members[new.instance_id] = new.member_id
         if new.subscribed_regex is not None:
             self._regex_subscribers[new.subscribed_regex] += 1
+        self._name_subscribers.update(new.subscribed_topic_names)
+        if (
+            old is None
+            or old.subscribed_topic_names != new.subscribed_topic_names
+            or old.subscribed_regex != new.subscribed_regex
+        ):
+            self.subscriptions_version += 1
         self._update_state()
 
     def _remove_member(self, old: ConsumerGroupMember) -> None:
         self._forget(old)
         del self.members[old.member_id]
+        self.subscriptions_version += 1
         self._update_state()
 
     def _forget(self, old: ConsumerGroupMember) -> None:
@@ -306,6 +370,10 @@ class ConsumerGroup:
             self._regex_subscribers[name] -= 1
             if self._regex_subscribers[name] <= 0:
                 del self._regex_subscribers[name]
+        for topic in old.subscribed_topic_names:
+            self._name_subscribers[topic] -= 1
+            if self._name_subscribers[topic] <= 0:
+                del self._name_subscribers[topic]
 
     def _add_partition_epochs(self, partitions: PartitionEpochs, epoch: int) -> None:
         for topic_id, by_partition in partitions.items():

@@ -74,7 +74,7 @@ from .reconciliation import FencedMemberEpoch, reconcile
 from .store import ConsumerGroups
 from .subscriptions import (
     TopicImage,
-    assignment_is_subscription_consistent,
+    assigned_topics_are_subscribed,
     subscribed_topic_ids,
     subscribed_topic_names,
     topic_ids_by_name,
@@ -196,6 +196,9 @@ class ConsumerGroupManager:
         } or dict(SERVER_ASSIGNORS)
         self.default_assignor = next(iter(self.assignors))
         self._compiled: dict[str, Any] = {}  # regex -> compiled RE2 pattern (soft state)
+        # Memos (soft state, see "memos of the topic image"): never read as a record would be.
+        self._ids_memo: tuple[TopicImage, dict[str, uuid.UUID]] | None = None
+        self._matches_memo: dict[str, tuple[TopicImage, frozenset[str]]] = {}
 
     # -- the request --------------------------------------------------------------------------------
     def heartbeat(self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, out: Result) -> None:
@@ -295,14 +298,21 @@ class ConsumerGroupManager:
             records.append(rec.consumer_group_member_subscription_record(group_id, updated))
             bump = bump or updated.subscribed_topic_names != member.subscribed_topic_names
 
-        # The members as they will be, and the regular expressions they subscribe with.
-        members_after = {m_id: mb for m_id, mb in group.members.items() if replaced is None or m_id != replaced.member_id}
-        members_after[member_id] = updated
-        resolved, regex_changed = self._resolve_regular_expressions(group, members_after, topics, now, records)
+        # What the group subscribes to after this heartbeat: read from the group's subscriber
+        # counts, so that a heartbeat never walks the members; unchanged, it is remembered.
+        removed = () if replaced is None else (replaced,)
+        subscription_changed = (
+            replaced is not None
+            or member_id not in group.members
+            or updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_regex != member.subscribed_regex
+        )
+        resolved, regex_changed = self._resolve_regular_expressions(group, removed, updated, topics, now, records)
         bump = bump or regex_changed
-
-        topic_names = self._subscribed_topic_names(members_after, resolved)
-        new_hash = metadata_hash(topic_names, topics)
+        if subscription_changed or resolved is not group.resolved_regular_expressions:
+            new_hash = metadata_hash(group.subscribed_names_after(resolved, removed, updated), topics)
+        else:
+            new_hash = self._metadata_hash_of(group, topics)
         bump = bump or new_hash != group.metadata_hash
         group_epoch = group.group_epoch
         if bump:
@@ -329,10 +339,11 @@ class ConsumerGroupManager:
             )
 
         # 3. Reconcile the member towards its target.
-        subscribed = subscribed_topic_ids(updated, resolved, topic_ids_by_name(topics))
-        consistent = assignment_is_subscription_consistent(updated, subscribed)
+        ids_by_name = self._ids_by_name(topics)
+        consistent = assigned_topics_are_subscribed(updated, subscribed_topic_names(updated, resolved), topics, ids_by_name)
         reconciled = updated
         if not (consistent and updated.is_reconciled_to(target_epoch)):
+            subscribed = subscribed_topic_ids(updated, resolved, ids_by_name)
             try:
                 reconciled = reconcile(
                     updated,
@@ -371,7 +382,10 @@ class ConsumerGroupManager:
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
             and owned is not None
         )
-        if is_full_request or _assignment(reconciled) != _assignment(member):
+        partitions_changed = reconciled.assigned_partitions is not member.assigned_partitions and (
+            _assignment(reconciled) != _assignment(member)
+        )
+        if is_full_request or partitions_changed:
             response.assignment = _response_assignment(reconciled)
         return response
 
@@ -473,30 +487,63 @@ class ConsumerGroupManager:
         )
         records.append(rec.consumer_group_current_assignment_record(group_id, new))
 
+    # -- memos of the topic image ------------------------------------------------------------------
+    # The image is replaced, never changed in place, when the cluster's topics change: what is
+    # derived from it is kept until the next image (an identity check per heartbeat).
+    def _ids_by_name(self, topics: TopicImage) -> Mapping[str, uuid.UUID]:
+        memo = self._ids_memo
+        if memo is None or memo[0] is not topics:
+            memo = self._ids_memo = (topics, topic_ids_by_name(topics))
+        return memo[1]
+
+    def _metadata_hash_of(self, group: ConsumerGroup, topics: TopicImage) -> int:
+        """The metadata hash of what ``group`` subscribes to now, remembered per group until its
+        subscriptions or the image change."""
+        memo = group.metadata_hash_memo
+        if memo is not None and memo[0] == group.subscriptions_version and memo[1] is topics:
+            return memo[2]
+        value = metadata_hash(group.subscribed_topic_names(), topics)
+        group.metadata_hash_memo = (group.subscriptions_version, topics, value)
+        return value
+
+    def _matching_topics(self, regex: str, topics: TopicImage) -> frozenset[str]:
+        memo = self._matches_memo.get(regex)
+        if memo is not None and memo[0] is topics:
+            return memo[1]
+        pattern = self._compile(regex)
+        matched = frozenset(meta.name for meta in topics.values() if pattern.fullmatch(meta.name) is not None)
+        if len(self._matches_memo) > 10_000:
+            self._matches_memo.clear()
+        self._matches_memo[regex] = (topics, matched)
+        return matched
+
     # -- regular expressions ------------------------------------------------------------------------
     def _resolve_regular_expressions(
         self,
         group: ConsumerGroup,
-        members_after: Mapping[str, ConsumerGroupMember],
+        removed: tuple[ConsumerGroupMember, ...],
+        updated: ConsumerGroupMember,
         topics: TopicImage,
         now: int,
         records: list[Record],
-    ) -> tuple[dict[str, ResolvedRegularExpression], bool]:
-        """The group's resolved regular expressions after this heartbeat, and whether one that a
-        member subscribes with resolved to other topics than before. Writes a record for each new or
-        changed resolution and a tombstone for each regular expression nobody subscribes with any more."""
-        wanted = {mb.subscribed_regex for mb in members_after.values() if mb.subscribed_regex is not None}
-        resolved = dict(group.resolved_regular_expressions)
+    ) -> tuple[Mapping[str, ResolvedRegularExpression], bool]:
+        """The group's resolved regular expressions after this heartbeat (the group's own mapping
+        when nothing changes), and whether one that a member subscribes with resolved to other
+        topics than before. Writes a record for each new or changed resolution and a tombstone for
+        each regular expression nobody subscribes with any more."""
+        if updated.subscribed_regex is not None:
+            self._compile(updated.subscribed_regex)  # refused before anything else if it does not compile
+        wanted = group.subscribed_regexes_after(removed, updated)
+        current = group.resolved_regular_expressions
+        if not wanted and not current:
+            return current, False
+        resolved = dict(current)
         changed = False
         for regex in sorted(resolved.keys() - wanted):
             records.append(rec.consumer_group_regular_expression_tombstone(group.group_id, regex))
             del resolved[regex]
-        if not wanted:
-            return resolved, False
-        names = sorted(metadata.name for metadata in topics.values())
         for regex in sorted(wanted):
-            pattern = self._compile(regex)
-            matched = frozenset(name for name in names if pattern.fullmatch(name) is not None)
+            matched = self._matching_topics(regex, topics)
             old = resolved.get(regex)
             if old is not None and old.topics == matched:
                 continue
@@ -504,6 +551,8 @@ class ConsumerGroupManager:
             records.append(rec.consumer_group_regular_expression_record(group.group_id, regex, new))
             resolved[regex] = new
             changed = changed or old is not None or bool(matched)
+        if resolved == current:
+            return current, False
         return resolved, changed
 
     def _compile(self, regex: str) -> Any:
@@ -522,15 +571,6 @@ class ConsumerGroupManager:
                 self._compiled.clear()
             self._compiled[regex] = pattern
         return pattern
-
-    @staticmethod
-    def _subscribed_topic_names(
-        members: Mapping[str, ConsumerGroupMember], resolved: Mapping[str, ResolvedRegularExpression]
-    ) -> set[str]:
-        names: set[str] = set()
-        for member in members.values():
-            names |= subscribed_topic_names(member, resolved)
-        return names
 
     # -- leave and fence ----------------------------------------------------------------------------
     def _leave(self, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]) -> m.ConsumerGroupHeartbeatResponse:
@@ -565,7 +605,6 @@ class ConsumerGroupManager:
         topics the others subscribe to. Cancels the member's timers."""
         group_id = group.group_id
         records = rec.consumer_group_member_tombstones(group_id, member.member_id)
-        others = {m_id: mb for m_id, mb in group.members.items() if m_id != member.member_id}
         resolved = dict(group.resolved_regular_expressions)
         regex = member.subscribed_regex
         if regex is not None and regex in resolved and group.subscribed_regex_count(regex) <= 1:
@@ -574,7 +613,7 @@ class ConsumerGroupManager:
         topics = self.topic_image()
         if group.has_subscription_metadata_record:
             records.append(rec.consumer_group_subscription_metadata_tombstone(group_id))
-        new_hash = metadata_hash(self._subscribed_topic_names(others, resolved), topics)
+        new_hash = metadata_hash(group.subscribed_names_after(resolved, removed=(member,)), topics)
         records.append(rec.consumer_group_epoch_record(group_id, group.group_epoch + 1, new_hash))
         self._cancel_timers(group_id, member.member_id)
         return records

@@ -25,7 +25,9 @@ class TopicMetadata:
     partition_count: int
 
 
-# topic id -> its name and partition count: the cluster's topics the coordinator knows of
+# topic id -> its name and partition count: the cluster's topics the coordinator knows of. An image
+# is never changed in place: a change of the cluster's topics is a new image, so what is derived
+# from one may be kept while the coordinator is handed the same image (an identity check).
 TopicImage = Mapping[uuid.UUID, TopicMetadata]
 
 
@@ -68,3 +70,20 @@ def assignment_is_subscription_consistent(
     ask it at any time, after a reload too; a deleted topic has no id and is never consistent.
     When it is false, the reconciliation strips those topics (``enforce_subscription_consistency``)."""
     return all(topic_id in subscribed_ids for topic_id in member.assigned_partitions)
+
+
+def assigned_topics_are_subscribed(
+    member: ConsumerGroupMember,
+    subscribed_names: Collection[str],
+    topics: TopicImage,
+    ids_by_name: Mapping[str, uuid.UUID],
+) -> bool:
+    """:func:`assignment_is_subscription_consistent` read the other way round, for the heartbeat's
+    path: from the topics the member is assigned (a few) rather than the ones it subscribes to (maybe
+    thousands). The same answer: an assigned topic id counts as subscribed when the image names it,
+    by a subscribed name that the image maps back to that id."""
+    for topic_id in member.assigned_partitions:
+        metadata = topics.get(topic_id)
+        if metadata is None or metadata.name not in subscribed_names or ids_by_name.get(metadata.name) != topic_id:
+            return False
+    return True
