@@ -22,5 +22,8 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size (unlimited)
+    # group.consumer.assignment.interval.ms (KIP-1263, Kafka 4.3): a new target assignment is
+    # computed at most once per interval; 0 computes one on every group epoch bump.
+    consumer_assignment_interval_ms: int = 1_000
     # group.consumer.assignors: the server assignors members may name; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")

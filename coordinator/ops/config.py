@@ -304,6 +304,9 @@ OPTIONS: tuple[Option, ...] = (
            "a consumer group (KIP-848) member is removed after this long without a heartbeat", _MS),
     Option("group.consumer.heartbeat.interval.ms", "group.consumer_heartbeat_interval_ms", _integer(1),
            "how often a consumer group (KIP-848) member heartbeats", _MS),
+    Option("group.consumer.assignment.interval.ms", "group.consumer_assignment_interval_ms", _integer(0),
+           "a consumer group's (KIP-848) target assignment is computed at most once per interval "
+           "(KIP-1263; 0: on every group epoch bump)", _MS),
     Option("group.consumer.max.size", "group.consumer_max_size", _integer(1),
            "most members a consumer group (KIP-848) may have", "N"),
     Option("group.consumer.assignors", "group.consumer_assignors", _assignor_list,

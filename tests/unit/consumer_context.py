@@ -64,6 +64,9 @@ class ConsumerLog:
         self.clock = ManualClock(1_700_000_000_000)
         self.topics: dict[uuid.UUID, TopicMetadata] = dict(topics or {})
         self._image: TopicImage = MappingProxyType(dict(self.topics))
+        # Assigning on every epoch bump unless a test says otherwise (as Kafka's request tests do);
+        # the assignment interval (KIP-1263) has tests of its own.
+        config = config or GroupConfig(consumer_assignment_interval_ms=0)
         self.shard = new_shard(config, self.clock, self.topic_image)
         self.records: list[Record] = []
 

@@ -117,6 +117,67 @@ def test_v0_server_generates_the_member_id() -> None:
     assert ctx.member(response.member_id).member_epoch == 1
 
 
+def target_assignment_runs(ctx: Context) -> int:
+    """How many target assignments were computed: one ConsumerGroupTargetAssignmentMetadata each."""
+    return sum(isinstance(r.key, ConsumerGroupTargetAssignmentMetadataKey) and r.value is not None for r in ctx.records)
+
+
+def test_members_joining_within_the_assignment_interval_share_one_assignment() -> None:
+    """KIP-1263 (Kafka 4.3's ``group.consumer.assignment.interval.ms``, 1 s by default): the group
+    epoch is bumped by every join, but a new target assignment is computed at most once per
+    interval; until then members reconcile to the last target (a newcomer: nothing yet)."""
+    ctx = Context(GroupConfig(consumer_assignment_interval_ms=1000), topics={FOO: TopicMetadata("foo", 6)})
+    a = ok(ctx.join("a"))
+    assert a.member_epoch == 1 and assignment(a) == {FOO: set(range(6))} and target_assignment_runs(ctx) == 1
+
+    ctx.sleep(10)
+    b = ok(ctx.join("b"))
+    ctx.sleep(590)
+    c = ok(ctx.join("c"))
+    assert ctx.group.group_epoch == 3 and ctx.group.target_assignment_epoch == 1
+    assert ctx.group.state is ConsumerGroupState.ASSIGNING
+    # The newcomers are at the last target's epoch with nothing; a keeps everything meanwhile.
+    assert (b.member_epoch, assignment(b), c.member_epoch, assignment(c)) == (1, {}, 1, {})
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: range(6)}))
+    assert a.member_epoch == 1 and a.assignment is None  # nothing changed for it
+    assert target_assignment_runs(ctx) == 1
+
+    # The interval has passed: the next heartbeat computes one assignment for both newcomers.
+    ctx.sleep(400)
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: range(6)}))
+    assert target_assignment_runs(ctx) == 2 and ctx.group.target_assignment_epoch == 3
+    assert {len(ctx.group.target_assignment[m_id][FOO]) for m_id in "abc"} == {2}
+    kept = assignment(a)
+    assert kept == {FOO: ctx.group.target_assignment["a"][FOO]} and a.member_epoch == 1  # revoking first
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: kept[FOO]}))
+    b = ok(ctx.heartbeat(member_id="b", member_epoch=1, owned={}))
+    c = ok(ctx.heartbeat(member_id="c", member_epoch=1, owned={}))
+    assert (a.member_epoch, b.member_epoch, c.member_epoch) == (3, 3, 3)
+    assert assignment(b) == {FOO: ctx.group.target_assignment["b"][FOO]}
+    assert ctx.group.state is ConsumerGroupState.STABLE and target_assignment_runs(ctx) == 2
+    ctx.assert_replays()
+
+
+def test_a_leave_within_the_assignment_interval_reassigns_after_it() -> None:
+    ctx = Context(GroupConfig(consumer_assignment_interval_ms=1000), topics={FOO: TopicMetadata("foo", 4)})
+    ok(ctx.join("a"))
+    ctx.sleep(1000)
+    ok(ctx.join("b"))
+    ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: range(4)}))
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: ctx.group.target_assignment["a"][FOO]}))
+    assert a.member_epoch == 2
+    ok(ctx.heartbeat(member_id="b", member_epoch=2, owned={}))
+    assert ctx.group.state is ConsumerGroupState.STABLE
+    ok(ctx.heartbeat(member_id="b", member_epoch=-1))
+    # b's partitions are nobody's until the interval since the last assignment has passed.
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=2, owned={FOO: ctx.group.target_assignment["a"][FOO]}))
+    assert a.assignment is None and ctx.group.target_assignment_epoch == 2 and ctx.group.group_epoch == 3
+    ctx.sleep(1000)
+    a = ok(ctx.heartbeat(member_id="a", member_epoch=2, owned={FOO: ctx.group.target_assignment["a"][FOO]}))
+    assert a.member_epoch == 3 and assignment(a) == {FOO: set(range(4))}
+    ctx.assert_replays()
+
+
 def test_second_member_gets_partitions_only_after_the_first_revokes() -> None:
     ctx = Context(topics={FOO: TopicMetadata("foo", 6)})
     a = ok(ctx.join("a"))

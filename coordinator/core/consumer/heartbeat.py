@@ -322,8 +322,9 @@ class ConsumerGroupManager:
             records.append(rec.consumer_group_epoch_record(group_id, group_epoch, new_hash))
             self.log.info("group %s: bumped the group epoch to %d", group_id, group_epoch)
 
-        # 2. The target assignment.
-        if group_epoch > group.target_assignment_epoch:
+        # 2. The target assignment: a new one when the group epoch is ahead of it, at most once per
+        # assignment interval (KIP-1263); until then the member reconciles to the last one.
+        if group_epoch > group.target_assignment_epoch and self._may_assign(group, now):
             target_result = update_target_assignment(
                 group, group_epoch, topics, now_ms=now, updated_member=updated,
                 assignors=self.assignors, default_assignor=self.default_assignor,
@@ -388,6 +389,15 @@ class ConsumerGroupManager:
         if is_full_request or partitions_changed:
             response.assignment = _response_assignment(reconciled)
         return response
+
+    def _may_assign(self, group: ConsumerGroup, now: int) -> bool:
+        """Whether the assignment interval has passed since the group's last target assignment was
+        computed (its ConsumerGroupTargetAssignmentMetadata's timestamp). A group without one yet
+        (epoch 0) assigns at once; so does one whose last assignment is in the future (a clock
+        that went back), rather than waiting for the clock to catch up."""
+        interval = self.config.consumer_assignment_interval_ms
+        last = group.assignment_timestamp_ms
+        return interval <= 0 or group.target_assignment_epoch <= 0 or not last <= now < last + interval
 
     def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: a join may create the group (not yet in the
