@@ -18,7 +18,9 @@ One heartbeat, in Kafka's order:
    changed, a regular expression's resolution changed, or the metadata of the subscribed topics
    changed (the *metadata hash*, see :func:`metadata_hash`).
 3. When the group epoch is ahead of the target assignment epoch, compute a new target assignment
-   (:func:`.target_assignment.update_target_assignment`).
+   (:func:`.target_assignment.update_target_assignment`), at most once per
+   ``group.consumer.assignment.interval.ms`` (KIP-1263): members that join together share one
+   assignor run, and until it runs they reconcile to the last target.
 4. Reconcile the member towards its target (:func:`.reconciliation.reconcile`) and write its
    current assignment when it changed; arm its rebalance timeout while it must revoke partitions.
 5. Push back its session timeout and answer with its id, epoch, the heartbeat interval and, for a
@@ -32,9 +34,14 @@ or a rebalance timeout (a member still revoking at the epoch the timer was armed
 member the way a leave removes it.
 
 Regular expressions are RE2 (Kafka uses RE2/J) and are resolved here, synchronously, against the
-topic image on every heartbeat of a group that uses them; a change writes a
-ConsumerGroupRegularExpression record and bumps the group epoch. Kafka resolves them asynchronously,
-at most every 10 s.
+topic image; a resolution is remembered per image, so they are matched again only when the
+cluster's topics change. A change writes a ConsumerGroupRegularExpression record and bumps the group
+epoch. Kafka resolves them asynchronously, at most every 10 s.
+
+The cost of a heartbeat does not grow with the group: what the group subscribes to comes from
+subscriber counts the group keeps by replay (:meth:`.group.ConsumerGroup.subscribed_names_after`),
+and the metadata hash of an unchanged subscription is remembered per topic image. Only computing a
+target assignment walks the members.
 
 The metadata hash is kcoord's: a 64-bit BLAKE2b of the subscribed topics' names, ids and partition
 counts, stored in the ConsumerGroupMetadata record's ``MetadataHash`` like Kafka's (KIP-1101), but
