@@ -38,7 +38,7 @@ from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
 from .clock import NowMs
-from .consumer.commit_fencing import OffsetCommitFencing, TopicIdPartition, request_error
+from .consumer.commit_fencing import UNKNOWN_TOPIC_ID, OffsetCommitFencing, TopicIdPartition, request_error
 from .consumer.group import ConsumerGroup
 from .group_config import GroupConfig
 from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
@@ -48,8 +48,6 @@ from .result import RequestContext, Result
 S = ClassicGroupState
 # name -> topic id, or None for a topic it does not know (the net layer's TopicCatalog ``ids.get``).
 TopicResolver = Callable[[str], "uuid.UUID | None"]
-# Kafka's Uuid.ZERO_UUID, "no topic id": no member holds a partition of it.
-UNKNOWN_TOPIC_ID = uuid.UUID(int=0)
 DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
 # An offset commit record without its three strings: key type, string lengths and partition;
 # value version, offset, leader epoch, metadata length, commit and expire timestamps (rounded up).

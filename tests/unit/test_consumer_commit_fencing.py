@@ -168,9 +168,24 @@ def test_transactional_commits_say_illegal_generation(mode: OffsetCommitFencing)
     log = b_joins_and_takes_p2()
     finish_revocation(log)
     assert commit(log, "A", E0, P2, mode=mode, transactional=True) == {P2: E.ILLEGAL_GENERATION}
-    assert commit(log, "A", E0 + 1, P1, P2, mode=mode, transactional=True, api_version=0) == {
-        P1: E.NONE, P2: E.NONE,  # TxnOffsetCommit has no version floor
-    }  # fmt: skip
+    # TxnOffsetCommit has no version floor; P2 is B's now, which only assignment-epoch looks at.
+    p2 = E.ILLEGAL_GENERATION if mode is OffsetCommitFencing.ASSIGNMENT_EPOCH else E.NONE
+    assert commit(log, "A", E0 + 1, P1, mode=mode, transactional=True, api_version=0) == {P1: E.NONE}
+    assert commit(log, "A", E0 + 1, P1, P2, mode=mode, transactional=True, api_version=0) == {P1: E.NONE, P2: p2}
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_at_the_current_epoch_only_assignment_epoch_refuses_a_partition_the_member_does_not_own(
+    mode: OffsetCommitFencing,
+) -> None:
+    """Issue #12: under assignment-epoch "a partition not owned by the member is rejected", at its
+    current epoch too (Kafka 4.3 accepts the current epoch whatever the partitions, as the other
+    two modes do). A partition still pending revocation is still the member's."""
+    log = b_joins_and_takes_p2()
+    assert commit(log, "A", E0, P2, mode=mode) == {P2: E.NONE}  # A must still revoke P2: its own
+    finish_revocation(log)
+    refused = E.STALE_MEMBER_EPOCH if mode is OffsetCommitFencing.ASSIGNMENT_EPOCH else E.NONE
+    assert commit(log, "A", E0 + 1, P1, P2, mode=mode) == {P1: E.NONE, P2: refused}
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)

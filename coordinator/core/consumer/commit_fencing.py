@@ -15,8 +15,15 @@ picks one of three rules for a commit at an *older* epoch than the member's:
   owns it or must still revoke it, and got it at or before that epoch:
   ``assignment epoch(partition) <= client epoch``.
 
-Every rule accepts the member's current epoch and refuses a newer one. What the three share is
-Kafka 4.3's ``ConsumerGroup.validateOffsetCommit``, in this order:
+Every rule refuses a newer epoch than the member's. ``strict`` and ``revocation-epoch`` accept the
+member's current epoch for any partition, as Kafka does. ``assignment-epoch`` holds the current
+epoch to ownership too, as issue #12 specifies ("a partition not owned by the member is rejected"):
+Kafka 4.3 accepts a commit at the current epoch without looking at the partitions. No honest client
+is refused by it: a client commits only what it owns, and a partition it is revoking is still its
+own until it acknowledges the revocation; what it refuses is a commit racing the revocation's
+acknowledgement, the zombie commit this setting is for.
+
+What the three share is Kafka 4.3's ``ConsumerGroup.validateOffsetCommit``, in this order:
 
 1. A negative epoch commits to a group without members: the admin client, or a consumer that does
    not use group management ("simple" commits).
@@ -53,6 +60,10 @@ if TYPE_CHECKING:
 
 # A committed partition: (topic id, partition index).
 TopicIdPartition = tuple[uuid.UUID, int]
+# Kafka's Uuid.ZERO_UUID, "no topic id": a commit by a topic name the coordinator cannot map to an
+# id. No member holds a partition of it, so no older epoch is accepted for it; at the member's
+# current epoch ownership cannot be judged and the commit is accepted, as Kafka does.
+UNKNOWN_TOPIC_ID = uuid.UUID(int=0)
 
 # OffsetCommit v9 is the first with a member epoch (KIP-848): the least a consumer-protocol member uses.
 OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION = 9
@@ -96,17 +107,21 @@ def validate_offset_commit(
     if not is_transactional and api_version < OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION:
         return every(ErrorCode.UNSUPPORTED_VERSION)
     stale = ErrorCode.ILLEGAL_GENERATION if is_transactional else ErrorCode.STALE_MEMBER_EPOCH
-    if client_epoch == member.member_epoch:
+    if client_epoch > member.member_epoch:
+        return every(stale)
+    if client_epoch == member.member_epoch and fencing is not OffsetCommitFencing.ASSIGNMENT_EPOCH:
         return every(ErrorCode.NONE)
-    if client_epoch > member.member_epoch or fencing is OffsetCommitFencing.STRICT:
+    if fencing is OffsetCommitFencing.STRICT:
         return every(stale)
     if fencing is OffsetCommitFencing.REVOCATION_EPOCH:
         revoked_since = member.revocation_epoch == UNKNOWN_REVOCATION_EPOCH or client_epoch <= member.revocation_epoch
         return every(stale if revoked_since else ErrorCode.NONE)
+    current = client_epoch == member.member_epoch
     codes: dict[TopicIdPartition, ErrorCode] = {}
     for topic_id, partition in committed:
         assigned_at = member.assignment_epoch(topic_id, partition)
-        codes[(topic_id, partition)] = ErrorCode.NONE if assigned_at is not None and assigned_at <= client_epoch else stale
+        accepted = (assigned_at is not None and assigned_at <= client_epoch) or (current and topic_id == UNKNOWN_TOPIC_ID)
+        codes[(topic_id, partition)] = ErrorCode.NONE if accepted else stale
     return codes
 
 
