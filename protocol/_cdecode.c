@@ -60,6 +60,7 @@ enum { DEF_CONST = 0, DEF_LIST = 1, DEF_CALL = 2 };
 /* Bumped whenever the program format changes, so a stale .so is refused rather than misread. */
 #define PROGRAM_FORMAT 2
 #define MAX_UVARINT_BYTES 5
+#define MAX_STRING_BYTES 0x7fff /* Kafka's limit on any string field, in UTF-8 bytes */
 
 static PyObject *CodecError; /* protocol.primitives.CodecError */
 static PyObject *UUIDType;   /* uuid.UUID */
@@ -521,6 +522,11 @@ static PyObject *read_value(Reader *r, const Op *op)
             if (op->nullable)
                 Py_RETURN_NONE;
             PyErr_Format(CodecError, "non-nullable %U is null", op->label);
+            return NULL;
+        }
+        /* Kafka's generated readers refuse a string longer than 0x7fff bytes, compact ones too. */
+        if (op->kind == OP_STRING && len > MAX_STRING_BYTES) {
+            PyErr_Format(CodecError, "%U had invalid length %lld", op->label, (long long)len);
             return NULL;
         }
         if (len > r->end - r->pos) {

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, ClassVar, Self, TypeVar, cast
 
-from .primitives import CodecError, decode_uvarint, encode_uvarint
+from .primitives import MAX_STRING_BYTES, CodecError, decode_uvarint, encode_uvarint
 from .schema import Field, MessageSchema
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -491,6 +491,9 @@ class _Generator:
             if t == "string":
                 # Empty strings are common (commit metadata, unset ids): skip the slice and decode.
                 src.emit(f"elif ln == 0: {target} = ''")
+                # Kafka's generated readers refuse a string longer than 0x7fff bytes, compact ones too
+                # (MessageDataGenerator: "string field groupId had invalid length ..."): a parse error.
+                src.emit(f"elif ln > {MAX_STRING_BYTES}: raise CodecError('string {f.kafka_name} had invalid length %d' % ln)")
             src.emit("else:")
             src.indent += 1
             src.emit("e = pos + ln")

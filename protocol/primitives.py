@@ -21,6 +21,9 @@ class CodecError(ValueError):
 # Single-byte varints cover every small length and count; a table avoids an allocation per call.
 _SMALL_UVARINTS = tuple(bytes((i,)) for i in range(128))
 MAX_UVARINT_BYTES = 5  # 32-bit unsigned
+# Kafka's generated message readers refuse a string field longer than this many UTF-8 bytes, in
+# compact (flexible) encodings too, where the varint length could say more: a parse error.
+MAX_STRING_BYTES = 0x7FFF
 
 
 def encode_uvarint(value: int) -> bytes:

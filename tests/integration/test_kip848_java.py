@@ -150,6 +150,94 @@ def test_killed_member_is_replaced_and_no_record_is_lost(kcoord: KcoordProcess, 
     assert last == {tp: 599 for tp in every}
 
 
+def ownership_intervals(peer: JavaPeer, ended_ms: float | None = None) -> dict[str, list[tuple[float, float]]]:
+    """partition -> [(from, to)] in the peer's wall-clock ms ("ts" of its callbacks): from an
+    "assigned" (the consumer protocol's callbacks are incremental) to the "revoked" or "lost" that
+    took it away, or to ``ended_ms`` (the kill) / now."""
+    held: dict[str, float] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for e in peer.events:
+        if e["event"] == "assigned":
+            for tp in e["partitions"]:
+                held.setdefault(tp, e["ts"])
+        elif e["event"] in ("revoked", "lost"):
+            for tp in e["partitions"]:
+                if tp in held:
+                    out.setdefault(tp, []).append((held.pop(tp), e["ts"]))
+    end = ended_ms if ended_ms is not None else time.time() * 1000
+    for tp, since in held.items():
+        out.setdefault(tp, []).append((since, end))
+    return out
+
+
+def assert_never_owned_twice(owners: dict[str, dict[str, list[tuple[float, float]]]]) -> None:
+    by_partition: dict[str, list[tuple[float, float, str]]] = {}
+    for name, intervals in owners.items():
+        for tp, spans in intervals.items():
+            by_partition.setdefault(tp, []).extend((a, b, name) for a, b in spans)
+    for tp, spans in by_partition.items():
+        spans.sort()
+        until, holder = float("-inf"), ""
+        for start, end, who in spans:
+            assert until <= start, f"{tp} owned by {holder} until {until} and by {who} from {start}: {spans}"
+            if end > until:
+                until, holder = end, who
+
+
+def test_three_members_split_six_partitions_and_survive_a_kill(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
+    """Issue #12: three Java consumers of the consumer protocol subscribe by name, commit with
+    commitSync after every poll, one is SIGKILLed and later restarted. No partition is ever owned by
+    two of them at once (from their rebalance callbacks), every record is read, and the committed
+    offsets end exactly at what was produced."""
+    topic, group = unique("j848-three"), unique("j848-three-group")
+    every = partitions(topic, 6)
+    create_topic(kcoord.bootstrap, topic, 6)
+    # 20 records a poll, a commit after each, 30 ms of "work": the victim dies part-way through its share
+    args = consumer_args(kcoord, group, "--topic", topic, "--commit", "--max-poll-records", "20", "--work-ms", "30")
+    a, b, victim = (java_peer("ConsumerPeer", args, name=f"j848-three-{n}") for n in ("a", "b", "victim"))
+
+    def two_each(peers: list[JavaPeer]) -> Callable[[], bool]:
+        return lambda: split_evenly(peers, every)() and all(len(owned(p)) == 2 for p in peers)
+
+    wait_until(two_each([a, b, victim]), 40, "three members own two partitions each")
+    produce_numbered(kcoord.bootstrap, topic, 3000, 6)
+    wait_until(lambda: victim.latest("committed") is not None, 30, "the victim consumes and commits")
+
+    victim.process.kill()  # SIGKILL: no leave heartbeat; only the session timeout removes it
+    killed_ms = time.time() * 1000
+    victim.stop()
+    victim_read = (victim.latest("records") or {}).get("total", 0)
+    assert victim_read < 1000, f"the victim read {victim_read} records: all of its share before the kill"
+    produce_numbered(kcoord.bootstrap, topic, 300, 6)
+    took = wait_until(lambda: owned(a) | owned(b) == every, 30, "the survivors take the victim's partitions")
+    assert took >= (SESSION_MS / 1000) - 1.5, f"reassigned after {took:.1f}s, before the session timeout"
+    assert len(owned(a)) == len(owned(b)) == 3
+
+    restarted = java_peer("ConsumerPeer", args, name="j848-three-restarted")
+    wait_until(two_each([a, b, restarted]), 40, "the restarted member gets two partitions back")
+    produce_numbered(kcoord.bootstrap, topic, 300, 6)
+    wait_until(lambda: sum(committed_offsets(kcoord, group).values()) == 3600, 40, "every record committed")
+
+    final = committed_offsets(kcoord, group)
+    assert final == {tp: 600 for tp in every}, final
+    peers = {"a": a, "b": b, "victim": victim, "restarted": restarted}
+    last: dict[str, int] = {}
+    for p in peers.values():
+        for e in p.events:
+            if e["event"] == "records":
+                for tp, off in e["offsets"].items():
+                    last[tp] = max(last.get(tp, -1), off)
+    assert last == {tp: 599 for tp in every}, last  # every partition read to its last record
+    delivered = sum(e["count"] for p in peers.values() for e in p.events if e["event"] == "records")
+    assert delivered >= 3600  # at least once: what the victim read but had not committed comes again
+    assert not [e for p in (a, b, restarted) for e in p.events if e["event"] in ("commit_failed", "error", "fenced")]
+    owners = {name: ownership_intervals(p, killed_ms if name == "victim" else None) for name, p in peers.items()}
+    assert_never_owned_twice(owners)
+    print(f"victim's partitions reassigned {took:.1f}s after the kill (it had read {victim_read}); "
+          f"delivered {delivered} records for 3600; "
+          f"ownership changes: { {n: sum(len(v) for v in o.values()) for n, o in owners.items()} }")
+
+
 def test_static_member_restarted_within_the_session_keeps_its_partitions(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
     topic, group = unique("j848-static"), unique("j848-static-group")
     every = partitions(topic, 4)

@@ -322,3 +322,29 @@ def test_unencodable_values_are_codec_errors() -> None:
         messages.HeartbeatRequest(group_id=5).encode(4)  # type: ignore[arg-type]
     with pytest.raises(CodecError):
         messages.HeartbeatRequest(group_id="g" * 40_000).encode(0)  # int16 string length
+
+
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_a_compact_string_longer_than_0x7fff_bytes_is_refused_as_kafka_refuses_it(backend: str) -> None:
+    """Kafka's generated readers allow a string field at most 0x7fff UTF-8 bytes, whatever its
+    encoding ("string field groupId had invalid length 32768"): a compact length can say more, and
+    such a request is a parse error (the broker closes the connection). Accepting one let a client
+    put a group id into kcoord that its int16-length records cannot hold (issue #12, bad input)."""
+    cls = messages.ConsumerGroupHeartbeatRequest
+    if backend == "c" and not cls._C_DECODERS:
+        pytest.skip("the C extension is not built here (no compiler, or KCOORD_PURE_PYTHON=1)")
+    saved = cls._DECODERS
+    cls._DECODERS = cls._C_DECODERS if backend == "c" else cls._PY_DECODERS
+    try:
+        at_limit = cls(group_id="g" * 0x7FFF, member_id="é" * (0x7FFF // 2)).encode(1)
+        decoded = cls.decode(at_limit, 1)
+        assert len(decoded.group_id) == 0x7FFF and len(decoded.member_id.encode()) == 0x7FFE
+        for fields, name, length in [
+            ({"group_id": "g" * 0x8000}, "GroupId", 0x8000),
+            ({"member_id": "é" * 0x4000}, "MemberId", 0x8000),  # 2 bytes a character
+            ({"subscribed_topic_names": ["t", "t" * 100_000]}, "SubscribedTopicNames", 100_000),
+        ]:
+            with pytest.raises(CodecError, match=f"^string {name} had invalid length {length}$"):
+                cls.decode(cls(**fields).encode(1), 1)
+    finally:
+        cls._DECODERS = saved

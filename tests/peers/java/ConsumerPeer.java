@@ -33,6 +33,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       [--heartbeat-interval-ms N] [--max-poll-interval-ms N] [--commit] [--max-records N]
  *       [--max-poll-records N] [--auto-offset-reset earliest|latest] [--close leave|remain|default]
  *       [--max-seconds S] [--poll-ms N] [--metadata-recovery-strategy none|rebootstrap]
+ *       [--work-ms N] (sleep N ms after handling each non-empty poll: a consumer that is still busy with
+ *       its records when it is killed)
  * Events: started, assigned, revoked, lost, records, committed, commit_failed, fenced, error, closed.
  * Partitions are written "topic-partition".
  */
@@ -119,6 +121,7 @@ public final class ConsumerPeer {
         int maxRecords = a.getInt("max-records", -1);
         boolean commit = a.flag("commit");
         Duration pollTimeout = Duration.ofMillis(a.getInt("poll-ms", 200));
+        int workMs = a.getInt("work-ms", 0);
         PeerIO.watchStdin(consumer::wakeup, consumer::wakeup);
         PeerIO.stopAfter(a.getDouble("max-seconds", 0), consumer::wakeup);
         PeerIO.emit("started", "group", a.require("group"), "topics", topics, "pattern", pattern != null ? pattern : subscriptionPattern,
@@ -143,7 +146,13 @@ public final class ConsumerPeer {
                     if (commit) {
                         commitSync(consumer);
                     }
+                    if (workMs > 0) {
+                        Thread.sleep(workMs);
+                    }
                 }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return 0;
             } catch (WakeupException e) {
                 // stop requested or a stdin command arrived; the loop condition / command queue decide
             } catch (FencedInstanceIdException e) {
