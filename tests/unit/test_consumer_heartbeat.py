@@ -627,6 +627,22 @@ class HeartbeatMachine(RuleBasedStateMachine):
         assert self.ctx.fresh_replay().durable_view() == live
 
     @invariant()
+    def the_group_state_is_kafkas(self) -> None:
+        """The state kept by counting on replay equals Kafka's ``maybeUpdateGroupState`` walk."""
+        group = self.ctx.shard.consumer.get("grp")
+        if group is None:
+            return
+        if not group.members:
+            expected = ConsumerGroupState.EMPTY
+        elif group.group_epoch > group.target_assignment_epoch:
+            expected = ConsumerGroupState.ASSIGNING
+        elif all(mb.is_reconciled_to(group.target_assignment_epoch) for mb in group.members.values()):
+            expected = ConsumerGroupState.STABLE
+        else:
+            expected = ConsumerGroupState.RECONCILING
+        assert group.state is expected
+
+    @invariant()
     def a_partition_has_one_owner(self) -> None:
         group = self.ctx.shard.consumer.get("grp")
         if group is None:

@@ -105,6 +105,7 @@ class ConsumerGroup:
         # Bumped by every change that may change what the group subscribes to (a member's names or
         # regex, a member added or removed, a regex resolved anew): what memos of it are keyed on.
         self.subscriptions_version = 0
+        self._unreconciled = 0  # members not reconciled to the target assignment epoch: the state, in O(1)
         self._subscribed_names_memo: tuple[int, frozenset[str]] | None = None
         # The heartbeat's memo of the metadata hash: (subscriptions version, topic image, hash).
         self.metadata_hash_memo: tuple[int, object, int] | None = None
@@ -297,6 +298,10 @@ class ConsumerGroup:
                     f"{len(self.target_assignment)} members still have a target assignment"
                 )
             self.target_assignment_epoch = -1
+        # A new target epoch: who is reconciled to it is counted anew (once per assignment).
+        self._unreconciled = sum(
+            not member.is_reconciled_to(self.target_assignment_epoch) for member in self.members.values()
+        )
         self._update_state()
 
     def apply_target_assignment_member(
@@ -336,6 +341,7 @@ class ConsumerGroup:
         if old is not None:
             self._forget(old)
         self.members[new.member_id] = new
+        self._unreconciled += not new.is_reconciled_to(self.target_assignment_epoch)
         self._add_partition_epochs(new.assigned_partitions, new.member_epoch)
         self._add_partition_epochs(new.partitions_pending_revocation, new.member_epoch)
         if new.instance_id is not None:
@@ -359,6 +365,7 @@ class ConsumerGroup:
 
     def _forget(self, old: ConsumerGroupMember) -> None:
         """Undo what ``old`` added to the derived state."""
+        self._unreconciled -= not old.is_reconciled_to(self.target_assignment_epoch)
         self._remove_partition_epochs(old.assigned_partitions, old.member_epoch)
         self._remove_partition_epochs(old.partitions_pending_revocation, old.member_epoch)
         # Kafka writes a replaced static member's tombstones before its successor's records; an
@@ -405,7 +412,7 @@ class ConsumerGroup:
             self.state = ConsumerGroupState.EMPTY
         elif self.group_epoch > self.target_assignment_epoch:
             self.state = ConsumerGroupState.ASSIGNING
-        elif all(member.is_reconciled_to(self.target_assignment_epoch) for member in self.members.values()):
+        elif self._unreconciled == 0:
             self.state = ConsumerGroupState.STABLE
         else:
             self.state = ConsumerGroupState.RECONCILING
