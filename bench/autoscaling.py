@@ -82,6 +82,9 @@ class Result:
     duplicate_keys: int = 0
     lost: int = 0
     unknown_keys: int = 0
+    # consecutive commits of one member sent at different member epochs: the epoch moved under a
+    # committing member this often (each time, a commit in flight at the old epoch is what strict refuses)
+    epoch_changes_between_commits: int = 0
     uncommitted_tails: int = 0  # (member, partition): last delivered offset + 1 != its last successful commit
     final_commit_mismatches: dict[str, list[int]] = field(default_factory=dict)  # tp -> [committed, produced]
     drained: bool = False
@@ -334,8 +337,14 @@ def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str,
     for peer in peers:
         last_delivered: dict[str, int] = {}
         last_committed: dict[str, int] = {}
+        last_epoch: int | None = None
         for e in peer.events:
             kind = e.get("event")
+            if kind in ("committed", "commit_failed"):
+                epoch = e["epoch"] if kind == "committed" else e["epochAtSend"]
+                if last_epoch is not None and epoch != last_epoch:
+                    result.epoch_changes_between_commits += 1
+                last_epoch = epoch
             if kind == "delivered":
                 result.delivered += e["count"]
                 for tp, (first, last) in e["ranges"].items():
@@ -380,7 +389,7 @@ def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str,
 # -- the benchmark: one tansu + one kcoord per mode --------------------------------------------------
 
 
-def run_mode(mode: str, cfg: Config, cpu_servers: int | None) -> Result:
+def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[str] | None = None) -> Result:
     from bench import procs
 
     upstream, upstream_addr = procs.tansu(f"autoscale-tansu-{mode}", cpu_servers)
@@ -389,7 +398,7 @@ def run_mode(mode: str, cfg: Config, cpu_servers: int | None) -> Result:
     try:
         kcoord, listen = procs.kcoord(f"autoscale-kcoord-{mode}", upstream_addr, cpu_servers,
                                       "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
-                                      "--metrics", f"127.0.0.1:{metrics_port}")  # fmt: skip
+                                      "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
         result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
         result.peer_errors += [line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line][:5]
         return result
@@ -408,6 +417,7 @@ def summary(r: Result) -> str:
         f"rejections by error: {r.rejected_by_error}",
         f"server: OffsetCommit requests {r.server_commit_requests:.0f}, fenced {r.server_fenced_commits}, "
         f"partitions by result {r.server_commit_partitions}",
+        f"epoch changes between a member's commits {r.epoch_changes_between_commits}",
         f"produced {r.produced}, delivered {r.delivered}, duplicate deliveries {r.duplicate_deliveries} "
         f"(by key {r.duplicate_keys}), lost {r.lost}, unknown keys {r.unknown_keys}",
         f"drained {r.drained}; final group offsets != produced: {r.final_commit_mismatches or 'none'}; "
@@ -422,15 +432,23 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in asdict(Config()).items():
         ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     ap.add_argument("--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)")
+    ap.add_argument("--session-timeout-ms", type=int, help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)")
+    ap.add_argument("--heartbeat-interval-ms", type=int,
+                    help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)")
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args(argv)
     cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
     from tests.support.java import compile_peers
 
     compile_peers()
+    kcoord_args = []
+    if args.session_timeout_ms:
+        kcoord_args += ["--group-consumer-session-timeout-ms", str(args.session_timeout_ms)]
+    if args.heartbeat_interval_ms:
+        kcoord_args += ["--group-consumer-heartbeat-interval-ms", str(args.heartbeat_interval_ms)]
     results = []
     for mode in args.mode or list(MODES):
-        r = run_mode(mode, cfg, args.cpu)
+        r = run_mode(mode, cfg, args.cpu, kcoord_args)
         results.append(r)
         print(summary(r), flush=True)
     print(f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
