@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,11 @@ class Result:
     server_fenced_commits: dict[str, float] = field(default_factory=dict)
     server_commit_partitions: dict[str, float] = field(default_factory=dict)
     server_commit_requests: float = 0.0
+    commit_ms_p50: float = 0.0  # commitSync's duration as the members timed it
+    commit_ms_p99: float = 0.0
+    commit_ms_max: float = 0.0
+    loadavg: list[str] = field(default_factory=list)  # /proc/loadavg at the start and the end: other work on the machine
+    events_path: str = ""  # every peer event, one JSON line each ({"member": ..., **event})
     peer_errors: list[str] = field(default_factory=list)
     examples: list[dict[str, Any]] = field(default_factory=list)  # a few rejected commits, as the peer told them
     seconds: float = 0.0
@@ -198,7 +204,7 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-autoscaling-"))
     say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
-    result = Result(mode=mode, config=asdict(cfg))
+    result = Result(mode=mode, config=asdict(cfg), loadavg=[_loadavg()])
     rng = random.Random(cfg.seed)
     topic, group = unique("autoscale"), unique("autoscale-group")
     every = {f"{topic}-{p}" for p in range(cfg.partitions)}
@@ -284,7 +290,14 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
             producer.stop()
         for peer in all_peers:
             peer.stop()
+    result.loadavg.append(_loadavg())
     result.members_started = len(all_peers)
+    events_path = log_dir / f"events-{mode}.jsonl"
+    with open(events_path, "w") as out:
+        for peer in all_peers:
+            for e in peer.events:
+                out.write(json.dumps({"member": peer.name, **e}) + "\n")
+    result.events_path = str(events_path)
     result.seconds = round(time.monotonic() - started_at, 1)
     after = scrape(metrics_url)
     result.server_fenced_commits = _delta(before, after, "kcoord_fenced_requests_total", "offset_commit", "reason")
@@ -292,6 +305,12 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
     result.server_commit_requests = sum(_delta(before, after, "kcoord_requests_total", "offset_commit", "version").values())
     _analyse(result, all_peers, producer.sent if producer else {}, topic, _group_offsets(bootstrap, group))
     return result
+
+
+def _loadavg() -> str:
+    with contextlib.suppress(OSError):
+        return Path("/proc/loadavg").read_text().strip()
+    return "?"
 
 
 def _max_committed(peers: list[Any]) -> dict[str, int]:
@@ -332,6 +351,7 @@ def _error_label(event: dict[str, Any]) -> str:
 
 def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str, group_offsets: dict[str, int]) -> None:
     deliveries: Counter[tuple[str, int]] = Counter()
+    commit_ms: list[float] = []
     keys: Counter[int] = Counter()
     by_error: Counter[str] = Counter()
     for peer in peers:
@@ -341,6 +361,7 @@ def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str,
         for e in peer.events:
             kind = e.get("event")
             if kind in ("committed", "commit_failed"):
+                commit_ms.append(e["ms"])
                 epoch = e["epoch"] if kind == "committed" else e["epochAtSend"]
                 if last_epoch is not None and epoch != last_epoch:
                     result.epoch_changes_between_commits += 1
@@ -375,6 +396,11 @@ def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str,
             if last_committed.get(tp) != last + 1:
                 result.uncommitted_tails += 1
     result.commits_attempted = result.commits_ok + result.commits_rejected
+    if commit_ms:
+        commit_ms.sort()
+        result.commit_ms_p50 = round(commit_ms[len(commit_ms) // 2], 1)
+        result.commit_ms_p99 = round(commit_ms[min(len(commit_ms) - 1, int(len(commit_ms) * 0.99))], 1)
+        result.commit_ms_max = round(commit_ms[-1], 1)
     result.rejected_by_error = dict(by_error.most_common())
     result.duplicate_deliveries = sum(n - 1 for n in deliveries.values() if n > 1)
     result.duplicate_keys = sum(n - 1 for n in keys.values() if n > 1)
@@ -417,11 +443,13 @@ def summary(r: Result) -> str:
         f"rejections by error: {r.rejected_by_error}",
         f"server: OffsetCommit requests {r.server_commit_requests:.0f}, fenced {r.server_fenced_commits}, "
         f"partitions by result {r.server_commit_partitions}",
-        f"epoch changes between a member's commits {r.epoch_changes_between_commits}",
+        f"epoch changes between a member's commits {r.epoch_changes_between_commits}; commitSync ms "
+        f"p50 {r.commit_ms_p50} p99 {r.commit_ms_p99} max {r.commit_ms_max}",
         f"produced {r.produced}, delivered {r.delivered}, duplicate deliveries {r.duplicate_deliveries} "
         f"(by key {r.duplicate_keys}), lost {r.lost}, unknown keys {r.unknown_keys}",
         f"drained {r.drained}; final group offsets != produced: {r.final_commit_mismatches or 'none'}; "
         f"uncommitted tails {r.uncommitted_tails}; peer errors {r.peer_errors or 'none'}; {r.seconds}s",
+        f"loadavg {r.loadavg}; events {r.events_path}",
     ]
     return "\n".join(lines)
 
@@ -437,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)")
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop the members, kcoord and tansu
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
     from tests.support.java import compile_peers
 
