@@ -83,6 +83,7 @@ def test_scaling_group_with_assignment_epoch_fencing_refuses_no_commit_of_an_own
     # STALE_MEMBER_EPOCH, so a refusal cannot hide inside the client).
     assert r.commits_attempted >= 200, summary(r)
     assert r.epoch_changes_between_commits >= 10, summary(r)
-    assert r.server_commit_requests == r.commits_attempted, summary(r)
+    # (>=: a commit the client retried after a retriable error reaches the server twice; none did so far)
+    assert r.server_commit_requests >= r.commits_attempted, summary(r)
     assert sum(r.server_fenced_commits.values()) == r.commits_rejected, summary(r)
     assert r.delivered >= r.produced > 0
