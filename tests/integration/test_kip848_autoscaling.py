@@ -14,7 +14,6 @@ reconciled well within the 6 s period.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,13 +50,10 @@ def run(tansu: TansuBroker, mode: str, log_dir: Path) -> Result:
     return result
 
 
-@pytest.fixture
-def short_run(tansu: TansuBroker, java_peers: Path, tmp_path: Path) -> Iterator[Result]:
-    yield run(tansu, "assignment-epoch", tmp_path)
-
-
-def test_scaling_group_with_assignment_epoch_fencing_refuses_no_commit_of_an_owned_partition(short_run: Result) -> None:
-    r = short_run
+def test_scaling_group_with_assignment_epoch_fencing_refuses_no_commit_of_an_owned_partition(
+    tansu: TansuBroker, java_peers: Path, tmp_path: Path
+) -> None:
+    r = run(tansu, "assignment-epoch", tmp_path)
     assert not r.peer_errors, r.peer_errors
     assert r.members_started == SHORT.members + SHORT.extra * 2
     assert len(r.scale_steps) == 4, r.scale_steps
