@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -96,7 +97,9 @@ def _cache_key(sources: Sequence[Path], jars: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
 def _javac_version() -> str:
+    """Asked once per process: it starts a JVM (about half a second), and every peer start hashes it in."""
     out = subprocess.run(["javac", "-version"], capture_output=True, text=True, check=True)
     return (out.stdout + out.stderr).strip()
 

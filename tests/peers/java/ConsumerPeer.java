@@ -18,6 +18,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
@@ -34,9 +35,20 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       [--max-poll-records N] [--auto-offset-reset earliest|latest] [--close leave|remain|default]
  *       [--max-seconds S] [--poll-ms N] [--metadata-recovery-strategy none|rebootstrap]
  *       [--work-ms N] (sleep N ms after handling each non-empty poll: a consumer that is still busy with
- *       its records when it is killed)
+ *       its records when it is killed) [--commit-processed]
  * Events: started, assigned, revoked, lost, records, committed, commit_failed, fenced, error, closed.
  * Partitions are written "topic-partition".
+ *
+ * --commit-processed (instead of --commit): after every non-empty poll, commitSync exactly the records
+ * that poll returned (last offset + 1 of each partition in it), and report everything needed to audit
+ * the commit: a "delivered" event per poll with each partition's record keys (decimal keys, e.g. from
+ * tests.support.workload's numbered producer; null for other keys) and offsets; "committed" with the
+ * member epoch; "commit_failed" for EVERY failure (any KafkaException: kafka-clients 4.3 answers a
+ * STALE_MEMBER_EPOCH to commitSync with CommitFailedException, without retrying) with the exception
+ * class and message, the committed partitions, and what the consumer owned when the commit was sent and
+ * when the failure was seen (both from the rebalance listener's callbacks, and consumer.assignment()).
+ * A stop request then no longer wakes the consumer up (that could interrupt a commitSync and leave
+ * processed records uncommitted): the loop ends after the current poll (--poll-ms) instead.
  */
 public final class ConsumerPeer {
     private ConsumerPeer() {
@@ -120,10 +132,12 @@ public final class ConsumerPeer {
         List<String> topics = pattern == null && subscriptionPattern == null ? Arrays.asList(a.require("topic").split(",")) : List.of();
         int maxRecords = a.getInt("max-records", -1);
         boolean commit = a.flag("commit");
+        boolean commitProcessed = a.flag("commit-processed");
         Duration pollTimeout = Duration.ofMillis(a.getInt("poll-ms", 200));
         int workMs = a.getInt("work-ms", 0);
-        PeerIO.watchStdin(consumer::wakeup, consumer::wakeup);
-        PeerIO.stopAfter(a.getDouble("max-seconds", 0), consumer::wakeup);
+        Runnable onStop = commitProcessed ? null : consumer::wakeup;
+        PeerIO.watchStdin(onStop, consumer::wakeup);
+        PeerIO.stopAfter(a.getDouble("max-seconds", 0), onStop);
         PeerIO.emit("started", "group", a.require("group"), "topics", topics, "pattern", pattern != null ? pattern : subscriptionPattern,
                 "instanceId", a.get("instance-id", null), "assignor", a.get("assignor", "range"));
         if (subscriptionPattern != null) {
@@ -143,7 +157,9 @@ public final class ConsumerPeer {
                 if (!records.isEmpty()) {
                     total += records.count();
                     PeerIO.emit("records", "count", records.count(), "total", total, "offsets", lastOffsets(records));
-                    if (commit) {
+                    if (commitProcessed) {
+                        commitProcessed(consumer, records);
+                    } else if (commit) {
                         commitSync(consumer);
                     }
                     if (workMs > 0) {
@@ -198,6 +214,58 @@ public final class ConsumerPeer {
         }
     }
 
+    /** --commit-processed: report the poll's records, commitSync exactly them, report the outcome. */
+    static void commitProcessed(KafkaConsumer<byte[], byte[]> consumer, ConsumerRecords<byte[], byte[]> records) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+        Map<String, Object> keys = new TreeMap<>();
+        Map<String, Object> ranges = new TreeMap<>();
+        for (TopicPartition tp : records.partitions()) {
+            List<ConsumerRecord<byte[], byte[]>> part = records.records(tp);
+            List<Object> partKeys = new ArrayList<>(part.size());
+            for (ConsumerRecord<byte[], byte[]> r : part) {
+                partKeys.add(numericKey(r.key()));
+            }
+            keys.put(tp.toString(), partKeys);
+            long first = part.get(0).offset();
+            long last = part.get(part.size() - 1).offset();
+            ranges.put(tp.toString(), List.of(first, last));
+            offsets.put(tp, new OffsetAndMetadata(last + 1));
+        }
+        PeerIO.emit("delivered", "count", records.count(), "keys", keys, "ranges", ranges);
+        List<String> ownedAtSend = names(Listener.OWNED);
+        List<String> assignmentAtSend = names(consumer.assignment());
+        int epochAtSend = consumer.groupMetadata().generationId();
+        long sentAt = System.nanoTime();
+        Map<String, Object> out = new TreeMap<>();
+        offsets.forEach((tp, om) -> out.put(tp.toString(), om.offset()));
+        try {
+            consumer.commitSync(offsets);
+            PeerIO.emit("committed", "offsets", out, "epoch", epochAtSend,
+                    "ms", (System.nanoTime() - sentAt) / 1_000_000.0);
+        } catch (FencedInstanceIdException e) {
+            throw e;
+        } catch (KafkaException e) {
+            PeerIO.emit("commit_failed", "error", e.getClass().getSimpleName(), "message", e.getMessage(),
+                    "offsets", out, "partitions", names(offsets.keySet()),
+                    "ownedAtSend", ownedAtSend, "ownedAtFailure", names(Listener.OWNED),
+                    "assignmentAtSend", assignmentAtSend, "assignmentAtFailure", names(consumer.assignment()),
+                    "epochAtSend", epochAtSend, "epochAtFailure", consumer.groupMetadata().generationId(),
+                    "ms", (System.nanoTime() - sentAt) / 1_000_000.0);
+        }
+    }
+
+    /** A record key written as a decimal number (the numbered producers), else null. */
+    static Object numericKey(byte[] key) {
+        if (key == null) {
+            return null;
+        }
+        try {
+            return Long.parseLong(new String(key, java.nio.charset.StandardCharsets.UTF_8));
+        } catch (NumberFormatException e) {
+            return null;
+        }
+    }
+
     static Map<String, Object> lastOffsets(ConsumerRecords<byte[], byte[]> records) {
         Map<String, Object> out = new TreeMap<>();
         for (ConsumerRecord<byte[], byte[]> r : records) {
@@ -236,6 +304,8 @@ public final class ConsumerPeer {
 
     /** Rebalance callbacks run inside poll() on the polling thread. */
     private static final class Listener implements ConsumerRebalanceListener {
+        /** What the callbacks handed over and did not take back yet (callbacks and readers: the polling thread). */
+        static final java.util.Set<TopicPartition> OWNED = new java.util.HashSet<>();
         private final KafkaConsumer<byte[], byte[]> consumer;
 
         Listener(KafkaConsumer<byte[], byte[]> consumer) {
@@ -252,16 +322,19 @@ public final class ConsumerPeer {
 
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            OWNED.addAll(partitions);
             emit("assigned", partitions);
         }
 
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            OWNED.removeAll(partitions);
             emit("revoked", partitions);
         }
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            OWNED.removeAll(partitions);
             emit("lost", partitions);
         }
     }
