@@ -29,6 +29,13 @@ REQUIRED_VERSIONS = {
     ApiKey.LEAVE_GROUP: 5,
     ApiKey.OFFSET_COMMIT: 9,
 }
+# What the KIP-848 scenarios send (consumer-steady, consumer-commit).
+CONSUMER_REQUIRED_VERSIONS = {
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.OFFSET_COMMIT: 10,
+}
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -41,22 +48,24 @@ async def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
     return conn.versions
 
 
-def check_versions(versions: dict[int, tuple[int, int]]) -> None:
+def check_versions(versions: dict[int, tuple[int, int]], required: dict[int, int] | None = None) -> None:
     missing = [
         f"{ApiKey(k).name} v{v} (server has {versions.get(k)})"
-        for k, v in REQUIRED_VERSIONS.items()
+        for k, v in (REQUIRED_VERSIONS if required is None else required).items()
         if not (k in versions and versions[k][0] <= v <= versions[k][1])
     ]
     if missing:
         raise RuntimeError("target lacks " + ", ".join(missing))
 
 
-async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats | None = None) -> dict[str, tuple[str, int]]:
+async def find_coordinators(
+    bootstrap: str, groups: Sequence[str], stats: Stats | None = None, required: dict[int, int] | None = None
+) -> dict[str, tuple[str, int]]:
     """group -> (host, port) of its coordinator, with batched FindCoordinator v4 requests."""
     host, port = parse_address(bootstrap)
     conn = await open_connection(host, port, stats or Stats(), name="bootstrap")
     try:
-        check_versions(await api_versions(conn))
+        check_versions(await api_versions(conn), required)
         out: dict[str, tuple[str, int]] = {}
         unique = list(dict.fromkeys(groups))
         for i in range(0, len(unique), 500):
@@ -83,9 +92,9 @@ async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats 
         await conn.wait_closed()
 
 
-async def single_coordinator(bootstrap: str, groups: Sequence[str]) -> tuple[str, int]:
+async def single_coordinator(bootstrap: str, groups: Sequence[str], required: dict[int, int] | None = None) -> tuple[str, int]:
     """The one coordinator of all ``groups`` (kcoord and a one-broker tansu both have one)."""
-    found = await find_coordinators(bootstrap, groups)
+    found = await find_coordinators(bootstrap, groups, required=required)
     addresses = set(found.values())
     if len(addresses) != 1:
         raise RuntimeError(f"groups are spread over {len(addresses)} coordinators; the loadgen drives one")

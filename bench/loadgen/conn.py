@@ -32,6 +32,8 @@ API_NAMES: dict[int, str] = {
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.METADATA: "Metadata",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
 }
 
 
