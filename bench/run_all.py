@@ -178,8 +178,8 @@ def _notes(r: dict[str, Any]) -> str:
             "heartbeats_skipped_in_window", "settled", "generations", "join_phase_s", "unowned_excluding_downtime_s",
             "settled_every_step", "partitions_per_commit", "commit_errors", "ramp_s", "settle_s",
             "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "in_window",
-            "groups_settled_at_end", "members_in_group_at_end", "loadgen_tick_lag_p99_ms", "server_cores",
-            "loadgen_cores", "other_cores", "failures"]
+            "groups_settled_at_end", "members_in_group_at_end", "loadgen_tick_lag_p99_ms", "loadgen_tick_lag_max_ms",
+            "heartbeat_timeline", "server_cores", "server_runqueue_wait", "loadgen_cores", "other_cores", "failures"]
     parts = []
     for key in keys:
         if key in r and r[key] not in (None, [], {}):

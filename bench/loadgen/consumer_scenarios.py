@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kcoord.protocol.messages import ApiKey
+
 from .admin import CONSUMER_REQUIRED_VERSIONS, single_coordinator
 from .conn import Stats
 from .consumer_member import ConsumerMember, CState, describe_settled, group_settled
@@ -70,7 +72,7 @@ async def _settled_groups(
     topic_status = await _create_topic(target.bootstrap, topic, partitions)
     group_ids = [f"{prefix}-{run}-{g}" for g in range(group_count)]
     coordinator = await single_coordinator(target.bootstrap, group_ids, required=CONSUMER_REQUIRED_VERSIONS)
-    stats = Stats()
+    stats = Stats(timeline_api=ApiKey.CONSUMER_GROUP_HEARTBEAT)
     rt = await ConsumerRuntime(coordinator, stats, connections).start()
     try:
         groups: dict[str, list[ConsumerMember]] = {g: [] for g in group_ids}
@@ -200,6 +202,8 @@ async def consumer_steady(
             "groups_settled_at_end": settled_groups,
             "members_in_group_at_end": members_at_end,
             "loadgen_tick_lag_p99_ms": round(rt.wheel.lag.percentile(99) / 1000, 3),
+            "loadgen_tick_lag_max_ms": round(rt.wheel.lag.max / 1000, 3),
+            "heartbeat_timeline": window.get("timeline"),
             **server,
             "window": window,
             "failures": rt.failures[:5],

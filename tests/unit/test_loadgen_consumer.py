@@ -186,3 +186,20 @@ def test_describe_settled() -> None:
     assert "target" in (describe_settled(described(5, 5, [(5, [0, 1], [0]), (5, [], [1])]), 2) or "")
     err = D.DescribedGroup(group_id="g", error_code=E.GROUP_ID_NOT_FOUND, error_message="no such group")
     assert "no such group" in (describe_settled(err, 1) or "")
+
+
+def test_stats_timeline_shows_which_seconds_were_slow() -> None:
+    from bench.loadgen.conn import Stats
+
+    s = Stats(timeline_api=68)
+    s.response(68, 0.001)
+    s.response(68, 0.002)
+    s.window_start -= 3.0  # three seconds later
+    s.response(68, 0.250)
+    s.response(8, 9.0)  # another API: not in the timeline
+    t = s.snapshot(5.0)["timeline"]
+    assert t["seconds"] == 2 and t["seconds_max_over_100ms"] == 1
+    assert t["worst_seconds"] == [{"second": 0, "responses": 2, "max_ms": 2.0}, {"second": 3, "responses": 1, "max_ms": 250.0}]
+    s.reset()
+    assert s.snapshot(1.0)["timeline"]["seconds"] == 0
+    assert "timeline" not in Stats().snapshot(1.0)
