@@ -177,7 +177,7 @@ def _notes(r: dict[str, Any]) -> str:
     keys = ["params", "setup_s", "members_stable_at_end", "expected_heartbeats_per_s", "rejoins_in_window",
             "heartbeats_skipped_in_window", "settled", "generations", "join_phase_s", "unowned_excluding_downtime_s",
             "settled_every_step", "partitions_per_commit", "commit_errors", "ramp_s", "settle_s",
-            "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "in_window",
+            "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "before_window", "in_window",
             "groups_settled_at_end", "members_in_group_at_end", "loadgen_tick_lag_p99_ms", "loadgen_tick_lag_max_ms",
             "heartbeat_timeline", "server_cores", "server_runqueue_wait", "loadgen_cores", "other_cores", "failures"]
     parts = []

@@ -230,5 +230,8 @@ class ConsumerRuntime:
             "with_assignment": self.with_assignment, "commit_idle": self.commit_idle,
             "fenced": sum(mb.fenced for mb in self.members),
             "assignment_changes": sum(mb.assignments for mb in self.members),
+            "partitions_revoked": sum(mb.partitions_revoked for mb in self.members),
+            "partitions_assigned": sum(mb.partitions_assigned for mb in self.members),
+            "joins": sum(mb.joins for mb in self.members),
             "stopped": sum(1 for mb in self.members if mb.state is CState.STOPPED),
         }

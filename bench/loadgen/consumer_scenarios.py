@@ -198,6 +198,7 @@ async def consumer_steady(
             "expected_heartbeats_per_s": round(members / s.interval_s, 1),
             "heartbeat": hb,
             "heartbeat_errors": _errors(window, "ConsumerGroupHeartbeat"),
+            "before_window": before,  # the ramp and settle: joins, revocations, acknowledgements
             "in_window": counters,
             "groups_settled_at_end": settled_groups,
             "members_in_group_at_end": members_at_end,
@@ -263,6 +264,7 @@ async def consumer_commit(
             "commit_errors": _errors(window, "OffsetCommit"),
             "heartbeat": _heartbeat_result(window),
             "heartbeat_errors": _errors(window, "ConsumerGroupHeartbeat"),
+            "before_window": before,  # the ramp and settle: joins, revocations, acknowledgements
             "in_window": counters,
             "groups_settled_at_end": settled_groups,
             "members_in_group_at_end": members_at_end,
