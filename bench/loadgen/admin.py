@@ -124,3 +124,30 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> str:
         if admin is not None:
             with contextlib.suppress(Exception):
                 admin.close()
+
+
+async def await_topic_metadata(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> float:
+    """Ask ``bootstrap`` for ``topic``'s Metadata until it lists every partition; seconds it took.
+
+    Why: a consumer asks for its subscription's metadata before it joins, and kcoord learns
+    topics from the Metadata answers it relays. Without this step a group could join before
+    kcoord has seen the topic just created, and the settle time would include kcoord's periodic
+    topic refresh (up to 15 s) instead of the reconciliation.
+    """
+    host, port = parse_address(bootstrap)
+    conn = await open_connection(host, port, Stats(), name="metadata")
+    started = asyncio.get_running_loop().time()
+    try:
+        await api_versions(conn)
+        req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        while True:
+            resp = await conn.call(req, min(12, conn.versions.get(ApiKey.METADATA, (0, 12))[1]))
+            found = [t for t in resp.topics if t.name == topic and t.error_code == 0]
+            if found and len(found[0].partitions) >= partitions:
+                return asyncio.get_running_loop().time() - started
+            if asyncio.get_running_loop().time() - started > timeout_s:
+                raise RuntimeError(f"topic {topic} not in the Metadata of {bootstrap} after {timeout_s:.0f}s")
+            await asyncio.sleep(0.2)
+    finally:
+        conn.close()
+        await conn.wait_closed()

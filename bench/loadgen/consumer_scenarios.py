@@ -3,8 +3,11 @@
 
 Both start the same way (:func:`_settled_groups`):
 
-1. one topic of ``partitions`` partitions (default: the group size, one partition per member);
-   every group subscribes to it by name and the coordinator assigns (server-side assignor);
+1. one topic of ``partitions`` partitions (default: the group size, one partition per member),
+   and a Metadata request for it through the target until it lists every partition (as a
+   consumer asks for its subscription's metadata; kcoord learns topics from the Metadata it
+   relays, so the groups never join before the coordinator knows the topic); every group
+   subscribes to it by name and the coordinator assigns (server-side assignor);
 2. the **ramp**: groups are admitted whole, each member sending its join (epoch 0, full
    heartbeat) at once, at ``join_rate`` members a second. The first member's answer gives the
    heartbeat interval (``heartbeat_interval_ms``) unless ``interval_s`` is set, and the wheel
@@ -30,7 +33,7 @@ from typing import Any
 
 from kcoord.protocol.messages import ApiKey
 
-from .admin import CONSUMER_REQUIRED_VERSIONS, single_coordinator
+from .admin import CONSUMER_REQUIRED_VERSIONS, await_topic_metadata, single_coordinator
 from .conn import Stats
 from .consumer_member import ConsumerMember, CState, describe_settled, group_settled
 from .consumer_runtime import ConsumerRuntime
@@ -70,6 +73,7 @@ async def _settled_groups(
     group_count = math.ceil(members / group_size)
     topic = f"bench-{prefix}-{run}"
     topic_status = await _create_topic(target.bootstrap, topic, partitions)
+    await await_topic_metadata(target.bootstrap, topic, partitions)
     group_ids = [f"{prefix}-{run}-{g}" for g in range(group_count)]
     coordinator = await single_coordinator(target.bootstrap, group_ids, required=CONSUMER_REQUIRED_VERSIONS)
     stats = Stats(timeline_api=ApiKey.CONSUMER_GROUP_HEARTBEAT)
