@@ -46,7 +46,7 @@ class Run:
     title: str
     args: list[str]
     peer: bool = True
-    kcoord: str = "kcoord"  # which kcoord instance: "kcoord" or "kcoord-nodelay"
+    kcoord: str = "kcoord"  # which kcoord instance: "kcoord", "kcoord-nodelay" or "kcoord-fencing-MODE"
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,7 +76,25 @@ def plan(full: bool) -> list[Run]:
     for c in committers:
         runs.append(Run("commit-storm", f"commit storm {c:,} committers",
                         ["--committers", str(c), "--duration", "15" if full else "10", "--connections", "16"]))
+    # KIP-848 (tansu 0.6.0 has no ConsumerGroupHeartbeat: kcoord only). The server's heartbeat
+    # interval (Kafka's default, 5 s); many groups of 50 while the heartbeat is O(group size), and
+    # one 1,000-member group to measure that cost itself.
+    for n in [5_000] + ([20_000, 50_000] if full else []):
+        runs.append(Run("consumer-steady", f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval",
+                        ["--members", str(n), "--group-size", "50", "--duration", "15", "--connections", "16" if n <= 5_000 else "32",
+                         "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
+    runs.append(Run("consumer-steady", "KIP-848 steady one group of 1,000 members, server heartbeat interval",
+                    ["--members", "1000", "--group-size", "1000", "--duration", "15", "--connections", "16",
+                     "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
+    for mode in FENCING_MODES:
+        runs.append(Run("consumer-commit", f"KIP-848 commits, 1,000 members in groups of 10, fencing {mode}",
+                        ["--members", "1000", "--group-size", "10", "--duration", "15" if full else "10",
+                         "--connections", "16", "--join-rate", "2000", "--settle-timeout", "300", "--fencing", mode],
+                        peer=False, kcoord=f"kcoord-fencing-{mode}"))
     return runs
+
+
+FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
 
 
 def machine() -> dict[str, str]:
@@ -158,8 +176,10 @@ def run_table(run: Run) -> list[str]:
 def _notes(r: dict[str, Any]) -> str:
     keys = ["params", "setup_s", "members_stable_at_end", "expected_heartbeats_per_s", "rejoins_in_window",
             "heartbeats_skipped_in_window", "settled", "generations", "join_phase_s", "unowned_excluding_downtime_s",
-            "settled_every_step", "partitions_per_commit", "commit_errors", "server_cores", "loadgen_cores",
-            "other_cores", "failures"]
+            "settled_every_step", "partitions_per_commit", "commit_errors", "ramp_s", "settle_s",
+            "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "before_window", "in_window",
+            "groups_settled_at_end", "members_in_group_at_end", "loadgen_tick_lag_p99_ms", "loadgen_tick_lag_max_ms",
+            "heartbeat_timeline", "server_cores", "server_runqueue_wait", "loadgen_cores", "other_cores", "failures"]
     parts = []
     for key in keys:
         if key in r and r[key] not in (None, [], {}):
@@ -218,6 +238,24 @@ def targets(runs: list[Run]) -> list[str]:
         lines.append(f"| >= 20,000 durable commits/s | {best['commits_per_s']:,.0f}/s with {best['params']['committers']:,} "
                      f"committers (storage={best['params']['storage']}) | {'yes' if best['commits_per_s'] >= 20_000 else 'no'} |")
     lines.append("| 1M-record shard load < 10 s | see the Storage section (`bench/storage.py`) | — |")
+    cg = find("consumer-steady", lambda run, k: k["params"]["members"] >= 50_000)
+    if cg:
+        rate, p99 = cg["heartbeats_per_s"], cg["heartbeat"].get("p99_ms", float("inf"))
+        lines.append(f"| KIP-848: >= 10,000 ConsumerGroupHeartbeat/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
+                     f"(groups of {cg['params']['group_size']}; kcoord run-queue wait {cg.get('server_runqueue_wait')}, other cores "
+                     f"{cg.get('other_cores')}) | {'yes' if rate >= 10_000 and p99 < 10 else 'no'} |")
+    fencing = [run for run in runs if run.scenario == "consumer-commit"]
+    if fencing:
+        lines += ["", "KIP-848 commits by fencing mode (same run, one kcoord per mode):", "",
+                  "| fencing | commits/s | p50 ms | p99 ms | max ms | errors | server cores |", "|---|---|---|---|---|---|---|"]
+        for run in fencing:
+            k = run.results.get("kcoord") or {"error": "not run"}
+            if "error" in k:
+                lines.append(f"| {run.title.rsplit(' ', 1)[-1]} | failed | | | | | |")
+                continue
+            c = k.get("commit", {})
+            lines.append(f"| {k['params']['fencing']} | {_fmt(k['commits_per_s'])} | {_fmt(c.get('p50_ms'))} | {_fmt(c.get('p99_ms'))} "
+                         f"| {_fmt(c.get('max_ms'))} | {k.get('commit_errors') or 'none'} | {_fmt(k.get('server_cores'))} |")
     return lines
 
 
@@ -286,11 +324,20 @@ def main(argv: list[str] | None = None) -> int:
                                        "--internal-topic", "__kcoord_offsets_nodelay", "--group-initial-rebalance-delay-ms", "0")
             children.append(kn)
             kcoords["kcoord-nodelay"] = (kn, kn_addr)
+        for mode in FENCING_MODES:
+            name = f"kcoord-fencing-{mode}"
+            if any(r.kcoord == name for r in runs):
+                kf, kf_addr = procs.kcoord(name, upstream_addr, SERVER_CPU, "--storage", "kafka",
+                                           "--internal-topic", f"__kcoord_offsets_{mode.replace('-', '_')}",
+                                           "--group-consumer-offset-commit-fencing", mode)
+                children.append(kf)
+                kcoords[name] = (kf, kf_addr)
         print(f"kcoord {kc_addr} (pid {kc.pid}, upstream {upstream_addr}), peer tansu {peer_addr} (pid {peer.pid})", flush=True)
         for run in runs:
             print(f"== {run.title}", flush=True)
             child, addr = kcoords[run.kcoord]
-            extra = ["--storage", "kafka (durable, acks=-1 on the upstream tansu)"] if run.scenario == "commit-storm" else []
+            durable = run.scenario in ("commit-storm", "consumer-commit")
+            extra = ["--storage", "kafka (durable, acks=-1 on the upstream tansu)"] if durable else []
             run.results["kcoord"] = run_loadgen(run, "kcoord", addr, [child.pid], extra, args.timeout)
             if run.peer and not args.no_peer:
                 extra = ["--storage", "tansu memory engine"] if run.scenario == "commit-storm" else []

@@ -15,5 +15,7 @@ Layout (small modules, each testable on its own):
 - :mod:`.ownership` — which partitions are owned over time (rolling-bounce "unowned" time);
 - :mod:`.procstat` — CPU of a process from /proc (the coordinator's cost per 1k heartbeats/s);
 - :mod:`.scenarios` — steady, join-storm, rolling-bounce, commit-storm;
+- :mod:`.consumer_member`, :mod:`.consumer_runtime`, :mod:`.consumer_scenarios` — KIP-848 members
+  (ConsumerGroupHeartbeat v1, OffsetCommit v10): consumer-steady, consumer-commit;
 - :mod:`.report` — table and JSON output.
 """

@@ -1,4 +1,4 @@
-"""``python -m bench.loadgen --bootstrap H:P --scenario steady|join-storm|rolling-bounce|commit-storm``.
+"""``python -m bench.loadgen --bootstrap H:P --scenario steady|join-storm|rolling-bounce|commit-storm|consumer-steady|consumer-commit``.
 
 One scenario against one endpoint; prints a summary and the per-API table, and writes the full
 result as JSON with ``--json``. ``bench/run_all.py`` calls this once per scenario and target.
@@ -14,27 +14,32 @@ import resource
 import sys
 from typing import Any
 
-from . import report, scenarios
+from . import consumer_scenarios, report, scenarios
+
+SCENARIOS = {**scenarios.SCENARIOS, **consumer_scenarios.SCENARIOS}
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.loadgen", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--bootstrap", required=True, help="HOST:PORT of any Kafka-protocol endpoint (kcoord or a broker)")
-    p.add_argument("--scenario", required=True, choices=sorted(scenarios.SCENARIOS))
+    p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     p.add_argument("--label", default="target", help="name of the target in the report (kcoord, tansu, ...)")
     p.add_argument("--server-pid", type=int, action="append", default=[], help="charge this process's CPU to the target (repeatable)")
     p.add_argument("--members", type=int, default=None, help="members (steady, join-storm, rolling-bounce)")
     p.add_argument("--group-size", type=int, default=None, help="members per group (steady, commit-storm)")
-    p.add_argument("--interval", type=float, default=None, help="heartbeat interval, seconds")
+    p.add_argument("--interval", type=float, default=None, help="heartbeat interval, seconds (consumer-*: default the server's heartbeat_interval_ms)")
     p.add_argument("--duration", type=float, default=None, help="measurement window, seconds (steady, commit-storm)")
     p.add_argument("--connections", type=int, default=None, help="shared connections for heartbeats and commits")
     p.add_argument("--lanes", type=int, default=None, help="max connections for JoinGroup/SyncGroup at once (steady)")
     p.add_argument("--session-timeout-ms", type=int, default=None)
-    p.add_argument("--partitions", type=int, default=None, help="partitions of the topic (join-storm, rolling-bounce)")
+    p.add_argument("--partitions", type=int, default=None, help="partitions of the topic (join-storm, rolling-bounce, consumer-*: default the group size)")
     p.add_argument("--static", action=argparse.BooleanOptionalAction, default=None, help="static members (group.instance.id)")
     p.add_argument("--downtime", type=float, default=None, help="seconds a bounced member stays down (rolling-bounce)")
     p.add_argument("--committers", type=int, default=None, help="concurrent committers (commit-storm)")
-    p.add_argument("--storage", default=None, help="what the target stores commits in, for the report (commit-storm)")
+    p.add_argument("--storage", default=None, help="what the target stores commits in, for the report (commit-storm, consumer-commit)")
+    p.add_argument("--fencing", default=None, help="the target's group.consumer.offset.commit.fencing, for the report (consumer-commit)")
+    p.add_argument("--join-rate", type=float, default=None, help="members admitted per second in the ramp (consumer-*)")
+    p.add_argument("--settle-timeout", type=float, default=None, help="seconds to wait for every group to settle (consumer-*)")
     p.add_argument("--json", default=None, help="write the full result here")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     p.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=True)
@@ -45,7 +50,7 @@ _ARG_TO_PARAM = {
     "members": "members", "group_size": "group_size", "interval": "interval_s", "duration": "duration_s",
     "connections": "connections", "lanes": "lanes", "session_timeout_ms": "session_timeout_ms",
     "partitions": "partitions", "static": "static", "downtime": "downtime_s", "committers": "committers",
-    "storage": "storage",
+    "storage": "storage", "fencing": "fencing", "join_rate": "join_rate", "settle_timeout": "settle_timeout_s",
 }
 
 
@@ -53,7 +58,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Only the options the user gave and the scenario accepts; the scenario's defaults do the rest."""
     import inspect
 
-    fn = scenarios.SCENARIOS[args.scenario]
+    fn = SCENARIOS[args.scenario]
     accepted = set(inspect.signature(fn).parameters)
     out = {}
     for arg, param in _ARG_TO_PARAM.items():
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     raise_fd_limit()
     target = scenarios.Target(args.bootstrap, args.label, args.server_pid)
-    coro = scenarios.SCENARIOS[args.scenario](target, **scenario_kwargs(args))
+    coro = SCENARIOS[args.scenario](target, **scenario_kwargs(args))
     if args.uvloop:
         import uvloop
 

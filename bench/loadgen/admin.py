@@ -29,6 +29,13 @@ REQUIRED_VERSIONS = {
     ApiKey.LEAVE_GROUP: 5,
     ApiKey.OFFSET_COMMIT: 9,
 }
+# What the KIP-848 scenarios send (consumer-steady, consumer-commit).
+CONSUMER_REQUIRED_VERSIONS = {
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.OFFSET_COMMIT: 10,
+}
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -41,22 +48,24 @@ async def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
     return conn.versions
 
 
-def check_versions(versions: dict[int, tuple[int, int]]) -> None:
+def check_versions(versions: dict[int, tuple[int, int]], required: dict[int, int] | None = None) -> None:
     missing = [
         f"{ApiKey(k).name} v{v} (server has {versions.get(k)})"
-        for k, v in REQUIRED_VERSIONS.items()
+        for k, v in (REQUIRED_VERSIONS if required is None else required).items()
         if not (k in versions and versions[k][0] <= v <= versions[k][1])
     ]
     if missing:
         raise RuntimeError("target lacks " + ", ".join(missing))
 
 
-async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats | None = None) -> dict[str, tuple[str, int]]:
+async def find_coordinators(
+    bootstrap: str, groups: Sequence[str], stats: Stats | None = None, required: dict[int, int] | None = None
+) -> dict[str, tuple[str, int]]:
     """group -> (host, port) of its coordinator, with batched FindCoordinator v4 requests."""
     host, port = parse_address(bootstrap)
     conn = await open_connection(host, port, stats or Stats(), name="bootstrap")
     try:
-        check_versions(await api_versions(conn))
+        check_versions(await api_versions(conn), required)
         out: dict[str, tuple[str, int]] = {}
         unique = list(dict.fromkeys(groups))
         for i in range(0, len(unique), 500):
@@ -83,9 +92,9 @@ async def find_coordinators(bootstrap: str, groups: Sequence[str], stats: Stats 
         await conn.wait_closed()
 
 
-async def single_coordinator(bootstrap: str, groups: Sequence[str]) -> tuple[str, int]:
+async def single_coordinator(bootstrap: str, groups: Sequence[str], required: dict[int, int] | None = None) -> tuple[str, int]:
     """The one coordinator of all ``groups`` (kcoord and a one-broker tansu both have one)."""
-    found = await find_coordinators(bootstrap, groups)
+    found = await find_coordinators(bootstrap, groups, required=required)
     addresses = set(found.values())
     if len(addresses) != 1:
         raise RuntimeError(f"groups are spread over {len(addresses)} coordinators; the loadgen drives one")
@@ -115,3 +124,30 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> str:
         if admin is not None:
             with contextlib.suppress(Exception):
                 admin.close()
+
+
+async def await_topic_metadata(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> float:
+    """Ask ``bootstrap`` for ``topic``'s Metadata until it lists every partition; seconds it took.
+
+    Why: a consumer asks for its subscription's metadata before it joins, and kcoord learns
+    topics from the Metadata answers it relays. Without this step a group could join before
+    kcoord has seen the topic just created, and the settle time would include kcoord's periodic
+    topic refresh (up to 15 s) instead of the reconciliation.
+    """
+    host, port = parse_address(bootstrap)
+    conn = await open_connection(host, port, Stats(), name="metadata")
+    started = asyncio.get_running_loop().time()
+    try:
+        await api_versions(conn)
+        req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        while True:
+            resp = await conn.call(req, min(12, conn.versions.get(ApiKey.METADATA, (0, 12))[1]))
+            found = [t for t in resp.topics if t.name == topic and t.error_code == 0]
+            if found and len(found[0].partitions) >= partitions:
+                return asyncio.get_running_loop().time() - started
+            if asyncio.get_running_loop().time() - started > timeout_s:
+                raise RuntimeError(f"topic {topic} not in the Metadata of {bootstrap} after {timeout_s:.0f}s")
+            await asyncio.sleep(0.2)
+    finally:
+        conn.close()
+        await conn.wait_closed()

@@ -32,16 +32,21 @@ API_NAMES: dict[int, str] = {
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.METADATA: "Metadata",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
 }
 
 
 class Stats:
     """Per-API latency histograms, response counts and error codes for one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeline_api: int | None = None) -> None:
         self.latency: dict[int, Histogram] = {}
         self.errors: Counter[tuple[int, int]] = Counter()
         self.window_start = time.perf_counter()
+        # second of the window -> [responses, max µs] for one API: are slow answers spread out or one stall?
+        self.timeline_api = timeline_api
+        self.timeline: dict[int, list[int]] = {}
 
     def histogram(self, api_key: int) -> Histogram:
         h = self.latency.get(api_key)
@@ -57,7 +62,17 @@ class Stats:
         h = self.latency.get(api_key)
         if h is None:
             h = self.histogram(api_key)
-        h.record(int(seconds * 1_000_000))
+        us = int(seconds * 1_000_000)
+        h.record(us)
+        if api_key == self.timeline_api:
+            sec = int(time.perf_counter() - self.window_start)
+            row = self.timeline.get(sec)
+            if row is None:
+                self.timeline[sec] = [1, us]
+            else:
+                row[0] += 1
+                if us > row[1]:
+                    row[1] = us
 
     def failure(self, api_key: int, error: BaseException) -> None:
         """A heartbeat or commit got no answer: -1 the connection failed, -2 the response was malformed."""
@@ -68,6 +83,7 @@ class Stats:
         for h in self.latency.values():
             h.reset()
         self.errors.clear()
+        self.timeline.clear()
         self.window_start = time.perf_counter()
 
     def snapshot(self, seconds: float | None = None) -> dict[str, Any]:
@@ -80,7 +96,17 @@ class Stats:
                 row["rate_per_s"] = round(h.count / seconds, 1) if seconds > 0 else 0.0
                 apis[API_NAMES.get(key, str(key))] = row
         errors = {f"{API_NAMES.get(k, k)}:{code}": n for (k, code), n in sorted(self.errors.items())}
-        return {"window_s": round(seconds, 3), "apis": apis, "errors": errors}
+        out: dict[str, Any] = {"window_s": round(seconds, 3), "apis": apis, "errors": errors}
+        if self.timeline_api is not None:
+            rows = [(sec, n, us) for sec, (n, us) in self.timeline.items() if sec < int(seconds) + 1]
+            worst = sorted(rows, key=lambda r: -r[2])[:5]
+            out["timeline"] = {
+                "api": API_NAMES.get(self.timeline_api, str(self.timeline_api)),
+                "seconds_max_over_100ms": sum(1 for r in rows if r[2] > 100_000),
+                "seconds": len(rows),
+                "worst_seconds": [{"second": sec, "responses": n, "max_ms": round(us / 1000, 1)} for sec, n, us in sorted(worst)],
+            }
+        return out
 
 
 async def open_connection(host: str, port: int, stats: Stats, client_id: str = "kcoord-loadgen", name: str = "") -> Connection:

@@ -23,6 +23,26 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / _TICK
 
 
+def runqueue_wait_seconds(pid: int) -> float:
+    """Seconds the process's threads were runnable but waiting for a CPU (/proc/PID/task/*/schedstat, field 2).
+
+    Why: on a shared machine a server pinned to one core can be starved by others' work; its
+    latency then grows while its own CPU use stays low. A large wait during a window says so.
+    """
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds all cores spent busy (not idle/iowait) since boot, from /proc/stat."""
     with open("/proc/stat", "rb") as f:
@@ -44,9 +64,11 @@ class Usage:
     self_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0
     wall_s: float = 0.0
+    server_wait_s: float = 0.0
 
     def start(self) -> Usage:
         self._s0 = sum(cpu_seconds(p) for p in self.server_pids)
+        self._q0 = sum(runqueue_wait_seconds(p) for p in self.server_pids)
         self._l0 = time.process_time()
         self._m0 = machine_busy_seconds()
         self._w0 = time.perf_counter()
@@ -54,6 +76,7 @@ class Usage:
 
     def stop(self) -> Usage:
         self.server_cpu_s = sum(cpu_seconds(p) for p in self.server_pids) - self._s0
+        self.server_wait_s = sum(runqueue_wait_seconds(p) for p in self.server_pids) - self._q0
         self.self_cpu_s = time.process_time() - self._l0
         self.machine_cpu_s = machine_busy_seconds() - self._m0
         self.wall_s = time.perf_counter() - self._w0
@@ -68,4 +91,6 @@ class Usage:
             "server_cores": round(server, 3) if server is not None else None,
             "loadgen_cores": round(self.self_cpu_s / w, 3),
             "other_cores": round(max(0.0, other), 3),
+            # fraction of the window the server was runnable but not running (starved by other work)
+            "server_runqueue_wait": round(self.server_wait_s / w, 3) if self.server_pids else None,
         }

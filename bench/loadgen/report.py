@@ -14,6 +14,10 @@ HEADLINE: dict[str, list[tuple[str, bool]]] = {
     "rolling-bounce": [("bounced", True), ("rebalances", False), ("total_s", False), ("unowned_any_s", False), ("unowned_partition_s", False)],
     "commit-storm": [("commits_per_s", True), ("commit.p50_ms", False), ("commit.p99_ms", False),
                      ("commit.p999_ms", False), ("server_cores", False)],
+    "consumer-steady": [("heartbeats_per_s", True), ("heartbeat.p50_ms", False), ("heartbeat.p99_ms", False),
+                        ("heartbeat.max_ms", False), ("server_cores", False), ("server_cores_per_1k_hb_s", False)],
+    "consumer-commit": [("commits_per_s", True), ("commit.p50_ms", False), ("commit.p99_ms", False),
+                        ("commit.max_ms", False), ("heartbeat.p99_ms", False), ("server_cores", False)],
 }
 
 
