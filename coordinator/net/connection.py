@@ -402,6 +402,8 @@ class ClientConnection(asyncio.Protocol):
             self._held_requests.append((api_key, ctx, request, reply))
         elif api_key in TOPIC_ID_APIS and ctx.api_version >= TOPIC_ID_SINCE:
             self._route_by_topic_ids(api_key, ctx, request, reply)
+        elif api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and request.subscribed_topic_names:  # type: ignore[attr-defined]
+            self._route_subscription(ctx, request, reply)
         elif api_key not in COMMIT_APIS or all_known(self.app.cluster.topics.partitions, request.topics):  # type: ignore[attr-defined]
             self.app.router.route(api_key, ctx, request, reply)
         else:
@@ -413,6 +415,20 @@ class ClientConnection(asyncio.Protocol):
             self.app.router.route(api_key, ctx, request, reply)
         else:
             self._route_commit(api_key, ctx, request, reply)
+
+    def _route_subscription(self, ctx: RequestContext, request: Any, reply: Reply) -> None:
+        """A ConsumerGroupHeartbeat naming its topics: names the catalog neither knows nor believes
+        missing are looked up first (a topic created a moment ago, through kcoord or around it), so
+        the member is assigned its partitions now rather than after the catalog's next listing."""
+        catalog = self.app.cluster.topics
+        unsure = catalog.unsure(request.subscribed_topic_names)
+        if not unsure:
+            self.app.router.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, ctx, request, reply)
+            return
+        self._hold_requests_until(
+            catalog.lookup(unsure), "subscription topic lookup",
+            lambda: self.app.router.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, ctx, request, reply),
+        )  # fmt: skip
 
     def _route_by_topic_ids(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
         """A v10 OffsetCommit/OffsetFetch: ids the catalog does not know are looked up first (the

@@ -176,6 +176,15 @@ class TopicCatalog:
                 to_look_up.append(name)  # partitions may have been added since: ask again
         return missing, to_look_up
 
+    def unsure(self, names: Iterable[str]) -> list[str]:
+        """The names a consumer group's topic image cannot decide now: neither known to exist nor
+        believed missing (for ``missing_ttl_s`` after the upstream said so)."""
+        known = self.partitions
+        if all(name in known for name in names):
+            return []
+        now = self.clock()
+        return [name for name in dict.fromkeys(names) if name not in known and self._missing.get(name, 0.0) <= now]
+
     async def lookup(self, names: list[str]) -> None:
         """Ask the upstream about ``names`` (once, however many commits wait for the answer)."""
         loop = asyncio.get_running_loop()

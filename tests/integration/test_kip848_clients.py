@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
 from tests.support.broker import TansuBroker
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
@@ -177,3 +180,20 @@ def test_a_regular_expression_subscription_is_resolved_by_the_coordinator(kcoord
         consumer.close()
     assert assignment == {(t, p) for t in matching for p in range(2)}
     assert len(seen) == 20 and all(s.startswith(prefix) for s in seen)
+
+
+def test_a_join_right_after_the_topic_was_created_around_kcoord_gets_its_partitions(
+    kcoord: KcoordProcess, tansu: TansuBroker
+) -> None:
+    """A topic created on the cluster directly (kcoord relayed no Metadata about it) and joined at
+    once by name: kcoord looks the name up before it serves the join, so the first answer carries
+    every partition, as Kafka's coordinator (which reads the metadata image) would give them."""
+    topic = unique("fresh")
+    create_topic(tansu.bootstrap, topic, 4)
+    with WireClient(kcoord.bootstrap) as client:
+        response = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, m.ConsumerGroupHeartbeatRequest(
+            group_id=unique("g-fresh"), member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=[topic], topic_partitions=[]))  # fmt: skip
+    assert response.error_code == 0 and response.member_epoch == 1
+    assert response.assignment is not None
+    assert [sorted(tp.partitions) for tp in response.assignment.topic_partitions] == [[0, 1, 2, 3]]

@@ -118,6 +118,18 @@ async def test_does_not_exist_is_believed_briefly_and_a_created_topic_is_seen() 
     assert all_known(catalog.partitions, commit("g", {("later", 0): 1}).topics)
 
 
+async def test_a_subscriptions_names_are_unsure_until_known_or_believed_missing() -> None:
+    """What a ConsumerGroupHeartbeat's topic names make kcoord look up before it serves the join."""
+    clock = Clock()
+    upstream = FakeUpstream({"orders": 3})
+    catalog = TopicCatalog(upstream.fetch, clock=clock)
+    assert catalog.unsure(["orders", "nope", "orders"]) == ["orders", "nope"]
+    await catalog.lookup(["orders", "nope"])
+    assert catalog.unsure(["orders", "nope"]) == []  # one known, one believed missing
+    clock.now += 2.5  # past missing_ttl_s: "nope" may have been created since
+    assert catalog.unsure(["orders", "nope"]) == ["nope"]
+
+
 async def test_a_partition_beyond_a_known_topic_is_checked_again_then_refused() -> None:
     clock = Clock()
     upstream = FakeUpstream({"orders": 2})
