@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from kcoord.coordinator.core.clock import Clock, SystemClock
+from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings
@@ -79,6 +80,7 @@ class App:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
+        self.gc_pauses = GcPauseWatch(self.metrics.registry)
         self.observer = ShardEventObserver(self.metrics)
         self.metrics_server: MetricsServer | None = None
         self.storage = storage
@@ -110,6 +112,7 @@ class App:
             lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0
         )
         self._sweeper = asyncio.ensure_future(self._sweep_forever())
+        self.gc_pauses.install()
         if s.metrics is not None:
             # First, so /healthz answers 503 while storage opens and shards load.
             self.metrics_server = MetricsServer(self)
@@ -216,6 +219,7 @@ class App:
             listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self.gc_pauses.uninstall()
         deadline = asyncio.get_running_loop().time() + grace
         while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
