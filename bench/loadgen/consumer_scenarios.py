@@ -37,7 +37,7 @@ from .admin import CONSUMER_REQUIRED_VERSIONS, await_topic_metadata, single_coor
 from .conn import Stats
 from .consumer_member import ConsumerMember, CState, describe_settled, group_settled
 from .consumer_runtime import ConsumerRuntime
-from .scenarios import Target, _create_topic, _run_id, _usage
+from .scenarios import Target, _create_topic, _run_id, _usage, with_cores_per_1k_heartbeats
 
 log = logging.getLogger("loadgen.consumer")
 
@@ -213,9 +213,7 @@ async def consumer_steady(
             "window": window,
             "failures": rt.failures[:5],
         }
-        if server["server_cores"] is not None and rate:
-            result["server_cores_per_1k_hb_s"] = round(server["server_cores"] / (rate / 1000), 4)
-        return result
+        return with_cores_per_1k_heartbeats(result, server, rate)
     finally:
         await rt.close()
 

@@ -39,6 +39,13 @@ def _run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
+def with_cores_per_1k_heartbeats(result: dict[str, Any], server: dict[str, Any], rate: float) -> dict[str, Any]:
+    """``result`` with the server's cores per 1,000 heartbeats/s, when both are known."""
+    if server["server_cores"] is not None and rate:
+        result["server_cores_per_1k_hb_s"] = round(server["server_cores"] / (rate / 1000), 4)
+    return result
+
+
 def _usage(target: Target) -> Usage:
     return Usage(list(target.server_pids)).start()
 
@@ -136,9 +143,7 @@ async def steady(
             "window": window,
             "failures": rt.failures[:5],
         }
-        if server["server_cores"] is not None and rate:
-            result["server_cores_per_1k_hb_s"] = round(server["server_cores"] / (rate / 1000), 4)
-        return result
+        return with_cores_per_1k_heartbeats(result, server, rate)
     finally:
         await rt.close()
 
