@@ -47,13 +47,14 @@ from kcoord.client import ConnectionLost as UpstreamClosed
 from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.runtime.router import GROUP_APIS
-from kcoord.protocol import frames
+from kcoord.protocol import frames, storage_messages
 from kcoord.protocol import messages as m
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError, decode_uvarint
+from kcoord.protocol.storage_messages import CreateTopicsResponse
 
 from .topic_ids import TOPIC_ID_APIS, TOPIC_ID_SINCE, by_id, by_name, request_ids
 from .topics import COMMIT_APIS, all_known, merged, without
@@ -78,6 +79,8 @@ _CLOSED = 16
 
 
 METADATA_BY_ID_SINCE = 12  # MetadataRequestTopic.name is nullable: a topic may be asked for by id
+CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
+CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -359,8 +362,22 @@ class ClientConnection(asyncio.Protocol):
                 self._forward(payload, expect_response=True, api=(api_key, version))
         elif api_key == ApiKey.FETCH:
             self._forward(payload, expect_response=True, api=(api_key, version))
+        elif api_key == CREATE_TOPICS and version >= CREATE_TOPICS_WITH_IDS_SINCE:
+            self._forward(payload, expect_response=True, observe=lambda raw: self._learn_created_topics(raw, version))
         else:
             self._forward(payload, expect_response=True)
+
+    def _learn_created_topics(self, raw: bytes, version: int) -> None:
+        """What a relayed CreateTopics answer says was created goes to the topic catalog before the
+        client reads it (the answer itself is relayed as it came)."""
+        try:
+            _, response = storage_messages.decode_response(CreateTopicsResponse, version, raw)
+        except Exception as exc:  # runs as a future's callback: never raise; the answer is relayed anyway
+            log.warning("%s: a CreateTopics v%d answer kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+            return
+        self.app.cluster.topics.learn_created(
+            (t.name, t.topic_id, t.num_partitions) for t in response.topics if t.error_code == ErrorCode.NONE
+        )
 
     def _api_versions(self, version: int) -> tuple[int, Any]:
         cluster = self.app.cluster
@@ -649,10 +666,16 @@ class ClientConnection(asyncio.Protocol):
             self.close_with(f"upstream {conn.address[0]}:{conn.address[1]} closed with requests in flight")
 
     def _forward(
-        self, payload: bytes, expect_response: bool, reply: bool = True, api: tuple[int, int] | None = None
+        self,
+        payload: bytes,
+        expect_response: bool,
+        reply: bool = True,
+        api: tuple[int, int] | None = None,
+        observe: Callable[[bytes], None] | None = None,
     ) -> None:
         """Relay a frame. ``api``: (key, version) of a Produce or Fetch, whose answer may carry
-        KIP-951 leader endpoints that must be rewritten before the client sees them."""
+        KIP-951 leader endpoints that must be rewritten before the client sees them. ``observe``:
+        called with the answer's payload before it is relayed unchanged."""
         try:
             fut = self._send_upstream(frames.frame(payload), expect_response)
         except UpstreamClosed as exc:
@@ -660,6 +683,8 @@ class ClientConnection(asyncio.Protocol):
             return
         if fut is None:
             return
+        if observe is not None:
+            fut.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None else observe(f.result()))
         if not reply:
             fut.add_done_callback(_discard)
             return

@@ -176,6 +176,24 @@ class TopicCatalog:
                 to_look_up.append(name)  # partitions may have been added since: ask again
         return missing, to_look_up
 
+    def learn_created(self, created: Iterable[tuple[str, uuid.UUID, int]]) -> None:
+        """Take in topics a relayed CreateTopics (v7+) says it created: (name, id, partitions).
+        A consumer group may subscribe to one the moment its creator hears back, by name or by a
+        regular expression, before any Metadata answer names it."""
+        now = self.clock()
+        for name, topic_id, partition_count in created:
+            if topic_id == _ZERO_ID or partition_count <= 0:
+                continue
+            old = self.ids.get(name)
+            if old is not None and old != topic_id:
+                self.names.pop(old, None)
+            self.partitions[name] = partition_count
+            self.ids[name] = topic_id
+            self.names[topic_id] = name
+            self._confirmed[name] = now
+            self._missing.pop(name, None)
+            self._image = None
+
     def unsure(self, names: Iterable[str]) -> list[str]:
         """The names a consumer group's topic image cannot decide now: neither known to exist nor
         believed missing (for ``missing_ttl_s`` after the upstream said so)."""

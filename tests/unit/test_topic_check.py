@@ -11,6 +11,7 @@ with in-memory storage.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -128,6 +129,18 @@ async def test_a_subscriptions_names_are_unsure_until_known_or_believed_missing(
     assert catalog.unsure(["orders", "nope"]) == []  # one known, one believed missing
     clock.now += 2.5  # past missing_ttl_s: "nope" may have been created since
     assert catalog.unsure(["orders", "nope"]) == ["nope"]
+
+
+def test_a_created_topic_is_learnt_from_the_createtopics_answer() -> None:
+    catalog = TopicCatalog(FakeUpstream({}).fetch, clock=Clock())
+    first, second = uuid.UUID(int=7), uuid.UUID(int=8)
+    before = catalog.image()
+    catalog.learn_created([("orders", first, 3), ("no-id", uuid.UUID(int=0), 3), ("no-count", uuid.UUID(int=9), -1)])
+    assert catalog.partitions == {"orders": 3} and catalog.names == {first: "orders"}
+    assert catalog.image() is not before and catalog.image()[first].partition_count == 3
+    assert catalog.unsure(["orders"]) == []
+    catalog.learn_created([("orders", second, 5)])  # deleted and created again under the same name
+    assert catalog.ids == {"orders": second} and catalog.names == {second: "orders"}
 
 
 async def test_a_partition_beyond_a_known_topic_is_checked_again_then_refused() -> None:
