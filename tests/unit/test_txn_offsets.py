@@ -26,6 +26,7 @@ from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import EndTxnMarker, Record, TransactionalRecords, encode_record
 from kcoord.storage.memory import MemoryShardLog, TxnBatch
 from tests.unit.classic_context import ClassicContext
+from tests.unit.consumer_context import ConsumerLog
 
 DAY = 24 * 3_600_000
 UNSTABLE = int(E.UNSTABLE_OFFSET_COMMIT)
@@ -398,3 +399,19 @@ def test_random_histories_load_the_same_whole_compacted_and_after_a_reload_in_th
                 rest.entries = list(entries[cut:])
                 load(rest, shard)
                 assert offsets_of(shard) == offsets_of(c.shard), (seed, cut, compacted)
+
+
+# -- consumer groups (KIP-848) ---------------------------------------------------------------------
+def test_a_consumer_groups_pending_offsets_keep_it_from_expiring_and_make_no_simple_group() -> None:
+    cfg = GroupConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=600_000,
+                      consumer_assignment_interval_ms=0)  # fmt: skip
+    log = ConsumerLog("cg", cfg)
+    log.bump_group_epoch(1)  # an Empty consumer group, subscribed to nothing
+    log.shard.replay_transactional(7, 0, [commit_record("cg", "gone", 0, 5)])
+    assert "cg" not in log.shard.classic.groups
+    log.sleep(2 * DAY)
+    assert log.shard.consumer.get("cg") is not None  # a pending offset: not deleted
+    log.shard.replay_end_transaction_marker(7, 0, committed=True)
+    assert log.shard.offsets.store.get("cg", "gone", 0).offset == 5
+    log.sleep(600_000)  # committed long ago (timestamp 1): expires, and the Empty group goes with it
+    assert log.shard.consumer.get("cg") is None and log.shard.offsets.store.view() == {}
