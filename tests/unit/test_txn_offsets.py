@@ -14,6 +14,10 @@ import asyncio
 import random
 from typing import Any
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from kcoord.coordinator.core.clock import ManualClock
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.core.records import offset_commit_record, offset_tombstone
@@ -69,7 +73,7 @@ class TxnContext(ClassicContext):
         """A fresh shard that replayed what the log reads (``prefix``: only its first entries)."""
         log = MemoryShardLog(compacted_reads=compacted)
         log.entries = list(self.log.entries[:prefix])
-        return load(log, GroupCoordinatorShard(self.config, ManualClock(self.clock.now_ms())))
+        return load(log, GroupCoordinatorShard(self.config, self.clock))  # the context's clock: it may serve on
 
     def stable_fetch(self, group: str, topics: dict[str, list[int]] | None, version: int = 7) -> dict[Any, Any]:
         """(topic, partition) -> (offset, error) of an OffsetFetch with RequireStable."""
@@ -415,3 +419,65 @@ def test_a_consumer_groups_pending_offsets_keep_it_from_expiring_and_make_no_sim
     assert log.shard.offsets.store.get("cg", "gone", 0).offset == 5
     log.sleep(600_000)  # committed long ago (timestamp 1): expires, and the Empty group goes with it
     assert log.shard.consumer.get("cg") is None and log.shard.offsets.store.view() == {}
+
+
+# -- random sequences (Hypothesis) -------------------------------------------------------------------
+class TxnShardMachine(RuleBasedStateMachine):
+    """Simple commits, OffsetDelete, DeleteGroups and retention through the handlers, interleaved with
+    clients' transactional commits and their markers, and crashes that reload the shard from its log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = TxnContext(GroupConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=600_000))
+        self.open: set[int] = set()
+
+    @rule(group=st.sampled_from(["g", "h"]), partition=st.integers(0, 2), offset=st.integers(0, 100))
+    def commit(self, group: str, partition: int, offset: int) -> None:
+        self.c.commit(group, {("t", partition): offset})
+
+    @rule(producer=st.integers(1, 3), group=st.sampled_from(["g", "h"]), partitions=st.sets(st.integers(0, 2), min_size=1))
+    def txn_commit(self, producer: int, group: str, partitions: set[int]) -> None:
+        self.c.txn_commit(producer, group, {("t", p): 1000 + p for p in partitions})
+        self.open.add(producer)
+
+    @rule(producer=st.integers(1, 3), committed=st.booleans())
+    def marker(self, producer: int, committed: bool) -> None:
+        self.c.marker(producer, committed)
+        self.open.discard(producer)
+
+    @rule(group=st.sampled_from(["g", "h"]), partition=st.integers(0, 2))
+    def offset_delete(self, group: str, partition: int) -> None:
+        self.c.offset_delete(group, {"t": [partition]})
+
+    @rule(group=st.sampled_from(["g", "h"]))
+    def delete_group(self, group: str) -> None:
+        self.c.delete_groups(group)
+
+    @rule(ms=st.sampled_from([600_000, DAY]))
+    def sleep(self, ms: int) -> None:
+        self.c.sleep(ms)
+
+    @rule(compacted=st.booleans())
+    def crash_and_reload(self, compacted: bool) -> None:
+        self.c.shard = self.c.loaded(compacted=compacted)
+        self.c.apply(self.c.shard.on_loaded())
+
+    @invariant()
+    def loading_the_log_rebuilds_the_state(self) -> None:
+        assert offsets_of(self.c.loaded()) == offsets_of(self.c.shard)
+        assert offsets_of(self.c.loaded(compacted=True)) == offsets_of(self.c.shard)
+
+    @invariant()
+    def require_stable_is_unstable_exactly_where_an_offset_is_pending(self) -> None:
+        pending = self.c.shard.offsets.pending.by_producer
+        assert set(pending) <= self.open
+        for group in ("g", "h"):
+            expected = {(g, t, p) for offsets in pending.values() for (g, t, p) in offsets if g == group}
+            answered = self.c.stable_fetch(group, {"t": [0, 1, 2]}, version=8)
+            assert {(group, t, p) for (t, p), (_, code) in answered.items() if code == UNSTABLE} == expected
+
+
+TxnShardMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+TestTxnShard = TxnShardMachine.TestCase
