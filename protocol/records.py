@@ -77,7 +77,10 @@ __all__ = [
     "MemberMetadata",
     "OffsetCommitKey",
     "OffsetCommitValue",
+    "EndTxnMarker",
+    "LogEntry",
     "Record",
+    "TransactionalRecords",
     "decode_record",
     "encode_key",
     "encode_record",
@@ -151,6 +154,34 @@ class Record:
     @property
     def is_tombstone(self) -> bool:
         return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalRecords:
+    """The records of one transactional batch in a shard's log, with the batch's producer (a
+    transactional offset commit written as part of a client's transaction). Its offset commits stay
+    pending until that producer id's :class:`EndTxnMarker` (Kafka's ``replay(offset, producerId,
+    producerEpoch, record)`` with a producer id other than ``NO_PRODUCER_ID``)."""
+
+    producer_id: int
+    producer_epoch: int
+    records: list[Record]
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarker:
+    """A transaction marker (control batch) in a shard's log: the transaction coordinator ended
+    ``producer_id``'s transaction, committed or aborted (Kafka's ``replayEndTransactionMarker``)."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+# What a shard's log yields on read, in log order: a list of plain (non-transactional) records, or
+# one transactional batch, or one marker. Plain records stay in lists so the common path replays
+# them with no per-record type test.
+LogEntry = list[Record] | TransactionalRecords | EndTxnMarker
 
 
 def revocation_epoch_tag(epoch: int) -> tuple[int, bytes]:

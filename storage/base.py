@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from kcoord.protocol.record_batch import HEADER_SIZE, MAX_RECORD_FRAMING
-from kcoord.protocol.records import Record
+from kcoord.protocol.records import LogEntry, Record
 
 # Kafka's default max.message.bytes (broker message.max.bytes): 1 MiB plus the 12 bytes of log
 # overhead. A topic whose configs do not say otherwise accepts batches up to this size.
@@ -55,8 +55,10 @@ class ShardLog(Protocol):
         """Durably append ``records`` in order; returns once the cluster acknowledged all of them."""
         ...
 
-    def read(self) -> AsyncIterator[list[Record]]:
-        """Read the partition from the beginning to the high watermark at call time, in batches."""
+    def read(self) -> AsyncIterator[LogEntry]:
+        """Read the partition from the beginning to the high watermark at call time, in log order:
+        plain records in lists, each transactional batch and each transaction marker on its own
+        (:data:`~kcoord.protocol.records.LogEntry`)."""
         ...
 
 

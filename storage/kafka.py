@@ -61,12 +61,15 @@ never re-takes a fenced shard; another owner's fence found after its bump means 
 that owner's writes: the log is lost and the shard reloads.
 
 Read path (:meth:`KafkaShardLog.read`): ListOffsets (earliest, latest = high watermark at call
-time), then Fetch from the log start up to that watermark. Control batches are skipped;
-transactional data (kcoord writes none, but the topic may hold some) is held per producer id
-until its commit marker and dropped on an abort marker or when no marker follows — the
-read_committed view. Records are compacted client-side as they stream in (latest value per key,
-tombstoned keys dropped) and only the survivors are decoded, so decoding and replay cost grows
-with live keys; with broker-side compaction the bytes fetched do too.
+time), then Fetch from the log start up to that watermark. Records are compacted client-side as
+they stream in (latest value per key, tombstoned keys dropped) and only the survivors are decoded,
+so decoding and replay cost grows with live keys; with broker-side compaction the bytes fetched do
+too. Transactional data (a client's transactional offset commits) is held per producer id until
+its marker: an abort drops it; a commit applies each record unless its key was written after it
+(Kafka's log-order rule for transactional offsets), and the survivors replay as plain records.
+Transactions still open at the end are yielded as they are (``TransactionalRecords``, pending in
+the shard), after the plain survivors, merged in log order with the latest writes of their keys
+that came after them (tombstones included), so the shard's replay orders them as the log does.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import INT16, CodecError
 from kcoord.protocol.record_batch import CONTROL_COMMIT, RecordBatch, decode_batches, encode_batch
-from kcoord.protocol.records import Record, decode_record, encode_record
+from kcoord.protocol.records import LogEntry, Record, TransactionalRecords, decode_record, encode_record
 
 from .base import (
     KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
@@ -675,8 +678,9 @@ class KafkaShardLog:
             await self.cluster.refresh(self.topic)
 
     # -- read -----------------------------------------------------------------------------------------
-    async def read(self) -> AsyncIterator[list[Record]]:
-        """Fence if needed, then the partition's live records (compacted view) up to the watermark."""
+    async def read(self) -> AsyncIterator[LogEntry]:
+        """Fence if needed, then the partition's live records (compacted view) up to the watermark,
+        and the transactions still open there (module docstring)."""
         async with self._lock:
             if self.fenced is not None:
                 raise self.fenced
@@ -688,13 +692,10 @@ class KafkaShardLog:
             if not self.owned:
                 self.checked = -1  # no checks until the load below says where the log ends
                 await self._take_ownership()
-        latest = await self.read_latest()
+        latest, tail = await self._scan()
         batch: list[Record] = []
         for key, value in latest.items():
-            try:
-                record = decode_record(key, value)
-            except CodecError as exc:
-                raise StorageError(f"{self.topic}[{self.partition}]: undecodable record key {key.hex()}: {exc}") from exc
+            record = self._decode(key, value)
             if record is not None:
                 batch.append(record)
                 if len(batch) >= 1000:
@@ -702,17 +703,37 @@ class KafkaShardLog:
                     batch = []
         if batch:
             yield batch
+        for entry in tail:
+            if isinstance(entry, _OpenBatch):
+                records = [r for r in (self._decode(k, v) for _, k, v in entry.records) if r is not None]
+                yield TransactionalRecords(entry.producer_id, entry.producer_epoch, records)
+            else:
+                record = self._decode(*entry)
+                if record is not None:
+                    yield [record]
+
+    def _decode(self, key: bytes, value: bytes | None) -> Record | None:
+        try:
+            return decode_record(key, value)
+        except CodecError as exc:
+            raise StorageError(f"{self.topic}[{self.partition}]: undecodable record key {key.hex()}: {exc}") from exc
 
     async def read_latest(self) -> dict[bytes, bytes]:
-        """Latest committed value per key from log start to the high watermark at call time.
+        """Latest committed value per key from log start to the high watermark at call time (the
+        plain part of :meth:`read`, without transactions still open)."""
+        return (await self._scan())[0]
 
-        Insertion order is the offset order of each key's latest write (what broker-side
-        compaction leaves); keys whose latest write is a tombstone are absent.
-        """
+    async def _scan(self) -> tuple[dict[bytes, bytes], list[_OpenBatch | tuple[bytes, bytes | None]]]:
+        """(latest, tail): the latest value per key, in the offset order of each key's latest write,
+        with committed transactional records applied by Kafka's rule and tombstoned keys absent; and
+        the transactions still open at the end, merged by offset with the latest writes (tombstones
+        too) of their keys that came after them, which ``latest`` then leaves out."""
         start, end = await self._bounds()
         records_read = 0
         latest: dict[bytes, bytes | None] = {}
-        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}  # open transactions by producer id
+        open_batches: dict[int, list[_OpenBatch]] = {}  # producer id -> its batches since its last marker
+        open_keys: dict[bytes, int] = {}  # key -> records of open transactions holding it
+        written_at: dict[bytes, int] = {}  # key in open_keys -> offset of its latest write since then
         offset = start
         empty_fetches = 0
         first = True
@@ -735,20 +756,25 @@ class KafkaShardLog:
                     break
                 progressed = True
                 if batch.is_control:
-                    txn = pending.pop(batch.producer_id, None)
-                    if txn and batch.control_type() == CONTROL_COMMIT:
-                        for k, v in txn:
-                            latest.pop(k, None)
-                            latest[k] = v
+                    ended = open_batches.pop(batch.producer_id, None)
+                    if ended:
+                        _end_transaction(ended, batch.control_type() == CONTROL_COMMIT, latest, open_keys, written_at)
                 elif batch.is_transactional:
-                    txn = pending.setdefault(batch.producer_id, [])
-                    txn.extend((r.key, r.value) for r in batch.records if offset <= r.offset < end and r.key is not None)
+                    held = [(off, k, v) for off, _ts, k, v, _h in batch.records if offset <= off < end and k is not None]
+                    if held:
+                        open_batches.setdefault(batch.producer_id, []).append(
+                            _OpenBatch(batch.producer_id, batch.producer_epoch, held)
+                        )
+                        for _, k, _ in held:
+                            open_keys[k] = open_keys.get(k, 0) + 1
                 else:
                     pop = latest.pop
                     for off, _ts, k, v, _h in batch.records:
                         if k is not None and offset <= off < end:
                             pop(k, None)
                             latest[k] = v
+                            if open_keys and k in open_keys:
+                                written_at[k] = off
                 records_read += len(batch.records)
                 offset = batch.next_offset
             if not progressed:
@@ -761,7 +787,13 @@ class KafkaShardLog:
         # which the tail check reads from here.
         self.log_start, self.records_read = start, records_read
         self.log_end = self.checked = max(end, offset)
-        return {k: v for k, v in latest.items() if v is not None}
+        tail: list[tuple[int, _OpenBatch | tuple[bytes, bytes | None]]] = [
+            (b.records[0][0], b) for batches in open_batches.values() for b in batches
+        ]
+        for k, at in written_at.items():  # latest writes after an open transaction's record of the key
+            tail.append((at, (k, latest.pop(k))))
+        tail.sort(key=lambda entry: entry[0])
+        return {k: v for k, v in latest.items() if v is not None}, [entry for _, entry in tail]
 
     async def _bounds(self) -> tuple[int, int]:
         start, end = await asyncio.gather(self._list_offset(-2), self._list_offset(-1))
@@ -856,3 +888,38 @@ class KafkaShardLog:
                 raise StorageError(f"{type(req).__name__} on {self.topic}[{self.partition}] failed: {last}")
             await self._after_leadership_error(backoff)
             backoff = min(backoff * 2, 1.0)
+
+
+class _OpenBatch:
+    """A transactional batch read from the log whose transaction has no marker yet."""
+
+    __slots__ = ("producer_id", "producer_epoch", "records")
+
+    def __init__(self, producer_id: int, producer_epoch: int, records: list[tuple[int, bytes, bytes | None]]) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.records = records  # (offset, key, value)
+
+
+def _end_transaction(
+    batches: list[_OpenBatch],
+    commit: bool,
+    latest: dict[bytes, bytes | None],
+    open_keys: dict[bytes, int],
+    written_at: dict[bytes, int],
+) -> None:
+    """A marker ended these batches' transaction: on COMMIT each record becomes the key's latest
+    value unless the key was written after it (Kafka's ``replayEndTransactionMarker`` compares record
+    offsets); either way its keys are no longer held by it."""
+    for batch in batches:
+        for off, k, v in batch.records:
+            if commit and written_at.get(k, -1) < off:
+                latest.pop(k, None)
+                latest[k] = v
+                written_at[k] = off
+            left = open_keys[k] - 1
+            if left:
+                open_keys[k] = left
+            else:
+                del open_keys[k]
+                written_at.pop(k, None)

@@ -20,6 +20,13 @@ Invariants:
   :data:`TopicResolver` (read-only, name -> id) bridges them. A topic it does not know is held by
   no member, so only a commit at the member's current epoch covers it.
 - Every offset removal (OffsetDelete, DeleteGroups, retention) is a tombstone record.
+- Transactional offset commits (Kafka's ``pendingTransactionalOffsets``) are kept apart, per
+  producer id, in :class:`PendingTransactions`, and change only by replay too: a transactional
+  batch's commit is pending until its producer's marker; COMMIT makes it visible unless the
+  partition's committed offset was written after it in log order, ABORT drops it; a tombstone of
+  the partition drops every pending offset of it. While a partition has one, OffsetFetch with
+  RequireStable answers it UNSTABLE_OFFSET_COMMIT, retention keeps its offset and group, and
+  OffsetDelete/DeleteGroups tombstone it even with no committed offset.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
 # An offset commit record without its three strings: key type, string lengths and partition;
 # value version, offset, leader epoch, metadata length, commit and expire timestamps (rounded up).
 _MAX_OFFSET_RECORD_FIXED = 64
+_UNSTABLE = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
 
 
 def no_topic_ids(topic: str) -> uuid.UUID | None:
@@ -101,6 +109,100 @@ class OffsetStore:
         }
 
 
+OffsetKey = tuple[str, str, int]  # (group, topic, partition)
+
+
+class PendingTransactions:
+    """Transactional offset commits whose transaction has not ended: Kafka's
+    ``pendingTransactionalOffsets`` (per producer id) and ``openTransactions`` (per partition).
+
+    Log order decides between a transactional commit and the partition's committed offset, as in
+    Kafka's ``replayEndTransactionMarker`` (a COMMIT applies a pending offset only when it was
+    written after the committed one). Kafka compares record offsets; replay here happens before the
+    log assigns them, so this counts positions in replay order instead, which is log order, and
+    needs them only while a partition has a pending offset: a committed offset written when the
+    partition had none is older than every later pending one. ``committed_at`` therefore only holds
+    partitions with pending offsets whose committed offset was written after the first of them.
+    """
+
+    __slots__ = ("by_producer", "open", "open_groups", "committed_at", "position")
+
+    def __init__(self) -> None:
+        # producer id -> partition -> (OffsetCommitValue, position)
+        self.by_producer: dict[int, dict[OffsetKey, tuple[Any, int]]] = {}
+        self.open: dict[OffsetKey, set[int]] = {}  # partition -> producer ids with a pending offset
+        self.open_groups: dict[str, int] = {}  # group -> how many of its partitions are in ``open``
+        self.committed_at: dict[OffsetKey, int] = {}
+        self.position = 0
+
+    def add(self, producer_id: int, key: OffsetKey, value: Any) -> None:
+        self.position += 1
+        self.by_producer.setdefault(producer_id, {})[key] = (value, self.position)
+        producers = self.open.get(key)
+        if producers is None:
+            self.open[key] = {producer_id}
+            self.open_groups[key[0]] = self.open_groups.get(key[0], 0) + 1
+        else:
+            producers.add(producer_id)
+
+    def committed(self, key: OffsetKey) -> None:
+        """A non-transactional commit of ``key`` was replayed (the caller checked ``key in open``)."""
+        self.position += 1
+        self.committed_at[key] = self.position
+
+    def drop(self, key: OffsetKey) -> None:
+        """A tombstone of ``key``: every pending offset of it goes (Kafka's replay of a tombstone)."""
+        producers = self.open.pop(key, None)
+        if producers is None:
+            return
+        for producer_id in producers:
+            offsets = self.by_producer[producer_id]
+            del offsets[key]
+            if not offsets:
+                del self.by_producer[producer_id]
+        self._closed(key)
+
+    def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, Any]]:
+        """The producer's transaction ended: what becomes visible (nothing on ABORT)."""
+        offsets = self.by_producer.pop(producer_id, None)
+        if offsets is None:
+            return []
+        visible = []
+        for key, (value, position) in offsets.items():
+            applies = commit and position > self.committed_at.get(key, 0)
+            if applies:
+                visible.append((key, value))
+            producers = self.open[key]
+            producers.discard(producer_id)
+            if not producers:
+                del self.open[key]
+                self._closed(key)
+            elif applies:
+                self.committed_at[key] = position
+        return visible
+
+    def _closed(self, key: OffsetKey) -> None:
+        self.committed_at.pop(key, None)
+        left = self.open_groups[key[0]] - 1
+        if left:
+            self.open_groups[key[0]] = left
+        else:
+            del self.open_groups[key[0]]
+
+    def keys_of(self, group_id: str) -> list[OffsetKey]:
+        if group_id not in self.open_groups:
+            return []
+        return [key for key in self.open if key[0] == group_id]
+
+    def view(self) -> dict[int, dict[str, dict[str, dict[int, dict[str, Any]]]]]:
+        out: dict[int, dict[str, dict[str, dict[int, dict[str, Any]]]]] = {}
+        for producer_id, offsets in self.by_producer.items():
+            groups = out.setdefault(producer_id, {})
+            for (group_id, topic, partition), (value, _) in offsets.items():
+                groups.setdefault(group_id, {}).setdefault(topic, {})[partition] = value.to_dict()
+        return out
+
+
 class OffsetManager:
     def __init__(
         self,
@@ -127,6 +229,7 @@ class OffsetManager:
         self.consumer_fencing = OffsetCommitFencing(config.consumer_offset_commit_fencing)
         self.log = log
         self.store = OffsetStore()
+        self.pending = PendingTransactions()
 
     # -- OffsetCommit -------------------------------------------------------------------------------
     def commit(self, ctx: RequestContext, req: m.OffsetCommitRequest, out: Result) -> None:
@@ -295,13 +398,14 @@ class OffsetManager:
     # -- OffsetFetch --------------------------------------------------------------------------------
     def fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest, out: Result) -> None:
         R = m.OffsetFetchResponse
+        require_stable = ctx.api_version >= 7 and req.require_stable
         if ctx.api_version >= 8:
             groups = []
             for g in req.groups:
                 requested = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
                 # Before v9 a request names no member: (None, -1), what the admin client sends.
                 error = self._validate_fetch(g.group_id, g.member_id, g.member_epoch)
-                topics = self._fetch_group(g.group_id, requested) if error == ErrorCode.NONE else []
+                topics = self._fetch_group(g.group_id, requested, require_stable) if error == ErrorCode.NONE else []
                 groups.append(
                     R.OffsetFetchResponseGroup(
                         group_id=g.group_id,
@@ -315,8 +419,9 @@ class OffsetManager:
                                         committed_offset=o,
                                         committed_leader_epoch=e,
                                         metadata=md,
+                                        error_code=code,
                                     )
-                                    for p, o, e, md in parts
+                                    for p, o, e, md, code in parts
                                 ],  # fmt: skip
                             )
                             for name, parts in topics
@@ -326,7 +431,7 @@ class OffsetManager:
             out.reply(ctx, R(groups=groups))
             return
         requested = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-        topics = self._fetch_group(req.group_id, requested)
+        topics = self._fetch_group(req.group_id, requested, require_stable)
         out.reply(
             ctx,
             R(
@@ -335,9 +440,10 @@ class OffsetManager:
                         name=name,
                         partitions=[
                             R.OffsetFetchResponsePartition(
-                                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md
+                                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md,
+                                error_code=code,
                             )
-                            for p, o, e, md in parts
+                            for p, o, e, md, code in parts
                         ],  # fmt: skip
                     )
                     for name, parts in topics
@@ -354,34 +460,42 @@ class OffsetManager:
         return consumer_group.validate_offset_fetch(member_id, member_epoch)
 
     def _fetch_group(
-        self, group_id: str, requested: list[tuple[str, list[int]]] | None
-    ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
-        """(topic, [(partition, offset, leader epoch, metadata)]) for the requested partitions, or
-        for every committed partition when ``requested`` is None. No transactions are pending in
-        kcoord yet, so RequireStable never has anything to wait for."""
+        self, group_id: str, requested: list[tuple[str, list[int]]] | None, require_stable: bool = False
+    ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
+        """(topic, [(partition, offset, leader epoch, metadata, error code)]) for the requested
+        partitions, or for every committed partition when ``requested`` is None. With
+        ``require_stable`` a partition with a pending transactional offset is answered
+        UNSTABLE_OFFSET_COMMIT and no offset, as Kafka's ``fetchOffsets``/``fetchAllOffsets`` do (the
+        latter only looks at partitions with a committed offset)."""
         if self._find_consumer_group(group_id) is not None:
             known = True
         else:
             group = self._find_group(group_id)
             known = group is not None and not group.is_in(S.DEAD)
+        unstable = require_stable and group_id in self.pending.open_groups
+        open_keys = self.pending.open
         if requested is None:
             if not known:
                 return []
-            by_topic: dict[str, list[tuple[int, int, int, str]]] = {}
+            by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
             for topic, partition, value in self.store.partitions(group_id):
-                by_topic.setdefault(topic, []).append(
-                    (partition, value.offset, value.leader_epoch, value.metadata)
-                )
+                if unstable and (group_id, topic, partition) in open_keys:
+                    row = (partition, -1, -1, "", _UNSTABLE)
+                else:
+                    row = (partition, value.offset, value.leader_epoch, value.metadata, 0)
+                by_topic.setdefault(topic, []).append(row)
             return list(by_topic.items())
         result = []
         for topic, partitions in requested:
             rows = []
             for partition in partitions:
                 value = self.store.get(group_id, topic, partition) if known else None
-                if value is None:
-                    rows.append((partition, -1, -1, ""))
+                if unstable and (group_id, topic, partition) in open_keys:
+                    rows.append((partition, -1, -1, "", _UNSTABLE))
+                elif value is None:
+                    rows.append((partition, -1, -1, "", 0))
                 else:
-                    rows.append((partition, value.offset, value.leader_epoch, value.metadata))
+                    rows.append((partition, value.offset, value.leader_epoch, value.metadata, 0))
             result.append((topic, rows))
         return result
 
@@ -415,7 +529,10 @@ class OffsetManager:
                     code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     code = ErrorCode.NONE
-                    if self.store.get(req.group_id, topic.name, p.partition_index) is not None:
+                    # Kafka: a tombstone when the partition has a committed or a pending offset.
+                    if self.store.get(req.group_id, topic.name, p.partition_index) is not None or self.has_pending(
+                        req.group_id, topic.name, p.partition_index
+                    ):
                         out.records.append(offset_tombstone(req.group_id, topic.name, p.partition_index))
                 partitions.append(
                     R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=int(code))
@@ -424,15 +541,20 @@ class OffsetManager:
         out.reply(ctx, R(error_code=0, topics=topics))
 
     def delete_all(self, group_id: str, out: Result) -> None:
+        """Kafka's ``deleteAllOffsets``: every committed offset, then every partition with only a
+        pending transactional offset (one tombstone per partition)."""
         for topic, partition, _ in self.store.partitions(group_id):
             out.records.append(offset_tombstone(group_id, topic, partition))
+        for _, topic, partition in self.pending.keys_of(group_id):
+            if self.store.get(group_id, topic, partition) is None:
+                out.records.append(offset_tombstone(group_id, topic, partition))
 
     # -- retention ----------------------------------------------------------------------------------
     def expire(self, group: ClassicGroup, now_ms: int, out: Result) -> bool:
         """Tombstone the group's expired offsets (Kafka's ``cleanupExpiredOffsets``). Returns True
         when the group has no offsets left, i.e. it may be deleted if Empty."""
         if self.store.group(group.group_id) is None:
-            return True
+            return group.group_id not in self.pending.open_groups
         base = group.offset_expiration_base()
         if base is None:
             return False
@@ -444,7 +566,7 @@ class OffsetManager:
         its commit (or at its explicit expire timestamp); offsets of subscribed topics never do.
         Returns True when the group has no offsets left (it may be deleted if Empty)."""
         if self.store.group(group.group_id) is None:
-            return True
+            return group.group_id not in self.pending.open_groups
         subscribed = group.subscribed_topic_names()
         return self._expire(group.group_id, lambda commit_timestamp: commit_timestamp, subscribed.__contains__, now_ms, out)
 
@@ -457,7 +579,9 @@ class OffsetManager:
         out: Result,
     ) -> bool:
         """Tombstone the expired offsets of topics the group does not subscribe to; ``base`` maps a
-        commit timestamp to the time its retention counts from. True when none is left."""
+        commit timestamp to the time its retention counts from. True when none is left and no
+        transaction has a pending offset in the group (Kafka's ``cleanupExpiredOffsets``: an offset
+        with a pending transactional offset of its partition does not expire yet)."""
         retention = self.config.offsets_retention_ms
         all_expired = True
         for topic, partition, value in self.store.partitions(group_id):
@@ -468,15 +592,43 @@ class OffsetManager:
                 expired = now_ms >= value.expire_timestamp  # explicit per-commit retention (v2-v4)
             else:
                 expired = now_ms - base(value.commit_timestamp) >= retention
-            if expired:
+            if expired and not self.has_pending(group_id, topic, partition):
                 out.records.append(offset_tombstone(group_id, topic, partition))
             else:
                 all_expired = False
-        return all_expired
+        return all_expired and group_id not in self.pending.open_groups
 
     # -- replay -------------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any | None) -> None:
+        """A non-transactional OffsetCommit record (or any tombstone of one)."""
         if value is None:
             self.store.remove(key.group, key.topic, key.partition)
         else:
             self.store.put(key.group, key.topic, key.partition, value)
+        if self.pending.open:  # only while some transaction has a pending offset
+            k = (key.group, key.topic, key.partition)
+            if k in self.pending.open:
+                if value is None:
+                    self.pending.drop(k)
+                else:
+                    self.pending.committed(k)
+
+    def replay_transactional(self, producer_id: int, key: Any, value: Any | None) -> None:
+        """An OffsetCommit record of ``producer_id``'s transactional batch: pending until its
+        marker. A tombstone is a tombstone whoever writes it (Kafka's replay ignores the producer)."""
+        if value is None:
+            self.replay(key, None)
+        else:
+            self.pending.add(producer_id, (key.group, key.topic, key.partition), value)
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> list[str]:
+        """``producer_id``'s transaction ended; returns the groups that got a committed offset."""
+        groups = []
+        for (group_id, topic, partition), value in self.pending.end(producer_id, committed):
+            self.store.put(group_id, topic, partition, value)
+            groups.append(group_id)
+        return groups
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """Kafka's ``hasPendingTransactionalOffsets``."""
+        return bool(self.pending.open) and (group_id, topic, partition) in self.pending.open

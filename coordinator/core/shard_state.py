@@ -6,9 +6,11 @@ sends the replies once the log acknowledged them. Loading a shard is replaying i
 fresh instance and calling :meth:`on_loaded`.
 
 Invariants (tested by ``tests/unit/test_shard_state_stateful.py``):
-- Durable state — committed offsets, each classic group's last GroupMetadata snapshot, and every
-  consumer group (KIP-848) — changes only in :meth:`replay`, so :meth:`durable_view` of the live
-  shard equals that of a fresh shard that replayed every record written so far.
+- Durable state — committed offsets, pending transactional offsets, each classic group's last
+  GroupMetadata snapshot, and every consumer group (KIP-848) — changes only in :meth:`replay`
+  (and :meth:`replay_transactional` / :meth:`replay_end_transaction_marker` for what a log holds
+  of transactions), so :meth:`durable_view` of the live shard equals that of a fresh shard that
+  replayed every record written so far.
 - A group id names one group, classic or consumer, with Kafka's rules when records of both types
   meet (:meth:`replay`).
 - ``handle`` never raises: a bug costs the request UNKNOWN_SERVER_ERROR (logged), never the shard.
@@ -161,6 +163,30 @@ class GroupCoordinatorShard:
                 "shard %d: ignoring a record of unknown type %s", self.shard_index, type(key).__name__
             )
 
+    def replay_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None:
+        """Apply one transactional batch of ``producer_id`` (Kafka's ``replay`` with a producer id):
+        its offset commits become pending until the producer's marker
+        (:meth:`replay_end_transaction_marker`). A commit's group comes into being as for a plain
+        commit, and any other record (a tombstone included) applies at once, as in Kafka."""
+        for record in records:
+            key = record.key
+            if isinstance(key, OffsetCommitKey):
+                if record.value is not None and key.group not in self.consumer.groups:
+                    self.classic.ensure_simple_group(key.group)
+                self.offsets.replay_transactional(producer_id, key, record.value)
+            else:
+                self.replay(record)
+
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """A transaction marker of ``producer_id``: its pending offsets become visible (COMMIT) or
+        are dropped (ABORT) (Kafka's ``replayEndTransactionMarker``; like Kafka, the epoch is not
+        checked: the transaction coordinator wrote the marker for the producer's transaction)."""
+        for group_id in self.offsets.replay_end_transaction_marker(producer_id, committed):
+            if group_id not in self.consumer.groups:
+                # The commit's replay made the group; it can only be gone if something deleted it
+                # without tombstoning the pending offset, which kcoord never writes.
+                self.classic.ensure_simple_group(group_id)
+
     def _classic_group_holding(self, group_id: str) -> OtherGroup:
         """What ConsumerGroupHeartbeat finds of a classic group with the id ("simple": none)."""
         classic = self.classic.groups.get(group_id)
@@ -189,6 +215,7 @@ class GroupCoordinatorShard:
                 for group_id, group in self.classic.groups.items()
             },
             "consumer_groups": self.consumer.view(),
+            "pending_offsets": self.offsets.pending.view(),
         }
 
     # -- time ---------------------------------------------------------------------------------------

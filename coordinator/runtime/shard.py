@@ -33,7 +33,7 @@ from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext, Result
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.records import Record
+from kcoord.protocol.records import EndTxnMarker, Record, TransactionalRecords
 from kcoord.storage.base import FencedError, ShardLog, StorageError
 
 log = logging.getLogger("kcoord.shard")
@@ -50,9 +50,20 @@ class ShardState(Protocol):
 
     def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result: ...
     def replay(self, record: Record) -> None: ...
+    def replay_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None: ...
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None: ...
     def poll(self, now_ms: int) -> Result: ...
     def next_deadline(self) -> int | None: ...
     def on_loaded(self) -> Result: ...
+
+
+def replay_transaction_entry(state: ShardState, entry: TransactionalRecords | EndTxnMarker) -> int:
+    """Replay what a log holds of a transaction; returns the records it held (a marker is one)."""
+    if isinstance(entry, EndTxnMarker):
+        state.replay_end_transaction_marker(entry.producer_id, entry.producer_epoch, entry.committed)
+        return 1
+    state.replay_transactional(entry.producer_id, entry.producer_epoch, entry.records)
+    return len(entry.records)
 
 
 class ShardObserver(Protocol):
@@ -117,10 +128,13 @@ class ShardRuntime:
         started = time.perf_counter()
         state = self._make_state()
         count = 0
-        async for batch in self.log.read():
-            for record in batch:
-                state.replay(record)
-            count += len(batch)
+        async for entry in self.log.read():
+            if type(entry) is list:
+                for record in entry:
+                    state.replay(record)
+                count += len(entry)
+            else:
+                count += replay_transaction_entry(state, entry)
         self.state = state
         self._pending_records = []
         self._written_seq = self._acked_seq = 0

@@ -9,19 +9,26 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from kcoord.coordinator.core.clock import ManualClock
+from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.coordinator.ops.settings import Settings
+from kcoord.coordinator.runtime.shard import replay_transaction_entry
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.record_batch import encode_batch
 from kcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
+    LogEntry,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    TransactionalRecords,
     encode_record,
 )
 from kcoord.storage.base import (
@@ -31,8 +38,8 @@ from kcoord.storage.base import (
     StorageError,
     max_record_bytes_for,
 )
-from kcoord.storage.kafka import KafkaStorage
-from kcoord.storage.memory import MemoryStorage
+from kcoord.storage.kafka import KafkaShardLog, KafkaStorage
+from kcoord.storage.memory import MemoryShardLog, MemoryStorage
 from tests.support.broker import TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -74,7 +81,25 @@ def group(name: str, generation: int) -> Record:
 
 
 async def read_all(storage: KafkaStorage | MemoryStorage, shard: int) -> list[Record]:
-    return [r async for batch in storage.shard_log(shard).read() for r in batch]
+    """The plain records a read yields (transactions still open are left out)."""
+    return [r async for batch in storage.shard_log(shard).read() if isinstance(batch, list) for r in batch]
+
+
+async def read_entries(log: KafkaShardLog | MemoryShardLog) -> list[LogEntry]:
+    return [entry async for entry in log.read()]
+
+
+def loaded_offsets(entries: list[LogEntry]) -> dict[str, Any]:
+    """Committed and pending offsets of a shard that replayed ``entries`` as the runtime does."""
+    shard = GroupCoordinatorShard(GroupConfig(), ManualClock(0))
+    for entry in entries:
+        if isinstance(entry, list):
+            for record in entry:
+                shard.replay(record)
+        else:
+            replay_transaction_entry(shard, entry)
+    view = shard.durable_view()
+    return {"offsets": view["offsets"], "pending": view["pending_offsets"]}
 
 
 async def request(storage: KafkaStorage, body: object) -> object:
@@ -236,6 +261,80 @@ async def test_transactional_data_counts_only_when_committed(broker: TansuBroker
         await transaction("test-open", [offset("open", 0, 3)], end=None)
         groups = {r.key.group for r in await read_all(storage, 0)}
         assert groups == {"plain", "committed"}
+        entries = await read_entries(storage.shard_log(0))
+        open_txns = [e for e in entries if isinstance(e, TransactionalRecords)]
+        assert [[r.key.group for r in e.records] for e in open_txns] == [["open"]]  # yielded, still pending
+    finally:
+        await storage.close()
+
+
+async def test_transactions_load_as_the_memory_oracle_replays_them(broker: TansuBroker) -> None:
+    """Transactional offset commits of clients in kcoord's partition, committed, aborted and open,
+    interleaved with kcoord's own writes: the shard state a load of the Kafka log gives equals the
+    one the memory log (whole and compacted) gives, before and after the open ones end."""
+    topic = new_topic()
+    storage = make_storage(broker, topic)
+    await storage.open(1)
+    oracle = MemoryShardLog()
+    kafka_log = storage.shard_log(0)
+
+    async def plain(*records: Record) -> None:
+        await kafka_log.append(list(records))
+        await oracle.append(list(records))
+
+    async def begin(txn_id: str, *records: Record) -> tuple[int, int]:
+        init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
+        pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
+        add = sm.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+        )
+        await request(storage, add)
+        batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
+                             producer_epoch=epoch, base_sequence=0, transactional=True)
+        produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
+            sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        resp = await request(storage, produce)
+        assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+        await oracle.append_transactional(pid, epoch, list(records))
+        return pid, epoch
+
+    async def end(txn_id: str, pid: int, epoch: int, commit: bool) -> None:
+        ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
+                                                        producer_epoch=epoch, committed=commit))
+        assert ended.error_code == 0  # type: ignore[attr-defined]
+        oracle.write_marker(pid, epoch, commit)
+
+    async def check() -> dict[str, Any]:
+        kafka = loaded_offsets(await read_entries(kafka_log))
+        assert kafka == loaded_offsets(await read_entries(oracle))
+        compacted = MemoryShardLog(compacted_reads=True)
+        compacted.entries = list(oracle.entries)
+        assert kafka == loaded_offsets(await read_entries(compacted))
+        return kafka
+
+    try:
+        await plain(offset("g", 0, 1), offset("g", 1, 1))
+        p1 = await begin(f"{topic}-1", offset("g", 0, 10), offset("g", 2, 10))
+        await plain(offset("g", 2, 20))  # written after p1's record of g-2, before its marker
+        await end(f"{topic}-1", *p1, commit=True)
+        p2 = await begin(f"{topic}-2", offset("g", 1, 30))
+        await end(f"{topic}-2", *p2, commit=False)
+        p3 = await begin(f"{topic}-3", offset("g", 1, 40))
+        await plain(offset("g", 1, 50))  # newer than p3's, which is still open
+        p4 = await begin(f"{topic}-4", offset("g", 0, 60))
+        p5 = await begin(f"{topic}-5", offset("g", 3, 70))
+        await plain(offset("g", 3, None))  # drops p5's pending offset
+        state = await check()
+        assert {p: v["offset"] for p, v in state["offsets"]["g"]["orders"].items()} == {0: 10, 1: 50, 2: 20}
+        assert set(state["pending"]) == {p3[0], p4[0]}
+        await end(f"{topic}-3", *p3, commit=True)
+        await end(f"{topic}-4", *p4, commit=True)
+        await end(f"{topic}-5", *p5, commit=True)
+        state = await check()
+        assert {p: v["offset"] for p, v in state["offsets"]["g"]["orders"].items()} == {0: 60, 1: 50, 2: 20}
+        assert state["pending"] == {}
     finally:
         await storage.close()
 
