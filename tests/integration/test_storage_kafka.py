@@ -107,6 +107,25 @@ async def request(storage: KafkaStorage, body: object) -> object:
     return await conn.request(body, timeout=10.0)  # type: ignore[arg-type]
 
 
+async def begin_transaction(storage: KafkaStorage, topic: str, txn_id: str, records: list[Record]) -> tuple[int, int]:
+    """A client's transaction holding ``records`` in ``topic``'s partition 0, left open: (pid, epoch)."""
+    init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
+    pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
+    add = sm.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+    )
+    await request(storage, add)
+    batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
+                         producer_epoch=epoch, base_sequence=0, transactional=True)
+    produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
+        sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    resp = await request(storage, produce)
+    assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+    return pid, epoch
+
+
 async def test_creates_compacted_topic_with_one_partition_per_shard(broker: TansuBroker) -> None:
     topic = new_topic()
     storage = make_storage(broker, topic)
@@ -237,20 +256,7 @@ async def test_transactional_data_counts_only_when_committed(broker: TansuBroker
         await storage.shard_log(0).append([offset("plain", 0, 1)])
 
         async def transaction(txn_id: str, records: list[Record], end: bool | None) -> None:
-            init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
-            pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
-            add = sm.AddPartitionsToTxnRequest(
-                v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-                v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
-            )
-            await request(storage, add)
-            batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
-                                 producer_epoch=epoch, base_sequence=0, transactional=True)
-            produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-                sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                    sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-            resp = await request(storage, produce)
-            assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+            pid, epoch = await begin_transaction(storage, topic, txn_id, records)
             if end is not None:
                 ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
                                                                 producer_epoch=epoch, committed=end))
@@ -283,20 +289,7 @@ async def test_transactions_load_as_the_memory_oracle_replays_them(broker: Tansu
         await oracle.append(list(records))
 
     async def begin(txn_id: str, *records: Record) -> tuple[int, int]:
-        init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
-        pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
-        add = sm.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
-        )
-        await request(storage, add)
-        batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
-                             producer_epoch=epoch, base_sequence=0, transactional=True)
-        produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-            sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-        resp = await request(storage, produce)
-        assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+        pid, epoch = await begin_transaction(storage, topic, txn_id, list(records))
         await oracle.append_transactional(pid, epoch, list(records))
         return pid, epoch
 
