@@ -10,9 +10,9 @@ Invariants:
   creates the "simple" Empty group a commit for an unknown group implies (as Kafka does for
   consumers that store offsets without group management), so loading the log rebuilds exactly
   the groups the live shard had.
-- Commit fencing is the group's rule (:meth:`ClassicGroup.validate_offset_commit`,
-  :meth:`ConsumerGroup.validate_offset_commit` in the mode ``group.consumer.offset.commit.fencing``
-  names); what a valid commit means for a classic member's session is the group manager's (the
+- Commit fencing is the group's rule (:meth:`ClassicGroup.validate_offset_commit`, and for a
+  consumer group :func:`.consumer.commit_fencing.validate_offset_commit` in the mode
+  ``group.consumer.offset.commit.fencing`` names); what a valid commit means for a classic member's session is the group manager's (the
   ``committed`` hook).
 - A group id names at most one group: a consumer group's offsets are its own, and a commit to it
   never creates a "simple" classic group (the shard's replay sees the consumer group first).
@@ -45,7 +45,13 @@ from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
 from .clock import NowMs
-from .consumer.commit_fencing import UNKNOWN_TOPIC_ID, OffsetCommitFencing, TopicIdPartition, request_error
+from .consumer.commit_fencing import (
+    UNKNOWN_TOPIC_ID,
+    OffsetCommitFencing,
+    TopicIdPartition,
+    request_error,
+    validate_offset_commit,
+)
 from .consumer.group import ConsumerGroup
 from .group_config import GroupConfig
 from .records import NO_EXPIRE_TIMESTAMP, offset_commit_record, offset_tombstone
@@ -324,8 +330,8 @@ class OffsetManager:
             for p in topic.partitions
             if not self._metadata_too_large(p.committed_metadata)
         ]
-        codes = group.validate_offset_commit(
-            member_id, instance_id, member_epoch, partitions, is_transactional,
+        codes = validate_offset_commit(
+            group, member_id, instance_id, member_epoch, partitions, is_transactional,
             fencing=self.consumer_fencing, api_version=api_version,
         )  # fmt: skip
         error = request_error(codes)

@@ -15,7 +15,11 @@ import pytest
 from kcoord.coordinator.core import records as builders
 from kcoord.coordinator.core.classic.group import ClassicGroup
 from kcoord.coordinator.core.classic.member import ClassicMember
-from kcoord.coordinator.core.consumer.commit_fencing import OffsetCommitFencing, request_error
+from kcoord.coordinator.core.consumer.commit_fencing import (
+    OffsetCommitFencing,
+    request_error,
+    validate_offset_commit,
+)
 from kcoord.coordinator.core.consumer.member import ClassicMemberMetadata, MemberState
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.records import (
@@ -37,8 +41,9 @@ def commit(
     log: ConsumerLog, member_id: str, epoch: int, *partitions: tuple[object, int], mode: OffsetCommitFencing,
     transactional: bool = False, api_version: int = 9, instance_id: str | None = None,
 ) -> dict[object, E]:  # fmt: skip
-    return log.group.validate_offset_commit(
-        member_id, instance_id, epoch, list(partitions), transactional, fencing=mode, api_version=api_version
+    return validate_offset_commit(
+        log.group, member_id, instance_id, epoch, list(partitions), transactional, fencing=mode,
+        api_version=api_version,
     )
 
 

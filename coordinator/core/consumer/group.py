@@ -51,12 +51,6 @@ from kcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from .commit_fencing import (
-    OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
-    OffsetCommitFencing,
-    TopicIdPartition,
-    validate_offset_commit,
-)
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, PartitionEpochs
 
 # member id -> topic id -> partitions: what the assignor wants each member to own
@@ -195,25 +189,6 @@ class ConsumerGroup:
         frozen = frozenset(names)
         self._subscribed_names_memo = (self.subscriptions_version, frozen)
         return frozen
-
-    # -- commit fencing ---------------------------------------------------------------------------------
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        instance_id: str | None,
-        client_epoch: int,
-        partitions: Iterable[TopicIdPartition],
-        is_transactional: bool,
-        *,
-        fencing: OffsetCommitFencing = OffsetCommitFencing.ASSIGNMENT_EPOCH,
-        api_version: int = OFFSET_COMMIT_CONSUMER_PROTOCOL_VERSION,
-    ) -> dict[TopicIdPartition, ErrorCode]:
-        """The error code of each partition of an OffsetCommit (or TxnOffsetCommit) to this group;
-        see :func:`.commit_fencing.validate_offset_commit`."""
-        return validate_offset_commit(
-            self, member_id, instance_id, client_epoch, partitions, is_transactional,
-            fencing=fencing, api_version=api_version,
-        )  # fmt: skip
 
     # -- offset fetch and delete, DeleteGroups -------------------------------------------------------------
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
