@@ -16,18 +16,12 @@ from typing import Any
 
 import pytest
 
-from bench.request_path import FakeTransport
-from kcoord.coordinator.core.group_config import GroupConfig
-from kcoord.coordinator.net.connection import ClientConnection
-from kcoord.coordinator.net.gateway import ClusterView
-from kcoord.coordinator.net.server import App, Listener
+from bench.request_path import Harness
 from kcoord.coordinator.net.topics import TopicCatalog, all_known, merged, without
-from kcoord.coordinator.ops.settings import Settings
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
-from kcoord.storage.memory import MemoryStorage
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 MR = m.MetadataResponse
@@ -212,30 +206,18 @@ def test_split_and_merge_keep_request_order() -> None:
 
 
 # -- through a client connection ------------------------------------------------------------------------
-async def _no_listener(broker: Any) -> int:
-    raise AssertionError("no upstream brokers here")
-
-
-class Client:
-    """A ClientConnection over a real App (in-memory storage) whose upstream is a FakeUpstream."""
+class Client(Harness):
+    """bench.request_path's harness (a ClientConnection over a real App, in-memory storage) whose
+    topic catalog asks a FakeUpstream."""
 
     def __init__(self, upstream: FakeUpstream) -> None:
+        super().__init__(shards=3)
         self.upstream = upstream
-        self.app = App(Settings(shards=3, storage="memory", group=GroupConfig(initial_rebalance_delay_ms=0)),
-                       storage=MemoryStorage())  # fmt: skip
-        self.correlation = 0
 
-    async def start(self) -> Client:
-        app = self.app
-        assert app.storage is not None
-        await app.storage.open(app.settings.shards)
-        app._make_shards()
-        await asyncio.gather(*(s.load() for s in app.shards))
-        app.cluster = ClusterView([("upstream", 9092)], "127.0.0.1", 0, 1_000_000, _no_listener)
-        app.cluster.topics = TopicCatalog(self.upstream.fetch)
-        self.transport = FakeTransport()
-        self.conn = ClientConnection(Listener(app, None))
-        self.conn.connection_made(self.transport)  # type: ignore[arg-type]
+    async def start(self) -> Client:  # type: ignore[override]
+        await super().start()
+        assert self.app.cluster is not None
+        self.app.cluster.topics = TopicCatalog(self.upstream.fetch)
         return self
 
     async def exchange(self, *requests: tuple[int, int, Any]) -> list[Any]:
