@@ -38,33 +38,16 @@ from kcoord.protocol.records import (
     decode_record,
     encode_record,
 )
+from tests.unit.test_records_golden import i16, i32, i64, string
 
 FOO = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
 BAR = uuid.UUID("a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf")
 
-# -- hand encoders ---------------------------------------------------------------------------------------
+# -- hand encoders (the classic ones, i16/i32/i64/string, are test_records_golden's) -----------------------
 
 
 def i8(v: int) -> bytes:
     return struct.pack(">b", v)
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def i64(v: int) -> bytes:
-    return struct.pack(">q", v)
-
-
-def string(s: str) -> bytes:
-    """STRING (keys are not flexible): int16 length + UTF-8."""
-    raw = s.encode()
-    return i16(len(raw)) + raw
 
 
 def uvarint(n: int) -> bytes:
