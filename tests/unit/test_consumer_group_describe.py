@@ -190,13 +190,19 @@ def test_member_type_is_v1_only_and_tells_classic_from_consumer_members() -> Non
     assert v0 == {"consumer": -1, "classic": -1}
 
 
-def test_several_groups_in_one_request_answer_in_request_order() -> None:
+def grp_other_and_classic_groups() -> ConsumerLog:
+    """"grp" reconciling, "other" Empty at epoch 7, and the classic groups, in one log."""
     log = ConsumerLog()
     reconciling_group(log)
     with_classic_groups(log)
     other = ConsumerLog("other")
     other.bump_group_epoch(7)
     log.write(*other.records)
+    return log
+
+
+def test_several_groups_in_one_request_answer_in_request_order() -> None:
+    log = grp_other_and_classic_groups()
     described = describe(log, "other", "nope", "grp", "classic", "grp")
     assert [(g.group_id, g.error_code, g.group_state) for g in described] == [
         ("other", E.NONE, "Empty"),
@@ -235,12 +241,7 @@ async def test_the_router_splits_a_request_across_shards_and_answers_in_request_
     shards = 2
     ids = ["grp", "other", "nope", "", "classic"]
     assert {shard_for_group(g, shards) for g in ids} == {0, 1}
-    log = ConsumerLog()
-    reconciling_group(log)
-    with_classic_groups(log)
-    other = ConsumerLog("other")
-    other.bump_group_epoch(7)
-    log.write(*other.records)
+    log = grp_other_and_classic_groups()
     runtimes = []
     for index in range(shards):
         shard_log = MemoryShardLog()
