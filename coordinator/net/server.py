@@ -25,6 +25,7 @@ from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserv
 from kcoord.coordinator.ops.settings import Settings
 from kcoord.coordinator.runtime.router import Router
 from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.coordinator.runtime.transactions import TransactionOffsets
 from kcoord.protocol.frames import FrameBudget
 from kcoord.storage.base import Storage
 from kcoord.storage.kafka import KafkaStorage
@@ -87,6 +88,7 @@ class App:
         self.embedded: EmbeddedBroker | None = None
         self.shards: list[ShardRuntime] = []
         self.router = Router(self.shards)
+        self.transactions: TransactionOffsets = None  # type: ignore[assignment]  # set with the shards
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
@@ -165,6 +167,7 @@ class App:
                 )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
+        self.transactions = TransactionOffsets(self.router, self.storage)
 
     def _topic_id_of(self, name: str) -> Any:
         """Consumer groups key assignments by topic id; commits name topics. The shards read the
