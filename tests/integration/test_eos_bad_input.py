@@ -208,3 +208,15 @@ def test_a_malformed_add_offsets_to_txn_closes_only_its_connection(env: Env, pro
     assert producer.txn_commit(group, 1) == E.NONE
     assert producer.end(committed=True) == E.NONE
     wait_offset(env, group, 1)
+
+
+def test_a_new_instance_of_the_producer_commits_after_the_old_one_committed(env: Env, producer: Producer) -> None:
+    """What a client does after a fatal error (Kafka Streams, librdkafka apps): a new producer with
+    the same transactional id (same producer id, next epoch) right after a committed transaction."""
+    group = unique("eosbad-g")
+    for offset in (3, 5):
+        assert producer.add_offsets(group) == E.NONE
+        assert producer.txn_commit(group, offset) == E.NONE
+        assert producer.end(committed=True) == E.NONE
+        producer.producer_id, producer.epoch = producer.init()
+    wait_offset(env, group, 5)
