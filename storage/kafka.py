@@ -643,14 +643,18 @@ class KafkaShardLog:
             return
         pairs = [encode_record(r) for r in records]
         async with self._lock:
-            if self.fenced is not None:
-                raise self.fenced
-            if self.lost is not None:
-                raise self.lost
-            if not self.owned:
-                await self._take_ownership()
+            await self._writable()
             for chunk in self._chunks(pairs):
                 await self._produce(chunk)
+
+    async def _writable(self) -> None:
+        """Raise if this shard may not write its log; take ownership first if needed. Lock held."""
+        if self.fenced is not None:
+            raise self.fenced
+        if self.lost is not None:
+            raise self.lost
+        if not self.owned:
+            await self._take_ownership()
 
     async def append_transactional(
         self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
@@ -658,12 +662,7 @@ class KafkaShardLog:
         """One transactional batch for a client's producer (:class:`~kcoord.storage.base.ShardLog`)."""
         pairs = transactional_pairs([encode_record(r) for r in records])
         async with self._lock:
-            if self.fenced is not None:
-                raise self.fenced
-            if self.lost is not None:
-                raise self.lost
-            if not self.owned:
-                await self._take_ownership()
+            await self._writable()
             await self._produce_transactional(transactional_id, producer_id, producer_epoch, pairs)
 
     async def _produce_transactional(
