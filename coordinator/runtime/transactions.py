@@ -50,3 +50,9 @@ class TransactionOffsets:
                 error = ErrorCode.INVALID_PRODUCER_EPOCH
             return m.AddOffsetsToTxnResponse(error_code=error)
         return await shard.add_offsets_to_txn(ctx, request)
+
+    def transaction_ended(self, producer_id: int) -> None:
+        """A client's EndTxn for ``producer_id`` was answered NONE (seen as kcoord relays it): every
+        shard holding its transaction open expects the marker (``ShardRuntime.transaction_ended``)."""
+        for shard in self.router.shards:
+            shard.transaction_ended(producer_id)

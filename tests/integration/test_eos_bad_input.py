@@ -220,3 +220,16 @@ def test_a_new_instance_of_the_producer_commits_after_the_old_one_committed(env:
         assert producer.end(committed=True) == E.NONE
         producer.producer_id, producer.epoch = producer.init()
     wait_offset(env, group, 5)
+
+
+def test_right_after_end_txn_the_transaction_is_over_for_kcoord(env: Env, producer: Producer) -> None:
+    """kcoord sees the EndTxn it relays: a TxnOffsetCommit sent right after it is refused even
+    before the marker is in kcoord's partition, and the next AddOffsetsToTxn waits for that marker,
+    so the next transaction's offsets never join the one that ended."""
+    group = unique("eosbad-g")
+    for round_ in range(5):
+        assert producer.add_offsets(group) == E.NONE
+        assert producer.txn_commit(group, 10 + round_) == E.NONE
+        assert producer.end(committed=round_ % 2 == 0) == E.NONE
+        assert producer.txn_commit(group, 99) == E.INVALID_TXN_STATE
+    wait_offset(env, group, 14)

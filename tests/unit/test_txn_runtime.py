@@ -51,7 +51,8 @@ class Cluster:
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = ShardRuntime(
-            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), self.log, self.clock, follow_interval=0.005
+            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), self.log, self.clock, follow_interval=0.005,
+            marker_wait=0.2,
         )
         await self.runtime.load()
         self.service = TransactionOffsets(Router([self.runtime]), self.storage)
@@ -319,3 +320,33 @@ async def test_markers_of_a_reloaded_log_are_read_once(cluster: Cluster) -> None
     assert await c.fetch([T0]) == {T0: (10, 0)}
     entries = [e for e in c.log.entries if isinstance(e, EndTxnMarker | TransactionalRecords)]
     assert entries == [EndTxnMarker(PID, 0, True)]
+
+
+async def test_the_next_transaction_waits_for_the_previous_ones_marker(cluster: Cluster) -> None:
+    """The client's EndTxn was answered (kcoord relays it and sees that), but the marker is not in
+    the partition yet: the producer's next AddOffsetsToTxn (same epoch: transactions v1) waits for it,
+    and gets CONCURRENT_TRANSACTIONS (retriable) if it does not come, as Kafka answers while a
+    transaction's markers are being written. The late marker never ends the next transaction."""
+    c = cluster
+    c.rt.follow_interval = 3600.0  # only catch-ups find markers in this test
+    assert await c.add_offsets() == E.NONE
+    assert await c.txn_commit({T0: 10}) == {T0: 0}
+    c.service.transaction_ended(PID)
+    assert await c.txn_commit({T0: 11}) == {T0: E.INVALID_TXN_STATE}  # after its transaction ended
+    assert await c.add_offsets() == E.CONCURRENT_TRANSACTIONS
+    asyncio.get_running_loop().call_later(0.05, c.log.write_marker, PID, 0, True)
+    assert await c.add_offsets() == E.NONE  # waited for the marker
+    assert await c.fetch([T0]) == {T0: (10, 0)}
+    assert await c.txn_commit({T0: 20}) == {T0: 0}
+    c.service.transaction_ended(PID)
+    c.log.write_marker(PID, 0, committed=False)
+    await c.rt.catch_up()
+    assert await c.fetch([T0]) == {T0: (10, 0)}
+    await c.assert_log_rebuilds_the_shard()
+
+
+async def test_an_ended_transaction_not_open_in_a_shard_changes_nothing_there(cluster: Cluster) -> None:
+    c = cluster
+    c.service.transaction_ended(PID)  # its transaction never added this shard's partition
+    assert await c.add_offsets() == E.NONE
+    assert await c.txn_commit({T0: 1}) == {T0: 0}
