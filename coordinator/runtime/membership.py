@@ -154,10 +154,12 @@ class ClusterMembership:
         await self._set(Ownership(self.generation, frozenset(), self.ownership.owners, self.ownership.nodes))
         conn = self._conn
         if conn is not None and not conn.closed and self.member_id:
-            identity = m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=self.instance_id)
+            identity = m.LeaveGroupRequest.MemberIdentity(
+                member_id=self.member_id, group_instance_id=self.instance_id, reason="kcoord node stopping"
+            )
             with contextlib.suppress(KafkaClientError, OSError, TimeoutError):
                 await conn.request(
-                    m.LeaveGroupRequest(group_id=self.group_id, members=[identity], reason="kcoord node stopping"),
+                    m.LeaveGroupRequest(group_id=self.group_id, members=[identity]),
                     timeout=5.0,
                 )
                 log.info("cluster: left group %s (member %s)", self.group_id, self.member_id)

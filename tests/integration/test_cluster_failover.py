@@ -225,3 +225,50 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
     assert len([e for e in java.events if e["event"] == "assigned"]) == 1, java.events[-5:]
     assert not [e for e in java.events if e["event"] in ("fenced", "error", "lost")], java.events[-5:]
     assert not cluster.overlapping_owners()
+
+
+def test_rolling_restart_moves_no_static_member_and_loses_no_commit(cluster: KcoordCluster, java_peer: Any) -> None:
+    topic = unique("cluster-rolling")
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    produce_numbered(cluster.bootstrap, topic, RECORDS, PARTITIONS)
+    confluent_group, java_group = unique("rolling-c"), unique("rolling-j")
+    bootstrap = cluster.bootstrap
+    member = ConfluentMember(bootstrap, confluent_group, topic, "static-r")
+    java = java_peer("ConsumerPeer", [
+        "--bootstrap", bootstrap, "--group", java_group, "--topic", topic, "--instance-id", "java-static-r",
+        "--commit-processed", "--max-poll-records", "20", "--work-ms", "50", "--session-timeout-ms", "30000",
+        "--heartbeat-interval-ms", "1000", "--max-seconds", "240",
+    ])
+    member.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (member.commit_times and java_commits(java)[1]):
+            time.sleep(0.2)
+        assert member.commit_times and java_commits(java)[1], member.errors[-3:]
+        for node in list(cluster.nodes):
+            cluster.restart(node, graceful=True)
+            cluster.wait_for_members(set(cluster.nodes), timeout=60)
+        restarted_at = time.time()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            first_commit_after(member.commit_times, restarted_at) and first_commit_after(java_commits(java)[1], restarted_at)
+        ):
+            time.sleep(0.2)
+    finally:
+        member.stop_flag.set()
+        member.join(30)
+        java.stop(30)
+    assert member.failure is None, member.failure
+    assert first_commit_after(member.commit_times, restarted_at) is not None, member.errors[-5:]
+    java_acked, java_times = java_commits(java)
+    assert first_commit_after(java_times, restarted_at) is not None
+    for group, acked in ((confluent_group, member.acked), (java_group, java_acked)):
+        final = committed_offsets(cluster.bootstrap, group)
+        lost = {p: (o, final.get(p)) for p, o in acked.items() if final.get(p, -1) < o}
+        assert not lost, f"{group}: acknowledged commits lost (acknowledged, now): {lost}"
+    assert member.assignments == 1, member.errors[-5:]
+    assert len([e for e in java.events if e["event"] == "assigned"]) == 1, java.events[-5:]
+    assert not [e for e in java.events if e["event"] in ("fenced", "error", "lost", "commit_failed")], [
+        e for e in java.events if e["event"] in ("fenced", "error", "lost", "commit_failed")
+    ][:3]
+    assert not cluster.overlapping_owners()
