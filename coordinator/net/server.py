@@ -113,6 +113,7 @@ class App:
         s = self.settings
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
+            self.router.node_id = s.coordinator_node_id
         self.metrics.watch_shards(self.router.owned_shards, lambda: len(self.router.shards_owned()))
         self.metrics.watch_buffers(
             lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0

@@ -8,7 +8,8 @@ Cluster mode (:mod:`.membership`): this node serves only the shards the cluster 
 (:meth:`Router.apply_ownership`). A request for a group on another node's shard is answered
 NOT_COORDINATOR at once, as a Kafka broker answers for a partition it does not lead; one for a
 shard this node was given but is still loading gets COORDINATOR_LOAD_IN_PROGRESS (the shard's
-own answer). ListGroups lists the groups of this node's shards only, like a broker. A shard that
+own answer), and so does one for a shard the cluster named this node for while its previous
+holder still releases it (FindCoordinator already sends clients here: they wait, not rediscover). ListGroups lists the groups of this node's shards only, like a broker. A shard that
 leaves this node stops being routed to before it is drained and released; a shard that arrives
 is loaded in the background. Single-node mode (``owned`` None) routes every shard, as before.
 """
@@ -87,6 +88,7 @@ class Router:
         # node each shard is served by (for FindCoordinator and Metadata).
         self.owned: frozenset[int] | None = None
         self.ownership: Ownership | None = None
+        self.node_id: int | None = None
         self._loading: dict[int, asyncio.Task[None]] = {}
 
     # -- cluster mode ---------------------------------------------------------------------------------
@@ -125,14 +127,17 @@ class Router:
     def shards_owned(self) -> frozenset[int]:
         return frozenset(range(len(self.shards))) if self.owned is None else self.owned
 
-    def _unowned(self, api_key: int, ctx: RequestContext, request: Message) -> Message:
-        return error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR)
+    def _unowned(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
+        ownership = self.ownership
+        coming = ownership is not None and ownership.owners[index] == self.node_id
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coming else ErrorCode.NOT_COORDINATOR
+        return error_response(api_key, ctx.api_version, request, error)
 
     def _submit(self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
         if self.serves(shard.index):
             return shard.submit(api_key, ctx, request)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        fut.set_result(self._unowned(api_key, ctx, request))
+        fut.set_result(self._unowned(shard.index, api_key, ctx, request))
         return fut
 
     def shard_of(self, group_id: str) -> ShardRuntime:
@@ -166,7 +171,7 @@ class Router:
             group_id: str = request.group_id  # type: ignore[attr-defined]
             shard = self.shard_of(group_id)
             if self.owned is not None and shard.index not in self.owned:
-                reply(self._unowned(api_key, ctx, request))
+                reply(self._unowned(shard.index, api_key, ctx, request))
                 return
             shard.submit_with(api_key, ctx, request, reply)
             return
