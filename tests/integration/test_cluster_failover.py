@@ -9,6 +9,7 @@ the moment of the kill; two nodes holding one shard at the same moment fails the
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -106,6 +107,39 @@ class KafkaPythonMember(Member):
         self.consumer.close(autocommit=False)
 
 
+class AiokafkaMember(Member):
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__()
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+
+    def loop(self) -> None:
+        asyncio.run(self._consume())
+
+    async def _consume(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(
+            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
+            enable_auto_commit=False, session_timeout_ms=30000, heartbeat_interval_ms=1000, max_poll_records=20,
+            retry_backoff_ms=200,
+        )
+        await consumer.start()
+        try:
+            while not self.stop_flag.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                if batch:
+                    offsets = {tp.partition: recs[-1].offset + 1 for tp, recs in batch.items()}
+                    try:
+                        await consumer.commit()
+                    except Exception as exc:  # retriable while the coordinator moves: try again next poll
+                        self.errors.append(repr(exc))
+                    else:
+                        self.acknowledged(offsets)
+                await asyncio.sleep(0.05)
+        finally:
+            await consumer.stop()
+
+
 class ConfluentMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str) -> None:
         super().__init__()
@@ -165,13 +199,14 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce_numbered(cluster.bootstrap, topic, RECORDS, PARTITIONS)
     victim = BASE_NODE_ID
-    python_group, confluent_group, java_group = groups_on(cluster, victim, "cluster-g", 3)
-    for group in (python_group, confluent_group, java_group):
+    python_group, confluent_group, java_group, aio_group = groups_on(cluster, victim, "cluster-g", 4)
+    for group in (python_group, confluent_group, java_group, aio_group):
         assert coordinator_of(cluster.bootstrap, group)[0] == victim
     bootstrap = cluster.bootstrap  # every node: a client that loses one reaches another
     members: list[Member] = [
         KafkaPythonMember(bootstrap, python_group, topic),
         ConfluentMember(bootstrap, confluent_group, topic, "static-1"),
+        AiokafkaMember(bootstrap, aio_group, topic),
     ]
     java = java_peer("ConsumerPeer", [
         "--bootstrap", bootstrap, "--group", java_group, "--topic", topic, "--instance-id", "java-static-1",
@@ -211,12 +246,15 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
         "kafka-python": first_commit_after(members[0].commit_times, killed_at),
         "confluent-kafka": first_commit_after(members[1].commit_times, killed_at),
         "java": first_commit_after(java_times, killed_at),
+        "aiokafka": first_commit_after(members[2].commit_times, killed_at),
     }
     print(f"failover (kill -9 -> first acknowledged commit on the new owner): {failover}")
     for client, seconds in failover.items():
         assert seconds is not None and seconds < FAILOVER_BOUND_S, (client, failover)
     survivors_bootstrap = cluster.bootstrap
-    for group, acked in ((python_group, members[0].acked), (confluent_group, members[1].acked), (java_group, java_acked)):
+    groups = ((python_group, members[0].acked), (confluent_group, members[1].acked), (java_group, java_acked),
+              (aio_group, members[2].acked))
+    for group, acked in groups:
         final = committed_offsets(survivors_bootstrap, group)
         lost = {p: (o, final.get(p)) for p, o in acked.items() if final.get(p, -1) < o}
         assert not lost, f"{group}: acknowledged commits lost (acknowledged, now): {lost}"
