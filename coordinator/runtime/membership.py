@@ -151,7 +151,7 @@ class ClusterMembership:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         log.info("cluster: stopping: this node releases every shard and leaves group %s", self.group_id)
-        await self._set(Ownership(self.generation, frozenset(), self.ownership.owners, self.ownership.nodes))
+        await self._set(self._nothing())
         conn = self._conn
         if conn is not None and not conn.closed and self.member_id:
             identity = m.LeaveGroupRequest.MemberIdentity(
@@ -178,7 +178,7 @@ class ClusterMembership:
                     await self._heartbeat_until_rebalance(conn)
             except _Fatal as exc:
                 log.error("cluster: %s; this node releases every shard and stops", exc)
-                await self._set(Ownership(self.generation, frozenset(), self.ownership.owners, self.ownership.nodes))
+                await self._set(self._nothing())
                 self._on_fatal(str(exc))
                 return
             except (_Rediscover, KafkaClientError, OSError, TimeoutError) as exc:
@@ -351,6 +351,13 @@ class ClusterMembership:
         await self._set(Ownership(generation, shards, owners, nodes))
         return revoked
 
+    def _nothing(self) -> Ownership:
+        """This node serves no shard and, as far as it knows, nobody serves the ones it held:
+        FindCoordinator here answers COORDINATOR_NOT_AVAILABLE for them until a generation says more."""
+        owners = tuple(NO_OWNER if o == self.node_id else o for o in self.ownership.owners)
+        nodes = {n: a for n, a in self.ownership.nodes.items() if n != self.node_id}
+        return Ownership(self.generation, frozenset(), owners, nodes)
+
     async def _set(self, ownership: Ownership) -> None:
         async with self._applying:
             self.ownership = ownership
@@ -388,7 +395,7 @@ class ClusterMembership:
                     "stops serving its %d shards before the cluster gives them to another node",
                     silent, self.session_timeout_ms, len(self.owned),
                 )
-                await self._set(Ownership(self.generation, frozenset(), self.ownership.owners, self.ownership.nodes))
+                await self._set(self._nothing())
 
 
 def _decode_claim(member_id: str, metadata: bytes) -> NodeClaim | None:

@@ -43,8 +43,9 @@ class KcoordCluster:
     """``size`` kcoord nodes sharing ``shards`` shards of a fresh internal topic on ``upstream``."""
 
     def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 4000,
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), upstreams: dict[int, str] | None = None) -> None:
         self.upstream = upstream
+        self.upstreams = upstreams or {}  # node id -> its own upstream address (a proxy a test controls)
         self.shards = shards
         self.topic = unique("__kcoord_cluster")
         self.session_timeout_ms = session_timeout_ms
@@ -60,7 +61,7 @@ class KcoordCluster:
             "--shards", str(self.shards), "--internal-topic", self.topic, "--coordinator-node-id", str(node_id),
             "--cluster-enabled", "true", "--cluster-static-membership", "false",
             "--cluster-session-timeout-ms", str(self.session_timeout_ms), "--cluster-heartbeat-interval-ms", "500",
-            *self.extra, bootstrap=self.upstream, port=port,
+            *self.extra, bootstrap=self.upstreams.get(node_id, self.upstream), port=port,
         )
 
     @property
