@@ -4,7 +4,8 @@ For each size: a fresh tansu, ``n`` nodes in cluster mode (50 shards), ``--group
 coordinators come from FindCoordinator (spread over the nodes by shard ownership), and per group
 one committer that keeps one OffsetCommit (simple-consumer commit, generation -1, acks=-1 on the
 upstream) in flight on a connection to its coordinator, for ``--seconds`` after a warm-up. Prints
-commits/s and each process's CPU share (utime+stime over the window, 1.0 = one core busy).
+commits/s and each process's CPU share (utime+stime over the window, 1.0 = one core busy), the
+generator's (this process) included, and the machine's load average.
 
     python -m bench.cluster_throughput --nodes 1,2,3 --groups 600 --seconds 15
 """
@@ -125,11 +126,12 @@ def main() -> None:
             pids = {f"node{n - BASE_NODE_ID}": p.process.pid for n, p in cluster.nodes.items() if p.process}
             assert broker.process is not None
             pids["tansu"] = broker.process.pid
+            pids["generator"] = os.getpid()
             ports = [p.port for p in cluster.nodes.values()]
             result = asyncio.run(drive(ports, groups, topic, args.warmup, args.seconds, pids))
             shown = " ".join(f"{k}={v:.2f}" for k, v in result.items() if k.startswith("cpu_"))
             print(f"nodes={size} groups={args.groups}: {result['commits_per_s']:.0f} commits/s, "
-                  f"errors={result['errors']:.0f}, cpu: {shown}", flush=True)
+                  f"errors={result['errors']:.0f}, cpu: {shown}, load average {os.getloadavg()[0]:.1f}", flush=True)
         finally:
             cluster.stop()
             broker.stop()
