@@ -25,6 +25,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    ADD_OFFSETS_TO_TXN = 25
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -1396,6 +1397,62 @@ class TxnOffsetCommitResponse(Message):
         version: int,
         end: int | None = None,
     ) -> tuple[TxnOffsetCommitResponse, int]: ...
+
+class AddOffsetsToTxnRequest(Message):
+    """Kafka's AddOffsetsToTxnRequest (protocol/schemas/AddOffsetsToTxnRequest.json): versions 0-4, flexible v3+."""
+
+    SCHEMA: ClassVar[MessageSchema]
+    transactional_id: str  # v0+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    group_id: str  # v0+
+    unknown_tagged: list[tuple[int, bytes]] | None
+    def __init__(
+        self,
+        transactional_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        group_id: str = "",
+        unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, out: bytearray, version: int) -> None: ...
+    @classmethod
+    def decode(cls, data: bytes, version: int) -> AddOffsetsToTxnRequest: ...
+    @classmethod
+    def decode_from(
+        cls,
+        data: bytes,
+        pos: int,
+        version: int,
+        end: int | None = None,
+    ) -> tuple[AddOffsetsToTxnRequest, int]: ...
+
+class AddOffsetsToTxnResponse(Message):
+    """Kafka's AddOffsetsToTxnResponse (protocol/schemas/AddOffsetsToTxnResponse.json): versions 0-4, flexible v3+."""
+
+    SCHEMA: ClassVar[MessageSchema]
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    unknown_tagged: list[tuple[int, bytes]] | None
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, out: bytearray, version: int) -> None: ...
+    @classmethod
+    def decode(cls, data: bytes, version: int) -> AddOffsetsToTxnResponse: ...
+    @classmethod
+    def decode_from(
+        cls,
+        data: bytes,
+        pos: int,
+        version: int,
+        end: int | None = None,
+    ) -> tuple[AddOffsetsToTxnResponse, int]: ...
 
 class DescribeClusterRequest(Message):
     """Kafka's DescribeClusterRequest (protocol/schemas/DescribeClusterRequest.json): versions 0-2, flexible v0+."""

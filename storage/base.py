@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from kcoord.protocol.record_batch import HEADER_SIZE, MAX_RECORD_FRAMING
-from kcoord.protocol.records import LogEntry, Record
+from kcoord.protocol.records import EndTxnMarker, LogEntry, Record
 
 # Kafka's default max.message.bytes (broker message.max.bytes): 1 MiB plus the 12 bytes of log
 # overhead. A topic whose configs do not say otherwise accepts batches up to this size.
@@ -42,6 +42,16 @@ class LogLostError(StorageError):
     log's any more; it must stop serving and load again."""
 
 
+class TransactionalAppendError(StorageError):
+    """The cluster refused a transactional batch written for a client's producer for that
+    producer's sake (fenced, its transaction in the wrong state, not authorized): an answer for the
+    client's request, not a fault of the shard's own writes (which stay owned and unfenced)."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
 # What a log calls when it finds out on its own (not in an append or read) that the shard lost it.
 LostCallback = Callable[[StorageError], None]
 
@@ -55,11 +65,36 @@ class ShardLog(Protocol):
         """Durably append ``records`` in order; returns once the cluster acknowledged all of them."""
         ...
 
+    async def append_transactional(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
+    ) -> None:
+        """Durably append one transactional batch for a client's producer (its records stay pending
+        until that producer's marker); no records opens its transaction with a placeholder record
+        the shard's replay skips. Raises :class:`TransactionalAppendError` when the cluster refuses
+        it for the producer's sake, StorageError/FencedError as :meth:`append` does otherwise."""
+        ...
+
     def read(self) -> AsyncIterator[LogEntry]:
         """Read the partition from the beginning to the high watermark at call time, in log order:
         plain records in lists, each transactional batch and each transaction marker on its own
         (:data:`~kcoord.protocol.records.LogEntry`)."""
         ...
+
+    async def follow(self) -> list[EndTxnMarker]:
+        """The transaction markers written into the partition since the last read or follow, up to
+        its high watermark now, in log order (the transaction coordinator writes them; the shard
+        learns of them only by reading). Each is returned once."""
+        ...
+
+
+# The record a transactional batch with no offsets holds (a batch holds at least one record): a
+# tombstone of kcoord's private record type, which the shard's replay and Kafka's loader skip as an
+# unknown type (docs/storage.md).
+TXN_OPEN_KEY = bytes.fromhex("4b43") + b"kcoord-txn-open"
+
+
+def transactional_pairs(pairs: list[tuple[bytes, bytes | None]]) -> list[tuple[bytes, bytes | None]]:
+    return pairs or [(TXN_OPEN_KEY, None)]
 
 
 class Storage(Protocol):
@@ -70,5 +105,11 @@ class Storage(Protocol):
     async def open(self, num_shards: int) -> None: ...
 
     def shard_log(self, shard: int) -> ShardLog: ...
+
+    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+        """Add ``shard``'s partition to the client's transaction at the upstream transaction
+        coordinator (AddPartitionsToTxn v3, the client form, with the client's ids); returns the
+        partition's error code (0 when added)."""
+        ...
 
     async def close(self) -> None: ...

@@ -85,7 +85,14 @@ from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import INT16, CodecError
 from kcoord.protocol.record_batch import CONTROL_COMMIT, RecordBatch, decode_batches, encode_batch
-from kcoord.protocol.records import LogEntry, Record, TransactionalRecords, decode_record, encode_record
+from kcoord.protocol.records import (
+    EndTxnMarker,
+    LogEntry,
+    Record,
+    TransactionalRecords,
+    decode_record,
+    encode_record,
+)
 
 from .base import (
     KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
@@ -93,7 +100,9 @@ from .base import (
     LogLostError,
     LostCallback,
     StorageError,
+    TransactionalAppendError,
     max_record_bytes_for,
+    transactional_pairs,
 )
 from .kafka_client import LEADERSHIP_ERRORS, TRANSIENT_ERRORS, KafkaCluster, request
 
@@ -103,6 +112,18 @@ FENCE_RECORD_TYPE = 0x4B43  # "KC": a record type Kafka's __consumer_offsets doe
 FENCE_KEY = INT16.pack(FENCE_RECORD_TYPE) + b"kcoord-shard-owner"
 
 FENCING_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
+# What the cluster answers a transactional batch written for a client's producer when the fault is
+# that producer's (fenced, its transaction not ongoing, not authorized): the client's answer.
+CLIENT_TRANSACTION_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.TRANSACTION_ABORTABLE,
+})
+# AddPartitionsToTxn errors after which another attempt (after finding the coordinator again) may
+# succeed soon; the rest are the client's answer.
+_ADD_PARTITION_RETRIABLE = frozenset({
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+})
 RESOURCE_TOPIC = 2
 MISSING = object()  # the cluster says the internal topic does not exist
 
@@ -182,6 +203,36 @@ class KafkaStorage:
         self.cluster.close()
 
     # -- the internal topic -----------------------------------------------------------------------------
+    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+        """AddPartitionsToTxn v3 (the client form) for ``shard``'s partition with the client's
+        transactional id, producer id and epoch, on kcoord's own connection to that id's transaction
+        coordinator. Coordinator moves are retried until the request timeout; any other error is
+        the client's answer (docs/transactions.md)."""
+        A = sm.AddPartitionsToTxnRequest
+        req = A(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=producer_epoch,
+            v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=self.topic, partitions=[shard])],
+        )  # fmt: skip
+        deadline = time.monotonic() + self.request_timeout
+        backoff = 0.02
+        while True:
+            try:
+                conn = await self.cluster.transaction_coordinator(transactional_id)
+                resp = await request(conn, req, self.request_timeout, min(3, conn.version_for(A)))
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+                for topic in resp.results_by_topic_v3_and_below or []:
+                    for part in topic.results_by_partition:
+                        if topic.name == self.topic and part.partition_index == shard:
+                            error = part.partition_error_code
+            except StorageError as exc:
+                log.debug("AddPartitionsToTxn for %r: %s", transactional_id, exc)
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if error not in _ADD_PARTITION_RETRIABLE or time.monotonic() > deadline:
+                return int(error)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
+
     async def _ensure_topic(self, num_shards: int) -> None:
         resp = await self.cluster.metadata(self.topic)
         topic = next((t for t in resp.topics if t.name == self.topic), None)
@@ -438,6 +489,11 @@ class KafkaShardLog:
         self.log_start = -1  # the log start offset the last load read from
         self.records_read = 0  # records the last load fetched (before client-side compaction)
         self._lock = asyncio.Lock()  # appends, fencing and ownership changes never interleave
+        # Offsets below ``followed`` were read for transaction markers (by the load or :meth:`follow`).
+        self.followed = -1
+        # A client's producer id -> (epoch, next sequence) of the transactional batches written for it
+        # here: Kafka checks their sequences per partition like any producer's (docs/tansu.md).
+        self._txn_sequences: dict[int, tuple[int, int]] = {}
 
     @property
     def serving(self) -> bool:
@@ -612,6 +668,103 @@ class KafkaShardLog:
             for chunk in self._chunks(pairs):
                 await self._produce(chunk)
 
+    async def append_transactional(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
+    ) -> None:
+        """One transactional batch for a client's producer (:class:`~kcoord.storage.base.ShardLog`)."""
+        pairs = transactional_pairs([encode_record(r) for r in records])
+        async with self._lock:
+            if self.fenced is not None:
+                raise self.fenced
+            if self.lost is not None:
+                raise self.lost
+            if not self.owned:
+                await self._take_ownership()
+            await self._produce_transactional(transactional_id, producer_id, producer_epoch, pairs)
+
+    async def _produce_transactional(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, pairs: list[tuple[bytes, bytes | None]]
+    ) -> None:
+        """Its own Produce request (one transactional id per request), at the producer's next
+        sequence on this partition; retries resend the same batch. Lock held."""
+        epoch, sequence = self._txn_sequences.get(producer_id, (producer_epoch, 0))
+        if epoch != producer_epoch:
+            sequence = 0  # a new epoch starts its sequences over
+        batch = encode_batch(
+            pairs, timestamp=int(time.time() * 1000), producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=sequence, transactional=True,
+        )
+        P = sm.ProduceRequest
+        req = P(
+            transactional_id=transactional_id, acks=-1, timeout_ms=int(self.storage.append_timeout * 1000),
+            topic_data=[P.TopicProduceData(name=self.topic, partition_data=[P.PartitionProduceData(index=self.partition, records=batch)])],
+        )  # fmt: skip
+        deadline = time.monotonic() + self.storage.append_timeout
+        attempt = 0
+        backoff = 0.02
+        last = ""
+        while True:
+            if attempt and time.monotonic() > deadline:
+                raise StorageError(f"transactional append to {self.topic}[{self.partition}] failed: {last}")
+            try:
+                conn = await self.cluster.leader(self.partition)
+                resp = await request(conn, req, self.storage.append_timeout)
+                part = resp.responses[0].partition_responses[0]
+            except (StorageError, IndexError) as exc:
+                last = str(exc) or type(exc).__name__
+                attempt += 1
+                await self._after_leadership_error(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            err = part.error_code
+            if err == ErrorCode.NONE or (err == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and attempt > 0):
+                self._txn_sequences[producer_id] = (producer_epoch, (sequence + len(pairs)) & 0x7FFFFFFF)
+                self._written(part.base_offset, len(pairs))
+                return
+            if err in CLIENT_TRANSACTION_ERRORS:
+                raise TransactionalAppendError(
+                    err, f"transactional append for {transactional_id!r} (producer {producer_id}, epoch "
+                    f"{producer_epoch}) to {self.topic}[{self.partition}]: error {err}",
+                )  # fmt: skip
+            attempt += 1
+            last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
+            if err in LEADERSHIP_ERRORS:
+                await self._after_leadership_error(backoff)
+            elif err in TRANSIENT_ERRORS:
+                await asyncio.sleep(backoff)
+            else:
+                # A sequence kcoord got wrong, or worse: the shard reloads and relearns it from the log.
+                self._txn_sequences.pop(producer_id, None)
+                raise StorageError(f"transactional append to {self.topic}[{self.partition}] rejected: {last}")
+            backoff = min(backoff * 2, 1.0)
+
+    async def follow(self) -> list[EndTxnMarker]:
+        """The markers written since the load or the last call, up to the high watermark now
+        (:class:`~kcoord.storage.base.ShardLog`). Transient errors raise StorageError."""
+        start = self.followed
+        if start < 0 or self.fenced is not None or self.lost is not None:
+            return []
+        markers: list[EndTxnMarker] = []
+        offset = start
+        while True:
+            records, high_watermark, _ = await self._fetch_once(offset)
+            if records is None:
+                return []  # below the log start: the tail check finds the log lost
+            progressed = False
+            for batch in decode_batches(records):
+                if batch.next_offset <= offset:
+                    continue
+                progressed = True
+                if batch.is_control:
+                    markers.append(EndTxnMarker(batch.producer_id, batch.producer_epoch, batch.control_type() == CONTROL_COMMIT))
+                offset = batch.next_offset
+            if not progressed or offset >= high_watermark:
+                break
+        if self.followed != start:
+            return []  # a load read the partition meanwhile: its replay has these markers
+        self.followed = offset
+        return markers
+
     def _chunks(self, pairs: list[tuple[bytes, bytes | None]]) -> list[list[tuple[bytes, bytes | None]]]:
         """One chunk unless the batch would pass ``max_batch_bytes`` (the broker's max.message.bytes).
 
@@ -704,7 +857,7 @@ class KafkaShardLog:
                 await self.storage.recheck_topic()
                 # What was loaded and written is gone upstream: start over on what the topic holds now.
                 self.lost = None
-                self.log_end = self.checked = self.log_start = -1
+                self.log_end = self.checked = self.log_start = self.followed = -1
             if not self.owned:
                 self.checked = -1  # no checks until the load below says where the log ends
                 await self._take_ownership()
@@ -776,6 +929,10 @@ class KafkaShardLog:
                     if ended:
                         _end_transaction(ended, batch.control_type() == CONTROL_COMMIT, latest, open_keys, written_at)
                 elif batch.is_transactional:
+                    if batch.producer_id != self.producer_id:
+                        self._txn_sequences[batch.producer_id] = (
+                            batch.producer_epoch, (batch.base_sequence + batch.next_offset - batch.base_offset) & 0x7FFFFFFF
+                        )
                     held = [(off, k, v) for off, _ts, k, v, _h in batch.records if offset <= off < end and k is not None]
                     if held:
                         open_batches.setdefault(batch.producer_id, []).append(
@@ -802,7 +959,7 @@ class KafkaShardLog:
         # What this process loaded ends at ``end``: later writes are its own or another owner's,
         # which the tail check reads from here.
         self.log_start, self.records_read = start, records_read
-        self.log_end = self.checked = max(end, offset)
+        self.log_end = self.checked = self.followed = max(end, offset)
         tail: list[tuple[int, _OpenBatch | tuple[bytes, bytes | None]]] = [
             (b.records[0][0], b) for batches in open_batches.values() for b in batches
         ]

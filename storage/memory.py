@@ -5,9 +5,13 @@ goes through the real record codec. An append holding a record larger than ``max
 fails as a Kafka broker fails a batch over the topic's max.message.bytes (MESSAGE_TOO_LARGE).
 
 Transactions: :meth:`MemoryShardLog.append_transactional` appends a transactional batch for a
-producer (what kcoord will write for a client's TxnOffsetCommit) and :meth:`MemoryShardLog.write_marker`
-a COMMIT or ABORT marker (what the transaction coordinator writes). A read yields them in log order
-as :class:`TransactionalRecords` and :class:`EndTxnMarker` between lists of plain records.
+producer (what kcoord writes for a client's TxnOffsetCommit and AddOffsetsToTxn) and
+:meth:`MemoryShardLog.write_marker` a COMMIT or ABORT marker (what the transaction coordinator
+writes). A read yields them in log order as :class:`TransactionalRecords` and :class:`EndTxnMarker`
+between lists of plain records; :meth:`MemoryShardLog.follow` returns the markers written since.
+``refuse_transactional`` makes the next transactional appends fail as the cluster refuses a fenced
+producer's (:class:`TransactionalAppendError`); :attr:`MemoryStorage.add_partition_errors` gives the
+error code AddPartitionsToTxn answers for a producer id (none: added).
 
 ``compacted_reads`` reads the log as Kafka's log cleaner leaves it when it has cleaned everything it
 may: only below the last stable offset (the first offset of a transaction still open), where every
@@ -29,7 +33,13 @@ from kcoord.protocol.records import (
     encode_record,
 )
 
-from .base import DEFAULT_MAX_RECORD_BYTES, LostCallback, StorageError
+from .base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    LostCallback,
+    StorageError,
+    TransactionalAppendError,
+    transactional_pairs,
+)
 
 Pair = tuple[bytes, bytes | None]
 
@@ -57,6 +67,8 @@ class MemoryShardLog:
         self.max_record_bytes = max_record_bytes
         self.append_calls = 0
         self.on_lost: LostCallback | None = None
+        self.refuse_transactional: list[int] = []  # error codes the next transactional appends get
+        self.followed = 0  # entries read or followed so far
 
     def _encode(self, records: list[Record]) -> list[Pair]:
         self.append_calls += 1
@@ -74,15 +86,27 @@ class MemoryShardLog:
     async def append(self, records: list[Record]) -> None:
         self.entries.extend(self._encode(records))
 
-    async def append_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None:
+    async def append_transactional(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
+    ) -> None:
         """One transactional batch of ``producer_id`` (its records stay pending until a marker)."""
-        self.entries.append(TxnBatch(producer_id, producer_epoch, self._encode(records)))
+        pairs = self._encode(records)
+        if self.refuse_transactional:
+            code = self.refuse_transactional.pop(0)
+            raise TransactionalAppendError(code, f"injected refusal of producer {producer_id}: error {code}")
+        self.entries.append(TxnBatch(producer_id, producer_epoch, transactional_pairs(pairs)))
 
     def write_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
         """What the transaction coordinator writes when ``producer_id``'s transaction ends."""
         self.entries.append(EndTxnMarker(producer_id, producer_epoch, committed))
 
+    async def follow(self) -> list[EndTxnMarker]:
+        markers = [e for e in self.entries[self.followed :] if isinstance(e, EndTxnMarker)]
+        self.followed = len(self.entries)
+        return markers
+
     async def read(self) -> AsyncIterator[LogEntry]:
+        self.followed = len(self.entries)
         entries = self._compacted() if self.compacted_reads else self.entries
         batch: list[Record] = []
         for entry in entries:
@@ -156,6 +180,14 @@ class MemoryStorage:
         self.logs: dict[int, MemoryShardLog] = {}
         self.compacted_reads = compacted_reads
         self.max_record_bytes = max_record_bytes
+        self.add_partition_errors: dict[int, int] = {}  # producer id -> AddPartitionsToTxn's error code
+        self.added_partitions: list[tuple[str, int, int, int]] = []  # (transactional id, pid, epoch, shard)
+
+    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+        error = self.add_partition_errors.get(producer_id, 0)
+        if error == 0:
+            self.added_partitions.append((transactional_id, producer_id, producer_epoch, shard))
+        return error
 
     async def open(self, num_shards: int) -> None:
         for i in range(num_shards):

@@ -131,9 +131,13 @@ class PendingTransactions:
     partitions with pending offsets whose committed offset was written after the first of them.
     """
 
-    __slots__ = ("by_producer", "open", "open_groups", "committed_at", "position")
+    __slots__ = ("by_producer", "open", "open_groups", "committed_at", "position", "producers")
 
     def __init__(self) -> None:
+        # producer id -> the epoch of its transaction open in this log: it wrote a transactional
+        # batch (offsets, or only the opening AddOffsetsToTxn writes) and no marker ended it yet.
+        # Only such a producer may commit offsets transactionally here (TxnOffsetCommit).
+        self.producers: dict[int, int] = {}
         # producer id -> partition -> (OffsetCommitValue, position)
         self.by_producer: dict[int, dict[OffsetKey, tuple[Any, int]]] = {}
         self.open: dict[OffsetKey, set[int]] = {}  # partition -> producer ids with a pending offset
@@ -168,8 +172,13 @@ class PendingTransactions:
                 del self.by_producer[producer_id]
         self._closed(key)
 
+    def begin(self, producer_id: int, producer_epoch: int) -> None:
+        """A transactional batch of the producer was replayed: its transaction is open here."""
+        self.producers[producer_id] = producer_epoch
+
     def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, Any]]:
         """The producer's transaction ended: what becomes visible (nothing on ABORT)."""
+        self.producers.pop(producer_id, None)
         offsets = self.by_producer.pop(producer_id, None)
         if offsets is None:
             return []
@@ -249,7 +258,6 @@ class OffsetManager:
             group = self._find_group(req.group_id) if req.group_id is not None else None
             error = self._validate_commit(ctx, req, group)
         R = m.OffsetCommitResponse
-        topics = []
         if error != ErrorCode.NONE:
             if req.group_id is not None:
                 if error == ErrorCode.FENCED_INSTANCE_ID:
@@ -263,12 +271,30 @@ class OffsetManager:
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
         expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
-        first_record = len(out.records)
+        codes = self._offset_records(req.group_id, req.topics, now, expire, out.records)
+        if codes is None:
+            self._refuse_oversized_commit(ApiKey.OFFSET_COMMIT, ctx, req, out)
+            return
+        out.reply(ctx, R(topics=[
+            R.OffsetCommitResponseTopic(name=name, partitions=[
+                R.OffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in parts
+            ])
+            for name, parts in codes
+        ]))  # fmt: skip
+
+    def _offset_records(
+        self, group_id: str, topics: Iterable[Any], now: int, expire: int, records: list[Any]
+    ) -> list[tuple[str, list[tuple[int, ErrorCode]]]] | None:
+        """Append a commit's offset records to ``records``; returns each topic's partition codes
+        (OFFSET_METADATA_TOO_LARGE writes nothing for that partition), or None when a record would be
+        larger than the log takes (the records appended by this call are removed again then)."""
+        first_record = len(records)
         # The largest record a partition of this group could need, from string lengths (UTF-8 takes
         # at most 4 bytes a character): far below the log's limit but for huge group ids, topic names
         # or metadata, so the exact size is computed only then, never on the common path.
-        bound = _MAX_OFFSET_RECORD_FIXED + 4 * (len(req.group_id) + self.config.offset_metadata_max_bytes)
-        for topic in req.topics:
+        bound = _MAX_OFFSET_RECORD_FIXED + 4 * (len(group_id) + self.config.offset_metadata_max_bytes)
+        codes = []
+        for topic in topics:
             exact = bound + 4 * len(topic.name) > self.max_record_bytes
             partitions = []
             for p in topic.partitions:
@@ -278,7 +304,7 @@ class OffsetManager:
                 else:
                     code = ErrorCode.NONE
                     record = offset_commit_record(
-                        req.group_id,
+                        group_id,
                         topic.name,
                         p.partition_index,
                         offset=p.committed_offset,
@@ -291,14 +317,16 @@ class OffsetManager:
                         key, value = encode_record(record)
                         size = len(key) + len(value or b"")
                         if size > self.max_record_bytes:
-                            self._refuse_oversized_commit(ctx, req, size, first_record, out)
-                            return
-                    out.records.append(record)
-                partitions.append(
-                    R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
-                )
-            topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
-        out.reply(ctx, R(topics=topics))
+                            self.log.warning(
+                                "group %s: offset commit makes a %d-byte record; the log takes records up to %d "
+                                "bytes: not written", group_id, size, self.max_record_bytes,
+                            )  # fmt: skip
+                            del records[first_record:]
+                            return None
+                    records.append(record)
+                partitions.append((p.partition_index, code))
+            codes.append((topic.name, partitions))
+        return codes
 
     def _metadata_too_large(self, metadata: str | None) -> bool:
         return metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes
@@ -342,18 +370,12 @@ class OffsetManager:
             )  # fmt: skip
         return error
 
-    def _refuse_oversized_commit(
-        self, ctx: RequestContext, req: m.OffsetCommitRequest, size: int, first_record: int, out: Result
-    ) -> None:
+    @staticmethod
+    def _refuse_oversized_commit(api_key: ApiKey, ctx: RequestContext, req: Any, out: Result) -> None:
         """Kafka writes a commit's records atomically and refuses a write holding a record larger
         than a batch may be (RecordTooLargeException); GroupCoordinatorService answers that
         MESSAGE_TOO_LARGE with UNKNOWN_SERVER_ERROR for every partition. Nothing is written."""
-        del out.records[first_record:]
-        self.log.warning(
-            "group %s: offset commit makes a %d-byte record; the log takes records up to %d bytes: not written",
-            req.group_id, size, self.max_record_bytes,
-        )  # fmt: skip
-        out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(ErrorCode.UNKNOWN_SERVER_ERROR)))
+        out.reply(ctx, error_response(api_key, ctx.api_version, req, int(ErrorCode.UNKNOWN_SERVER_ERROR)))
 
     def _validate_commit(
         self, ctx: RequestContext, req: m.OffsetCommitRequest, group: ClassicGroup | None
@@ -373,33 +395,92 @@ class OffsetManager:
             self._committed(group, req.member_id)
         return error
 
-    # -- TxnOffsetCommit ------------------------------------------------------------------------------
+    # -- transactions ---------------------------------------------------------------------------------
+    def add_offsets_to_txn(self, ctx: RequestContext, req: m.AddOffsetsToTxnRequest, out: Result) -> None:
+        """Open the producer's transaction in this shard's log (the runtime has already added the
+        shard's partition to it at the upstream transaction coordinator, and replayed every marker
+        the log held): a transactional batch with no offsets, so that the transaction is known to be
+        open here from the log alone, after a restart too. Nothing is written when it is open already
+        (a second group of this shard, or a retry)."""
+        open_epoch = self.pending.producers.get(req.producer_id)
+        if open_epoch is not None and open_epoch > req.producer_epoch:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH  # a zombie: its producer id has a newer epoch here
+        else:
+            error = ErrorCode.NONE
+            if open_epoch != req.producer_epoch:
+                if open_epoch is not None:
+                    self.log.warning(
+                        "producer %d: transaction at epoch %d still open in the log when epoch %d starts one",
+                        req.producer_id, open_epoch, req.producer_epoch,
+                    )  # fmt: skip
+                out.write_transactional(ctx, req.transactional_id, req.producer_id, req.producer_epoch, [])
+        out.reply(ctx, m.AddOffsetsToTxnResponse(error_code=int(error)))
+
+    def _validate_txn_producer(self, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """What Kafka's transaction verification (KIP-890 part 1) checks before a TxnOffsetCommit is
+        written: the group's partition is in the producer's ongoing transaction at this epoch. Here
+        that is a transaction of the producer open in the shard's log, which AddOffsetsToTxn opens
+        and a marker closes: none means the partition was never added or the transaction ended
+        (INVALID_TXN_STATE); an older epoch than the open one is a fenced producer."""
+        open_epoch = self.pending.producers.get(producer_id)
+        if open_epoch == producer_epoch:
+            return ErrorCode.NONE
+        if open_epoch is not None and producer_epoch < open_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return ErrorCode.INVALID_TXN_STATE
+
     def txn_commit(self, ctx: RequestContext, req: m.TxnOffsetCommitRequest, out: Result) -> None:
-        """Kafka's ``validateTransactionalOffsetCommit`` for consumer groups and unknown groups, then
-        COORDINATOR_NOT_AVAILABLE: transactional commits need transaction markers from the cluster,
-        which kcoord does not follow yet, so a commit the group accepts is answered so (retriable for
-        producers) until transactions are implemented. Nothing is written.
+        """Kafka's ``commitTransactionalOffset``: the producer's transaction must be open here
+        (:meth:`_validate_txn_producer`), then the group's fencing
+        (``validateTransactionalOffsetCommit``), then the offsets are written as a transactional
+        batch of the producer, pending until its transaction's marker.
 
         A refusal is answered on every partition, as Kafka does: for a consumer group UNKNOWN_MEMBER_ID,
         or ILLEGAL_GENERATION for an epoch the fencing refuses (TxnOffsetCommit has no
-        STALE_MEMBER_EPOCH); for an unknown group with a generation, ILLEGAL_GENERATION. A classic
-        group's transactional fencing is not checked yet."""
+        STALE_MEMBER_EPOCH); for a classic group its member and generation checks (transactional
+        form: no REBALANCE_IN_PROGRESS, and a commit naming no member is accepted); for an unknown
+        group with a generation, ILLEGAL_GENERATION. Nothing is written then."""
+        error = self._validate_txn_producer(req.producer_id, req.producer_epoch)
         generation = req.generation_id_or_member_epoch
-        consumer_group = self._find_consumer_group(req.group_id)
-        if consumer_group is not None:
-            error = self._validate_consumer_group_commit(
-                consumer_group, req.member_id, req.group_instance_id, generation, req.topics,
-                is_transactional=True, api_version=ctx.api_version,
-            )  # fmt: skip
-        elif self._find_group(req.group_id) is None and generation >= 0:
-            error = ErrorCode.ILLEGAL_GENERATION
-        else:
-            error = ErrorCode.NONE
         if error == ErrorCode.NONE:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            consumer_group = self._find_consumer_group(req.group_id)
+            if consumer_group is not None:
+                error = self._validate_consumer_group_commit(
+                    consumer_group, req.member_id, req.group_instance_id, generation, req.topics,
+                    is_transactional=True, api_version=ctx.api_version,
+                )  # fmt: skip
+            else:
+                group = self._find_group(req.group_id)
+                if group is not None:
+                    error = group.validate_offset_commit(
+                        req.member_id, req.group_instance_id, generation, is_transactional=True
+                    )
+                elif generation >= 0:
+                    error = ErrorCode.ILLEGAL_GENERATION
+            if error != ErrorCode.NONE:
+                ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "txn_offset_commit")
         else:
-            ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "txn_offset_commit")
-        out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, int(error)))
+            self.log.info(
+                "group %s: transactional offset commit of %r (producer %d, epoch %d) refused: %s",
+                req.group_id, req.transactional_id, req.producer_id, req.producer_epoch, error.name,
+            )  # fmt: skip
+        if error != ErrorCode.NONE:
+            out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, int(error)))
+            return
+        records: list[Any] = []
+        codes = self._offset_records(req.group_id, req.topics, self.now_ms(), NO_EXPIRE_TIMESTAMP, records)
+        if codes is None:
+            self._refuse_oversized_commit(ApiKey.TXN_OFFSET_COMMIT, ctx, req, out)
+            return
+        if records:
+            out.write_transactional(ctx, req.transactional_id, req.producer_id, req.producer_epoch, records)
+        R = m.TxnOffsetCommitResponse
+        out.reply(ctx, R(topics=[
+            R.TxnOffsetCommitResponseTopic(name=name, partitions=[
+                R.TxnOffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in parts
+            ])
+            for name, parts in codes
+        ]))  # fmt: skip
 
     # -- OffsetFetch --------------------------------------------------------------------------------
     def fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest, out: Result) -> None:

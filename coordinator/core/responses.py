@@ -132,6 +132,10 @@ def _txn_offset_commit(version: int, req: m.TxnOffsetCommitRequest, error: int) 
         for t in req.topics])  # fmt: skip
 
 
+def _add_offsets_to_txn(version: int, req: m.AddOffsetsToTxnRequest, error: int) -> m.AddOffsetsToTxnResponse:
+    return m.AddOffsetsToTxnResponse(error_code=error)
+
+
 def _offset_fetch(version: int, req: m.OffsetFetchRequest, error: int) -> m.OffsetFetchResponse:
     R = m.OffsetFetchResponse
     if version >= 8:
@@ -212,6 +216,7 @@ _BUILDERS: dict[int, Callable[[int, Any, int], Message]] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.LIST_GROUPS: _list_groups,

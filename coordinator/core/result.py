@@ -7,6 +7,12 @@ every parked JoinGroup — so replies name their request by its opaque :class:`R
 The runtime appends the records, and only after the cluster acknowledged them sends the replies.
 ``events`` (:mod:`kcoord.coordinator.core.events`) report what happened to groups and members, for metrics
 and logs; they never affect state.
+
+``transactional`` holds writes made *for a client's transaction* (a TxnOffsetCommit's offsets, or the
+opening of a transaction in the shard's partition for AddOffsetsToTxn): each is one transactional
+batch with the client's producer id and epoch, written after ``records``, in order. Its reply waits
+for it like any other; if the cluster refuses it for the producer's sake (fenced, wrong state), that
+error answers ``ctx``, the request it was written for.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcoord.protocol.codegen import Message
-from kcoord.protocol.records import Record
+from kcoord.protocol.records import Record, TransactionalRecords
 
 from .events import GroupEvent
 
@@ -29,11 +35,22 @@ class RequestContext:
     correlation_id: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionalWrite:
+    """One transactional batch for ``transactional_id``'s producer (see the module docstring). An
+    empty ``batch.records`` opens the producer's transaction in the shard's log with no offsets."""
+
+    ctx: RequestContext
+    transactional_id: str
+    batch: TransactionalRecords
+
+
 @dataclass(slots=True)
 class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[tuple[RequestContext, Message]] = field(default_factory=list)
     events: list[GroupEvent] = field(default_factory=list)
+    transactional: list[TransactionalWrite] = field(default_factory=list)
 
     def reply(self, ctx: RequestContext, response: Message) -> Result:
         self.replies.append((ctx, response))
@@ -43,8 +60,17 @@ class Result:
         self.events.append(event)
         return self
 
+    def write_transactional(
+        self, ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
+    ) -> Result:
+        self.transactional.append(
+            TransactionalWrite(ctx, transactional_id, TransactionalRecords(producer_id, producer_epoch, records))
+        )
+        return self
+
     def extend(self, other: Result) -> Result:
         self.records.extend(other.records)
         self.replies.extend(other.replies)
         self.events.extend(other.events)
+        self.transactional.extend(other.transactional)
         return self

@@ -109,6 +109,7 @@ class GroupCoordinatorShard:
             ApiKey.LEAVE_GROUP: self.classic.leave,
             ApiKey.OFFSET_COMMIT: self.offsets.commit,
             ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.offsets.add_offsets_to_txn,
             ApiKey.OFFSET_FETCH: self.offsets.fetch,
             ApiKey.OFFSET_DELETE: self.offsets.delete,
             ApiKey.DESCRIBE_GROUPS: self.admin.describe_groups,
@@ -167,7 +168,9 @@ class GroupCoordinatorShard:
         """Apply one transactional batch of ``producer_id`` (Kafka's ``replay`` with a producer id):
         its offset commits become pending until the producer's marker
         (:meth:`replay_end_transaction_marker`). A commit's group comes into being as for a plain
-        commit, and any other record (a tombstone included) applies at once, as in Kafka."""
+        commit, and any other record (a tombstone included) applies at once, as in Kafka. The
+        producer's transaction is open here from now on, even when the batch held no offsets."""
+        self.offsets.pending.begin(producer_id, producer_epoch)
         for record in records:
             key = record.key
             if isinstance(key, OffsetCommitKey):
@@ -216,7 +219,13 @@ class GroupCoordinatorShard:
             },
             "consumer_groups": self.consumer.view(),
             "pending_offsets": self.offsets.pending.view(),
+            "open_transactions": dict(self.offsets.pending.producers),
         }
+
+    def has_open_transactions(self) -> bool:
+        """Whether a producer's transaction is open in this shard's log: its marker is still to come
+        (the runtime follows the log for markers only then)."""
+        return bool(self.offsets.pending.producers)
 
     # -- time ---------------------------------------------------------------------------------------
     def poll(self, now_ms: int) -> Result:

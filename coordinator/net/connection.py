@@ -338,6 +338,8 @@ class ClientConnection(asyncio.Protocol):
                 self._serve_group(api_key, ctx, request)
             elif isinstance(request, m.FindCoordinatorRequest):
                 self._find_coordinator(payload, ctx, request)
+            elif isinstance(request, m.AddOffsetsToTxnRequest):
+                self._add_offsets_to_txn(ctx, request)
             return
         cluster = self.app.cluster
         if not cluster.supports(api_key, version):
@@ -412,11 +414,37 @@ class ClientConnection(asyncio.Protocol):
 
         self._route(api_key, ctx, request, reply)
 
+    def _add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> None:
+        """Answered by kcoord, not relayed: the group's shard partition joins the client's
+        transaction (coordinator/runtime/transactions.py)."""
+        slot = self._new_slot()
+        api_key, version, correlation_id = ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, ctx.correlation_id
+
+        def done(task: asyncio.Future[Message]) -> None:
+            if self._closed:
+                return
+            if task.cancelled() or task.exception() is not None:
+                log.error("%s: AddOffsetsToTxn failed: %r", self.peer, None if task.cancelled() else task.exception())
+                response = error_response(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                response = task.result()
+            self.app.metrics.response_sent(api_key, version, response)
+            self._fill(slot, frames.encode_response(api_key, version, correlation_id, response))
+
+        asyncio.ensure_future(self.app.transactions.add_offsets_to_txn(ctx, request)).add_done_callback(done)
+
     def _route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """To the router; a commit's topics are checked first, as a broker checks them (topics.py),
         and topic ids (OffsetCommit/OffsetFetch v10) are resolved to names (topic_ids.py)."""
         if self._held_requests is not None:
             self._held_requests.append((api_key, ctx, request, reply))
+        elif api_key == ApiKey.TXN_OFFSET_COMMIT and self.app.router.shard_of(request.group_id).has_open_transactions():  # type: ignore[attr-defined]
+            # Every marker already in the shard's log first: a commit after its transaction ended
+            # must find it ended (runtime/shard.py, "Transactions").
+            shard = self.app.router.shard_of(request.group_id)  # type: ignore[attr-defined]
+            self._hold_requests_until(
+                shard.catch_up(), "transaction marker catch-up", lambda: self._route_by_name(api_key, ctx, request, reply)
+            )
         elif api_key in TOPIC_ID_APIS and ctx.api_version >= TOPIC_ID_SINCE:
             self._route_by_topic_ids(api_key, ctx, request, reply)
         elif api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and request.subscribed_topic_names:  # type: ignore[attr-defined]

@@ -78,6 +78,25 @@ ADDRESS_FREE_VERSIONS: dict[int, tuple[int, int]] = {
     55: (0, 1),  # DescribeQuorum: v2 adds each controller's listeners (host, port)
 }
 
+# Transactions v1 only (docs/transactions.md, README "Exactly-once"): with KIP-890's v2 a client
+# adds a group's offsets partition implicitly on TxnOffsetCommit, which kcoord cannot do for its own
+# topic, so kcoord offers the transaction APIs up to their last v1 versions (EndTxn v5 and
+# TxnOffsetCommit v5 are the v2 forms; AddPartitionsToTxn v4+ is the broker-to-broker form) and
+# never the ``transaction.version`` feature: clients then send AddOffsetsToTxn, which kcoord answers.
+TRANSACTION_FEATURE = "transaction.version"
+TRANSACTIONS_V1_VERSIONS: dict[int, tuple[int, int]] = {
+    22: (0, 5),  # InitProducerId (v6: KIP-939 prepared transactions)
+    24: (0, 3),  # AddPartitionsToTxn
+    26: (0, 4),  # EndTxn
+}
+
+
+
+def without_transaction_version(features: list[Any] | None) -> list[Any]:
+    """An ApiVersions feature list as kcoord passes it on: without ``transaction.version``."""
+    return [f for f in features or [] if f.name != TRANSACTION_FEATURE]
+
+
 # Every API in Kafka's client-message specs whose response can carry a broker address, and how
 # kcoord keeps its clients from learning one (tests/unit/test_gateway_addresses.py checks this
 # table against ../shared/kafka-specs). Listed in README, "Broker addresses in relayed answers".
@@ -171,8 +190,8 @@ class ClusterView:
             raise ConnectionError(f"upstream ApiVersions failed with error {exc.error_code}") from None
         self.upstream_versions = dict(conn.versions)
         self._compute_advertised()
-        self.supported_features = list(resp.supported_features or [])
-        self.finalized_features = list(resp.finalized_features or [])
+        self.supported_features = without_transaction_version(resp.supported_features)
+        self.finalized_features = without_transaction_version(resp.finalized_features)
 
     async def close(self) -> None:
         await self.topics.close()
@@ -253,7 +272,7 @@ class ClusterView:
         for key, (lo, hi) in self.upstream_versions.items():
             if key in NOT_RELAYED or key in KCOORD_VERSIONS:
                 continue
-            limit = REWRITTEN_VERSIONS.get(key) or ADDRESS_FREE_VERSIONS.get(key)
+            limit = REWRITTEN_VERSIONS.get(key) or ADDRESS_FREE_VERSIONS.get(key) or TRANSACTIONS_V1_VERSIONS.get(key)
             if limit is not None:
                 lo, hi = max(lo, limit[0]), min(hi, limit[1])
                 if lo > hi:

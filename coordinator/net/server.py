@@ -26,6 +26,7 @@ from kcoord.coordinator.ops.settings import Settings
 from kcoord.coordinator.runtime.membership import ClusterMembership
 from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
+from kcoord.coordinator.runtime.transactions import TransactionOffsets
 from kcoord.protocol.frames import FrameBudget
 from kcoord.storage.base import Storage
 from kcoord.storage.kafka import KafkaStorage
@@ -88,6 +89,7 @@ class App:
         self.embedded: EmbeddedBroker | None = None
         self.shards: list[ShardRuntime] = []
         self.router = Router(self.shards)
+        self.transactions: TransactionOffsets = None  # type: ignore[assignment]  # set with the shards
         self.membership: ClusterMembership | None = None  # cluster mode: this node in the cluster's group
         self.fatal: str | None = None  # why this node stopped serving for good (cluster mode)
         self.fatal_event = asyncio.Event()
@@ -218,6 +220,7 @@ class App:
                 )
 
             self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
+        self.transactions = TransactionOffsets(self.router, self.storage)
 
     def _topic_id_of(self, name: str) -> Any:
         """Consumer groups key assignments by topic id; commits name topics. The shards read the

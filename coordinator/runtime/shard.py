@@ -16,6 +16,15 @@ Invariants:
   fenced by another kcoord — every request gets NOT_COORDINATOR from then on, for good — or the
   log no longer holds what the shard loaded (topic deleted, re-created, truncated) — the shard
   stops serving and reloads once the log is back.
+- Transactions (docs/transactions.md): a handler's transactional writes (``Result.transactional``)
+  are replayed at once like records and appended in the same queue, in replay order, each as a
+  batch of the client's producer, so the log holds plain and transactional writes in the order the
+  state saw them. The transaction coordinator writes its markers into the shard's partition; while
+  a transaction is open there the shard follows the log (``follow.interval``) and replays each
+  marker it finds, and :meth:`ShardRuntime.catch_up` replays every marker already written before a
+  new transaction opens or commits, so a marker is never replayed after a later transaction's writes
+  of its producer. A transactional batch the cluster refuses for the producer's sake answers its
+  request with that error; the shard then reloads, since the state replayed what the log lacks.
 """
 
 from __future__ import annotations
@@ -30,11 +39,12 @@ from typing import Protocol
 from kcoord.coordinator.core.clock import Clock
 from kcoord.coordinator.core.events import GroupEvent
 from kcoord.coordinator.core.responses import error_response
-from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.coordinator.core.result import RequestContext, Result, TransactionalWrite
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import EndTxnMarker, Record, TransactionalRecords
-from kcoord.storage.base import FencedError, ShardLog, StorageError
+from kcoord.storage.base import FencedError, ShardLog, StorageError, TransactionalAppendError
 
 log = logging.getLogger("kcoord.shard")
 
@@ -55,6 +65,7 @@ class ShardState(Protocol):
     def poll(self, now_ms: int) -> Result: ...
     def next_deadline(self) -> int | None: ...
     def on_loaded(self) -> Result: ...
+    def has_open_transactions(self) -> bool: ...
 
 
 def replay_transaction_entry(state: ShardState, entry: TransactionalRecords | EndTxnMarker) -> int:
@@ -97,6 +108,7 @@ class ShardRuntime:
         shard_log: ShardLog,
         clock: Clock,
         observer: ShardObserver | None = None,
+        follow_interval: float = 0.05,
     ) -> None:
         self.index = index
         self._make_state = make_state
@@ -112,9 +124,14 @@ class ShardRuntime:
         self._closing = False
         shard_log.on_lost = self._log_lost
         self._waiting: dict[RequestContext, tuple[Reply, int, Message]] = {}
-        self._pending_records: list[Record] = []
-        self._written_seq = 0  # records handed to the log so far (replayed into the state)
-        self._acked_seq = 0  # records the log acknowledged
+        # Writes replayed but not yet handed to the log, in replay order: runs of plain records, and
+        # transactional batches (each its own append).
+        self._pending: list[list[Record] | TransactionalWrite] = []
+        self._written_seq = 0  # writes handed to the log so far (replayed into the state): a record or a batch each
+        self._acked_seq = 0  # writes the log acknowledged
+        self.follow_interval = follow_interval
+        self._following = False  # a task follows the log for transaction markers
+        self._follow_lock = asyncio.Lock()
         self._deferred: deque[tuple[int, RequestContext, Message]] = deque()
         self._flushing = False
         self._timer: asyncio.TimerHandle | None = None
@@ -136,13 +153,14 @@ class ShardRuntime:
             else:
                 count += replay_transaction_entry(state, entry)
         self.state = state
-        self._pending_records = []
+        self._pending = []
         self._written_seq = self._acked_seq = 0
         self.loaded = True
         self.lost = None
         records_read = getattr(self.log, "records_read", count)
         self.observer.shard_loaded(self.index, count, time.perf_counter() - started, records_read)
         self._apply(state.on_loaded())
+        self._follow_markers()
 
     async def first_load(self) -> None:
         """The load at start: a failure does not stop the process (its other shards serve); this
@@ -188,11 +206,22 @@ class ShardRuntime:
                 self._report_events(self.index, result.events)
             except Exception:  # reporting must never cost the shard
                 log.exception("shard %d: reporting group events failed", self.index)
-        if result.records:
-            for record in result.records:
-                self.state.replay(record)
-            self._pending_records.extend(result.records)
-            self._written_seq += len(result.records)
+        if result.records or result.transactional:
+            pending = self._pending
+            if result.records:
+                for record in result.records:
+                    self.state.replay(record)
+                if pending and type(pending[-1]) is list:
+                    pending[-1].extend(result.records)
+                else:
+                    pending.append(list(result.records))
+                self._written_seq += len(result.records)
+            if result.transactional:
+                for write in result.transactional:
+                    replay_transaction_entry(self.state, write.batch)
+                    pending.append(write)
+                self._written_seq += len(result.transactional)
+                self._follow_markers()
             if not self._flushing:
                 self._flushing = True
                 asyncio.get_running_loop().create_task(self._flush(self._generation))
@@ -212,42 +241,116 @@ class ShardRuntime:
     async def _flush(self, generation: int) -> None:
         try:
             await asyncio.sleep(0)  # let requests that arrived in the same loop tick join the batch
-            while self._pending_records and generation == self._generation:
-                batch = self._pending_records
-                self._pending_records = []
-                started = time.perf_counter()
-                try:
-                    await self.log.append(batch)
-                except FencedError as exc:
-                    if generation == self._generation:
-                        self._log_lost(exc)
-                    return
-                except Exception as exc:
-                    log.error("shard %d: append of %d records failed: %s; reloading", self.index, len(batch), exc)
-                    if generation == self._generation:
-                        await self._fail_and_reload()
-                    return
-                if generation != self._generation:
-                    return
-                self.observer.append_done(self.index, len(batch), time.perf_counter() - started)
-                self._acked_seq += len(batch)
-                while self._deferred and self._deferred[0][0] <= self._acked_seq:
-                    _, ctx, response = self._deferred.popleft()
-                    self._resolve(ctx, response)
+            while self._pending and generation == self._generation:
+                writes = self._pending
+                self._pending = []
+                for write in writes:
+                    started = time.perf_counter()
+                    try:
+                        if type(write) is list:
+                            await self.log.append(write)
+                            done = len(write)
+                        else:
+                            assert isinstance(write, TransactionalWrite)
+                            batch = write.batch
+                            await self.log.append_transactional(
+                                write.transactional_id, batch.producer_id, batch.producer_epoch, batch.records
+                            )
+                            done = 1
+                    except FencedError as exc:
+                        if generation == self._generation:
+                            self._log_lost(exc)
+                        return
+                    except TransactionalAppendError as exc:
+                        if generation == self._generation:
+                            assert isinstance(write, TransactionalWrite)
+                            self._refuse_transactional(write, exc)
+                            await self._fail_and_reload()
+                        return
+                    except Exception as exc:
+                        log.error("shard %d: append failed: %s; reloading", self.index, exc)
+                        if generation == self._generation:
+                            await self._fail_and_reload()
+                        return
+                    if generation != self._generation:
+                        return
+                    self.observer.append_done(self.index, done, time.perf_counter() - started)
+                    self._acked_seq += done
+                    while self._deferred and self._deferred[0][0] <= self._acked_seq:
+                        _, ctx, response = self._deferred.popleft()
+                        self._resolve(ctx, response)
         finally:
             if generation == self._generation:
                 self._flushing = False
+
+    def _refuse_transactional(self, write: TransactionalWrite, exc: TransactionalAppendError) -> None:
+        """The cluster refused a client's transactional batch for the producer's sake: its request
+        gets that error (as Kafka's coordinator answers a failed transactional write)."""
+        log.info("shard %d: transactional write of %r (producer %d, epoch %d) refused: %s",
+                 self.index, write.transactional_id, write.batch.producer_id, write.batch.producer_epoch, exc)
+        entry = self._waiting.pop(write.ctx, None)
+        if entry is not None:
+            reply, api_key, request = entry
+            reply(error_response(api_key, write.ctx.api_version, request, ErrorCode(exc.error_code)))
+
+    # -- transaction markers ------------------------------------------------------------------------
+    def _follow_markers(self) -> None:
+        """Follow the log for markers while a transaction is open in the shard (module docstring)."""
+        if self._following or not self.loaded or not self.state.has_open_transactions():
+            return
+        self._following = True
+        asyncio.get_running_loop().create_task(self._follow_loop(self._generation))
+
+    async def _follow_loop(self, generation: int) -> None:
+        try:
+            while generation == self._generation and self.loaded and self.state.has_open_transactions():
+                await asyncio.sleep(self.follow_interval)
+                try:
+                    await self.catch_up()
+                except StorageError as exc:  # the next round tries again; a lost log reloads anyway
+                    log.debug("shard %d: following transaction markers failed: %s", self.index, exc)
+        finally:
+            if generation == self._generation:
+                self._following = False
+
+    def has_open_transactions(self) -> bool:
+        return self.loaded and self.state.has_open_transactions()
+
+    async def catch_up(self) -> None:
+        """Replay every transaction marker written into the shard's partition so far."""
+        async with self._follow_lock:
+            generation = self._generation
+            if not self.loaded:
+                return
+            markers = await self.log.follow()
+            if generation != self._generation or not self.loaded:
+                return  # a reload reads them
+            for marker in markers:
+                replay_transaction_entry(self.state, marker)
+            if markers:
+                self._reschedule_timer()
+
+    async def add_offsets_to_txn(self, ctx: RequestContext, request: Message) -> Message:
+        """AddOffsetsToTxn once the shard's partition is in the client's transaction upstream: every
+        marker already written is replayed first (the previous transaction of the producer ended
+        before the cluster let this one add a partition), then the transaction opens in the log."""
+        if not self.loaded:
+            error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
+        await self.catch_up()
+        return await self.submit(ApiKey.ADD_OFFSETS_TO_TXN, ctx, request)
 
     def _fail_waiting(self, fenced: bool = False) -> None:
         """Stop serving: every waiting request gets NOT_COORDINATOR, so clients rediscover and retry."""
         self._generation += 1
         self._flushing = False
+        self._following = False
         self.loaded = False
         self.fenced = self.fenced or fenced
         self._cancel_timer()
         waiting, self._waiting = self._waiting, {}
         self._deferred.clear()
-        self._pending_records = []
+        self._pending = []
         for ctx, (reply, api_key, request) in waiting.items():
             reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
 
@@ -340,7 +443,7 @@ class ShardRuntime:
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until every record written so far is acknowledged (used on graceful shutdown)."""
         end = time.monotonic() + timeout
-        while (self._pending_records or self._acked_seq < self._written_seq) and time.monotonic() < end:
+        while (self._pending or self._acked_seq < self._written_seq) and time.monotonic() < end:
             await asyncio.sleep(0.01)
 
     def close(self) -> None:

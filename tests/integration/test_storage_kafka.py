@@ -290,7 +290,7 @@ async def test_transactions_load_as_the_memory_oracle_replays_them(broker: Tansu
 
     async def begin(txn_id: str, *records: Record) -> tuple[int, int]:
         pid, epoch = await begin_transaction(storage, topic, txn_id, list(records))
-        await oracle.append_transactional(pid, epoch, list(records))
+        await oracle.append_transactional("txn", pid, epoch, list(records))
         return pid, epoch
 
     async def end(txn_id: str, pid: int, epoch: int, commit: bool) -> None:

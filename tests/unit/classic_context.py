@@ -14,7 +14,7 @@ from typing import Any
 
 from kcoord.coordinator.core.clock import ManualClock
 from kcoord.coordinator.core.group_config import GroupConfig
-from kcoord.coordinator.core.result import RequestContext, Result
+from kcoord.coordinator.core.result import RequestContext, Result, TransactionalWrite
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -66,6 +66,7 @@ class ClassicContext:
         self.shard = self._new_shard()
         self.records: list[Record] = []
         self.last_records: list[Record] = []
+        self.txn_writes: list[TransactionalWrite] = []
         self._replies: dict[int, tuple[RequestContext, Any]] = {}  # id(ctx) -> (ctx, response)
         self.apply(self.shard.on_loaded())
 
@@ -82,6 +83,9 @@ class ClassicContext:
             assert decoded is not None and decoded.key == record.key and decoded.value == record.value
             self.records.append(record)
             self.shard.replay(record)
+        for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
+            self.txn_writes.append(write)
+            self.shard.replay_transactional(write.batch.producer_id, write.batch.producer_epoch, write.batch.records)
         for ctx, response in result.replies:
             assert id(ctx) not in self._replies, "a request was answered twice"
             wire = response.encode(ctx.api_version)

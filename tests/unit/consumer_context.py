@@ -19,7 +19,7 @@ from kcoord.coordinator.core.consumer.group import ConsumerGroup
 from kcoord.coordinator.core.consumer.member import ConsumerGroupMember, MemberState
 from kcoord.coordinator.core.consumer.subscriptions import TopicImage, TopicMetadata
 from kcoord.coordinator.core.group_config import GroupConfig
-from kcoord.coordinator.core.result import RequestContext
+from kcoord.coordinator.core.result import RequestContext, TransactionalWrite
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.protocol.records import Record, decode_record, encode_record
 
@@ -69,6 +69,7 @@ class ConsumerLog:
         config = config or GroupConfig(consumer_assignment_interval_ms=0)
         self.shard = new_shard(config, self.clock, self.topic_image)
         self.records: list[Record] = []
+        self.txn_writes: list[TransactionalWrite] = []
 
     def topic_image(self) -> TopicImage:
         """``topics`` as the shard reads it: like the net layer's catalog, a new image when the
@@ -102,6 +103,9 @@ class ConsumerLog:
         ctx = RequestContext(version, "client", "/127.0.0.1")
         result = self.shard.handle(api_key, ctx, decoded)
         self.write(*result.records)
+        for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
+            self.txn_writes.append(write)
+            self.shard.replay_transactional(write.batch.producer_id, write.batch.producer_epoch, write.batch.records)
         [(replied_ctx, response)] = result.replies
         assert replied_ctx is ctx
         return type(response).decode(response.encode(version), version)

@@ -262,23 +262,26 @@ def test_a_simple_commit_needs_an_empty_consumer_group_and_never_makes_a_classic
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_txn_offset_commit_error_mapping(mode: OffsetCommitFencing) -> None:
     """Kafka's validateTransactionalOffsetCommit: a refused epoch is ILLEGAL_GENERATION (no
-    STALE_MEMBER_EPOCH in this API); a commit the group accepts gets COORDINATOR_NOT_AVAILABLE,
-    since kcoord does not serve transactions yet. Nothing is ever written."""
+    STALE_MEMBER_EPOCH in this API). An accepted commit is written as the producer's transactional
+    batch, never as plain records; a refused one writes nothing."""
     log = new_log(mode)
     b_joins_and_takes_p2(log)
+    log.shard.replay_transactional(1, 0, [])  # AddOffsetsToTxn opened producer 1's transaction here
     before = len(log.records)
     assert txn_commit(log, "ghost", E0 + 1, [P1]) == every(E.UNKNOWN_MEMBER_ID, P1)
     assert txn_commit(log, "A", E0 + 2, [P1]) == every(E.ILLEGAL_GENERATION, P1)
     assert txn_commit(log, "A", E0, [P1, P2]) == every(E.ILLEGAL_GENERATION, P1, P2)
-    held_since = E.COORDINATOR_NOT_AVAILABLE if mode is ASSIGNMENT else E.ILLEGAL_GENERATION
+    held_since = E.NONE if mode is ASSIGNMENT else E.ILLEGAL_GENERATION
     assert txn_commit(log, "A", E0, [P1]) == every(held_since, P1)
-    assert txn_commit(log, "A", E0 + 1, [P1]) == every(E.COORDINATOR_NOT_AVAILABLE, P1)
+    assert txn_commit(log, "A", E0 + 1, [P1]) == every(E.NONE, P1)
     # A producer that sent no group metadata: not validated.
-    assert txn_commit(log, "", -1, [P1]) == every(E.COORDINATOR_NOT_AVAILABLE, P1)
-    # An unknown group with a generation (Kafka: ILLEGAL_GENERATION); without one it would be a simple group.
+    assert txn_commit(log, "", -1, [P1]) == every(E.NONE, P1)
+    # An unknown group with a generation (Kafka: ILLEGAL_GENERATION); without one it is a simple group.
     assert txn_commit(log, "m", 3, [P1], group_id="nope") == every(E.ILLEGAL_GENERATION, P1)
-    assert txn_commit(log, "", -1, [P1], group_id="nope") == every(E.COORDINATOR_NOT_AVAILABLE, P1)
+    assert txn_commit(log, "", -1, [P1], group_id="nope") == every(E.NONE, P1)
     assert len(log.records) == before
+    accepted = 3 + (mode is ASSIGNMENT)
+    assert [(w.batch.producer_id, len(w.batch.records)) for w in log.txn_writes] == [(1, 1)] * accepted
 
 
 # -- OffsetFetch -----------------------------------------------------------------------------------------------

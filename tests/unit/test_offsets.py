@@ -138,17 +138,6 @@ def test_offset_delete_on_a_non_consumer_group_with_members_is_non_empty_group()
     assert c.offset_delete("connect", {"t": [0]}).error_code == E.NON_EMPTY_GROUP
 
 
-def test_txn_offset_commit_is_not_served_yet() -> None:
-    c = ClassicContext()
-    T = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-    P = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-    request = m.TxnOffsetCommitRequest(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0,
-                                       topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=1)])])  # fmt: skip
-    response = c.reply(c.send(ApiKey.TXN_OFFSET_COMMIT, 3, request))
-    assert response.topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
-    assert c.records == []
-
-
 def test_retention_counts_from_when_the_group_became_empty_then_deletes_the_group() -> None:
     cfg = GroupConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=600_000)
     c = ClassicContext(cfg)

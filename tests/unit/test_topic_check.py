@@ -296,8 +296,8 @@ async def test_txn_offset_commit_checks_topics_too() -> None:
     ])  # fmt: skip
     for version in (0, 3):
         (answer,) = await client.exchange((ApiKey.TXN_OFFSET_COMMIT, version, request))
-        # kcoord does not follow transactions yet: the rest gets its usual COORDINATOR_NOT_AVAILABLE.
-        assert errors(answer) == [("orders", 0, ErrorCode.COORDINATOR_NOT_AVAILABLE), ("nope", 0, UNKNOWN)]
+        # The rest reaches the shard, where producer 1 opened no transaction (no AddOffsetsToTxn).
+        assert errors(answer) == [("orders", 0, ErrorCode.INVALID_TXN_STATE), ("nope", 0, UNKNOWN)]
 
 
 async def test_an_unreachable_upstream_lets_commits_through() -> None:

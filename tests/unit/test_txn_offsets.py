@@ -55,7 +55,7 @@ class TxnContext(ClassicContext):
 
     def txn(self, producer_id: int, *records: Record, epoch: int = 0) -> None:
         """A transactional batch of ``producer_id`` (what a TxnOffsetCommit will append)."""
-        asyncio.run(self.log.append_transactional(producer_id, epoch, list(records)))
+        asyncio.run(self.log.append_transactional("txn", producer_id, epoch, list(records)))
         self.shard.replay_transactional(producer_id, epoch, list(records))
 
     def txn_commit(self, producer_id: int, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -249,7 +249,7 @@ async def test_a_transaction_open_at_load_stays_pending_until_its_marker() -> No
         return ShardRuntime(0, lambda: GroupCoordinatorShard(GroupConfig(), clock), log, clock)
 
     await log.append([commit_record("g", "t", 0, 5)])
-    await log.append_transactional(7, 0, [commit_record("g", "t", 0, 10)])
+    await log.append_transactional("txn", 7, 0, [commit_record("g", "t", 0, 10)])
     rt = runtime()
     await rt.load()
     R = m.OffsetFetchRequest

@@ -161,9 +161,13 @@ class ClassicGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, *, is_transactional: bool = False
+    ) -> ErrorCode:
         """Kafka's ``ClassicGroup.validateOffsetCommit``: generation and static fencing, and
-        "simple" commits (generation -1, no member) only to an Empty group."""
+        "simple" commits (generation -1, no member) only to an Empty group. A transactional commit
+        naming no member is accepted in any state (old TxnOffsetCommit versions name none), and is
+        not held back while the group completes a rebalance."""
         if self.is_in(ClassicGroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and self.is_empty:
@@ -174,9 +178,9 @@ class ClassicGroup:
                 return error
             if generation != self.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not self.is_empty:
+        elif not is_transactional and not self.is_empty:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+        if not is_transactional and self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
