@@ -578,7 +578,7 @@ class KafkaShardLog:
         self.owned = False
         self.fenced = None
         self.lost = None
-        self.log_end = self.checked = self.log_start = -1
+        self.log_end = self.checked = self.log_start = self.followed = -1
 
     async def refresh_ownership(self) -> None:
         """Re-take ownership (epoch bump) of a shard this process still serves, so its transactional

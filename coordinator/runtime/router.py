@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
+from kcoord.client import Connection, KafkaClientError, connect
 from kcoord.coordinator.core.responses import error_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
@@ -90,6 +91,7 @@ class Router:
         self.ownership: Ownership | None = None
         self.node_id: int | None = None
         self._loading: dict[int, asyncio.Task[None]] = {}
+        self._peers: dict[tuple[str, int], Connection] = {}  # other nodes, for forward()
 
     # -- cluster mode ---------------------------------------------------------------------------------
     def serves(self, index: int) -> bool:
@@ -132,6 +134,34 @@ class Router:
         coming = ownership is not None and ownership.owners[index] == self.node_id
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coming else ErrorCode.NOT_COORDINATOR
         return error_response(api_key, ctx.api_version, request, error)
+
+    async def forward(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
+        """Cluster mode: the answer of the node serving shard ``index`` to ``request``.
+
+        For requests a client may send to any kcoord node that only the shard's node can answer:
+        AddOffsetsToTxn goes to the client's *transaction* coordinator (a broker port of whichever
+        node the client asked), not to the group's. COORDINATOR_NOT_AVAILABLE (retriable: the
+        client looks its coordinator up again and retries) while no node serves the shard or the
+        node cannot be reached.
+        """
+        ownership = self.ownership
+        owner = ownership.owners[index] if ownership is not None else -1
+        address = ownership.nodes.get(owner) if ownership is not None and owner != self.node_id else None
+        if address is None:
+            return error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            conn = self._peers.get(address)
+            if conn is None or conn.closed:
+                conn = self._peers[address] = await connect(address, timeout=5.0, request_timeout=30.0)
+            response: Message = await conn.request(request, ctx.api_version, timeout=30.0)
+            return response
+        except (KafkaClientError, OSError, TimeoutError) as exc:
+            log.warning("forwarding api %d for shard %d to node %d at %s:%d failed: %r",
+                        api_key, index, owner, address[0], address[1], exc)
+            stale = self._peers.pop(address, None)
+            if stale is not None:
+                stale.close()
+            return error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     def _submit(self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
         if self.serves(shard.index):

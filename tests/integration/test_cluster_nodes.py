@@ -5,6 +5,8 @@
 - A node cut off from the upstream (a proxy the test stalls) stops serving its shards before
   another node takes them, and gets shards back once the network heals.
 - ``kcoord groups shards`` shows which node serves each shard.
+- A transactional producer whose transaction coordinator is another node than the group's
+  commits its offsets (AddOffsetsToTxn forwarded).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
 from kcoord.coordinator.cli import main as kcoord_main
+from kcoord.coordinator.runtime.router import shard_for_group
 from tests.support.broker import TansuBroker
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster
+from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets
 from tests.support.kcoord_process import KcoordProcess
+from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 
@@ -118,3 +123,44 @@ def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its
             assert not nodes.overlapping_owners()
         finally:
             nodes.stop()
+
+
+def test_transactional_offsets_reach_the_node_serving_the_group(cluster: KcoordCluster) -> None:
+    """A producer's transaction coordinator is a broker port of whichever node it asked; its
+    AddOffsetsToTxn is forwarded to the node serving the group, which adds its partition to the
+    transaction (exactly-once, #13, across nodes)."""
+    view = cluster.latest_view()
+    owner, other = BASE_NODE_ID, BASE_NODE_ID + 1
+    group = next(g for g in (unique("eos") for _ in range(10_000)) if shard_for_group(g, SHARDS) in view[owner][1])
+    source, sink = unique("eos-src"), unique("eos-dst")
+    create_topic(cluster.bootstrap, source, 1)
+    create_topic(cluster.bootstrap, sink, 1)
+    produce_numbered(cluster.bootstrap, source, 50, 1)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([source])
+    producer = Producer({"bootstrap.servers": cluster.nodes[other].bootstrap, "transactional.id": unique("tx")})
+    try:
+        producer.init_transactions(30)
+        processed = 0
+        deadline = time.monotonic() + 60
+        while processed < 50 and time.monotonic() < deadline:
+            msgs = [msg for msg in consumer.consume(10, 1.0) if msg.error() is None]
+            if not msgs:
+                continue
+            producer.begin_transaction()
+            for msg in msgs:
+                producer.produce(sink, msg.value())
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+            )
+            producer.commit_transaction(30)
+            processed += len(msgs)
+    finally:
+        consumer.close()
+    assert processed == 50
+    deadline = time.monotonic() + 10
+    while committed_offsets(cluster.bootstrap, group) != {0: 50} and time.monotonic() < deadline:
+        time.sleep(0.2)  # the last commit marker is replayed within the shard's follow interval
+    assert committed_offsets(cluster.bootstrap, group) == {0: 50}
+    assert "forwarding" not in cluster.nodes[other].log_path.read_text()  # no forward failed
