@@ -290,6 +290,7 @@ class App:
         await asyncio.gather(*(shard.drain(timeout=5.0) for shard in self.shards))
         for shard in self.shards:
             shard.close()
+        self.router.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

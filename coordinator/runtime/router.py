@@ -163,6 +163,12 @@ class Router:
                 stale.close()
             return error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
+    def close(self) -> None:
+        """Close the connections :meth:`forward` opened to other nodes."""
+        for conn in self._peers.values():
+            conn.close()
+        self._peers.clear()
+
     def _submit(self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
         if self.serves(shard.index):
             return shard.submit(api_key, ctx, request)
