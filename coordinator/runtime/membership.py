@@ -384,10 +384,22 @@ class ClusterMembership:
         self._last_contact = time.monotonic()
 
     async def _watch_contact(self) -> None:
-        """Release every shard before the coordinator can expire this node and give them away."""
+        """Release every shard before the coordinator can expire this node and give them away;
+        report a wall-clock jump (see :func:`clock_jump_ms`)."""
         limit = max(self.session_timeout_ms / 1000 - self.heartbeat_interval, self.heartbeat_interval)
+        wall, mono = time.time(), time.monotonic()
         while True:
             await asyncio.sleep(min(self.heartbeat_interval, 1.0) / 2)
+            wall_now, mono_now = time.time(), time.monotonic()
+            jump = clock_jump_ms(wall, mono, wall_now, mono_now)
+            wall, mono = wall_now, mono_now
+            if abs(jump) >= CLOCK_JUMP_REPORT_MS:
+                log.error(
+                    "cluster: this node's wall clock jumped %+d ms. Shard ownership does not depend on it (the "
+                    "group's session and the watchdog run on the monotonic clock, the fencing on producer epochs), "
+                    "so no other node's shard is served; but group session timers and commit timestamps on this "
+                    "node follow the wall clock, as Kafka's do: fix the clock (NTP)", jump,
+                )
             silent = time.monotonic() - self._last_contact
             if silent > limit and self.owned and not self._joining:
                 log.error(
@@ -396,6 +408,15 @@ class ClusterMembership:
                     silent, self.session_timeout_ms, len(self.owned),
                 )
                 await self._set(self._nothing())
+
+
+CLOCK_JUMP_REPORT_MS = 1000  # a wall clock that moves this much more (or less) than the monotonic one jumped
+
+
+def clock_jump_ms(wall_before: float, mono_before: float, wall_now: float, mono_now: float) -> int:
+    """How far the wall clock moved beyond the monotonic clock between two readings (ms; negative:
+    backwards). Both in seconds, as time.time() and time.monotonic() give them."""
+    return round(((wall_now - wall_before) - (mono_now - mono_before)) * 1000)
 
 
 def _decode_claim(member_id: str, metadata: bytes) -> NodeClaim | None:

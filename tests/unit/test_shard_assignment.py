@@ -53,3 +53,11 @@ def test_a_node_with_another_shard_count_is_refused() -> None:
 def test_the_assignment_is_the_same_whoever_leads() -> None:
     claims = [claim(3), claim(1), claim(2)]
     assert assign_shards(claims, 50).owners == assign_shards(list(reversed(claims)), 50).owners
+
+
+def test_a_wall_clock_jump_is_measured_against_the_monotonic_clock() -> None:
+    from kcoord.coordinator.runtime.membership import clock_jump_ms
+
+    assert clock_jump_ms(1000.0, 50.0, 1000.5, 50.5) == 0  # both moved half a second
+    assert clock_jump_ms(1000.0, 50.0, 4600.5, 50.5) == 3_600_000  # an hour forward
+    assert clock_jump_ms(1000.0, 50.0, 990.5, 50.5) == -10_000  # ten seconds back
