@@ -116,7 +116,7 @@ class App:
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
-        self.metrics.watch_shards(self.router.owned_shards, lambda: len(self.router.shards_owned()))
+        self.metrics.watch_shards(self.router.owned_shards, lambda: len(self.serving_shards()))
         self.metrics.watch_buffers(
             lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0
         )
@@ -177,8 +177,11 @@ class App:
         self.fatal_event.set()
 
     def serving_shards(self) -> frozenset[int]:
-        """The shards this node answers for (/healthz): all of them outside cluster mode."""
-        return self.router.shards_owned()
+        """The shards this node answers for (/healthz, metrics): every configured shard outside
+        cluster mode (also before they exist, while storage opens: not loaded yet, so 503)."""
+        if self.router.owned is None:
+            return frozenset(range(self.settings.shards))
+        return self.router.owned
 
     def _group_owner(self, group_id: str) -> tuple[int, str, int] | None:
         """(node id, host, port) of the node serving ``group_id``'s shard; None while none does."""
