@@ -64,9 +64,6 @@ VERSION_LIMITS: dict[type[Message], tuple[int, int]] = {
     m.LeaveGroupRequest: (3, 5),  # v3: members by instance id
 }
 
-REDISCOVER = frozenset({
-    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-})
 REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
 
 
@@ -231,7 +228,6 @@ class ClusterMembership:
             await self._join_and_sync_once(conn)
         finally:
             self._joining = False
-            self._contact()
 
     async def _join_and_sync_once(self, conn: Connection) -> None:
         while True:
@@ -287,8 +283,8 @@ class ClusterMembership:
                 f"another process joined the kcoord cluster with this node's id {self.node_id} "
                 f"(group.instance.id {self.instance_id}): {api} answered FENCED_INSTANCE_ID"
             )
-        if error in REDISCOVER:
-            raise _Rediscover(f"{api} error {error}")
+        # NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and the like: the coordinator moved; anything
+        # else is retried the same way, with back-off, and logged each time.
         raise _Rediscover(f"{api} error {error}")
 
     def _lead(self, members: list[Any], generation: int) -> list[Any]:
