@@ -564,6 +564,22 @@ class KafkaShardLog:
             except Exception:  # the runtime's bookkeeping must not stop the checks of other shards
                 log.exception("shard %d: on_lost callback failed", self.partition)
 
+    # -- cluster mode: the shard moves between kcoord nodes ------------------------------------------
+    def release(self) -> None:
+        """This node gave the shard to another (cluster mode): refuse every later append and read
+        (as fenced) and stop the periodic checks, until :meth:`reacquire`."""
+        self.owned = False
+        self.lost = None
+        self.fenced = FencedError(f"shard {self.partition}: released to another kcoord node")
+
+    def reacquire(self) -> None:
+        """This node was given the shard (again): its next read takes ownership (epoch bump + fence
+        batch, fencing whoever held it) and loads the log from the start."""
+        self.owned = False
+        self.fenced = None
+        self.lost = None
+        self.log_end = self.checked = self.log_start = self.followed = -1
+
     async def refresh_ownership(self) -> None:
         """Re-take ownership (epoch bump) of a shard this process still serves, so its transactional
         id never expires. Never of a shard another kcoord fenced in the meantime: the tail is read

@@ -433,6 +433,29 @@ class ShardRuntime:
             return
         self._apply(self.state.poll(self.clock.now_ms()))
 
+    # -- cluster mode: the shard moves between nodes ------------------------------------------------
+    def release(self) -> None:
+        """Another node serves this shard from now on (cluster mode): fail what waits with
+        NOT_COORDINATOR, drop the state, and never write the log again until :meth:`reacquire`.
+        (``fenced`` is what stops a reload still running and makes every request NOT_COORDINATOR.)"""
+        release_log = getattr(self.log, "release", None)
+        if release_log is not None:
+            release_log()
+        self.fenced = True
+        self.lost = None
+        self._fail_waiting(fenced=True)
+        self.state = self._make_state()
+
+    async def reacquire(self) -> None:
+        """This node serves the shard (again): take the log's ownership and load it (requests get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile; a failed load retries in the background)."""
+        reacquire_log = getattr(self.log, "reacquire", None)
+        if reacquire_log is not None:
+            reacquire_log()
+        self.fenced = False
+        self.lost = None
+        await self.first_load()
+
     # -- shutdown -----------------------------------------------------------------------------------
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until every record written so far is acknowledged (used on graceful shutdown)."""

@@ -39,6 +39,8 @@ class TransactionOffsets:
 
     async def add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> Message:
         shard = self.router.shard_of(request.group_id)
+        if not self.router.serves(shard.index):  # cluster mode: the shard is another node's
+            return await self.router.forward(shard.index, ApiKey.ADD_OFFSETS_TO_TXN, ctx, request)
         if not shard.loaded:
             error = ErrorCode.NOT_COORDINATOR if shard.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
