@@ -1,12 +1,14 @@
-"""A transaction marker that reaches kcoord's partition *after* the producer's next AddOffsetsToTxn.
+"""A transaction marker that the shard sees only *after* the producer's next AddOffsetsToTxn.
 
 Found with the Java consume-transform-produce bench (bench/eos_scaling.py) on tansu 0.6: the
-client's EndTxn returns, the client begins its next transaction at once, and kcoord's AddOffsetsToTxn
-catch-up does not find the previous transaction's COMMIT marker in the partition yet (tansu accepts
-the AddPartitionsToTxn of the next transaction before that marker is readable; Kafka would answer
-CONCURRENT_TRANSACTIONS until its markers are written). The shard still has the producer's
-transaction open at the same epoch, so AddOffsetsToTxn writes nothing (it takes the request for a
-retry), and the late marker then ends *both* transactions:
+client's EndTxn returns and the client begins its next transaction at once, but kcoord's
+AddOffsetsToTxn catch-up does not see the previous transaction's COMMIT marker. On tansu the cause
+is ``KafkaShardLog.follow()`` taking an empty 1 ms Fetch answer for the end of the partition
+(tests/integration/test_follow_markers_tansu.py); a marker written late (Kafka writes markers after
+answering EndTxn, though its coordinator answers the next AddPartitionsToTxn CONCURRENT_TRANSACTIONS
+until they are in) looks the same to the shard. The shard still has the producer's transaction open
+at the same epoch, so AddOffsetsToTxn writes nothing (it takes the request for a retry), and the
+marker, replayed later, ends *both* transactions:
 
 - when it is replayed before the next TxnOffsetCommit, that commit is refused INVALID_TXN_STATE
   (the Java producer then fails fatally: "Unexpected error in TxnOffsetCommitResponse");
