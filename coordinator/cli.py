@@ -68,7 +68,12 @@ async def serve(settings: Settings) -> int:
         await app.stop(grace=0)
         return 1
     tune_gc_for_serving()
-    await stop.wait()
+    fatal = asyncio.ensure_future(app.fatal_event.wait())
+    await asyncio.wait([asyncio.ensure_future(stop.wait()), fatal], return_when=asyncio.FIRST_COMPLETED)
+    if app.fatal is not None:
+        log.error("kcoord stops: %s", app.fatal)
+        await app.stop()
+        return 3
     log.info("shutting down: no new connections, finishing in-flight requests")
     await app.stop()
     log.info("stopped")

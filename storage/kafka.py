@@ -564,6 +564,22 @@ class KafkaShardLog:
             except Exception:  # the runtime's bookkeeping must not stop the checks of other shards
                 log.exception("shard %d: on_lost callback failed", self.partition)
 
+    # -- cluster mode: the shard moves between kcoord nodes ------------------------------------------
+    def release(self) -> None:
+        """This node gave the shard to another (cluster mode): refuse every later append and read
+        (as fenced) and stop the periodic checks, until :meth:`reacquire`."""
+        self.owned = False
+        self.lost = None
+        self.fenced = FencedError(f"shard {self.partition}: released to another kcoord node")
+
+    def reacquire(self) -> None:
+        """This node was given the shard (again): its next read takes ownership (epoch bump + fence
+        batch, fencing whoever held it) and loads the log from the start."""
+        self.owned = False
+        self.fenced = None
+        self.lost = None
+        self.log_end = self.checked = self.log_start = self.followed = -1
+
     async def refresh_ownership(self) -> None:
         """Re-take ownership (epoch bump) of a shard this process still serves, so its transactional
         id never expires. Never of a shard another kcoord fenced in the meantime: the tail is read
@@ -643,14 +659,18 @@ class KafkaShardLog:
             return
         pairs = [encode_record(r) for r in records]
         async with self._lock:
-            if self.fenced is not None:
-                raise self.fenced
-            if self.lost is not None:
-                raise self.lost
-            if not self.owned:
-                await self._take_ownership()
+            await self._writable()
             for chunk in self._chunks(pairs):
                 await self._produce(chunk)
+
+    async def _writable(self) -> None:
+        """Raise if this shard may not write its log; take ownership first if needed. Lock held."""
+        if self.fenced is not None:
+            raise self.fenced
+        if self.lost is not None:
+            raise self.lost
+        if not self.owned:
+            await self._take_ownership()
 
     async def append_transactional(
         self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
@@ -658,12 +678,7 @@ class KafkaShardLog:
         """One transactional batch for a client's producer (:class:`~kcoord.storage.base.ShardLog`)."""
         pairs = transactional_pairs([encode_record(r) for r in records])
         async with self._lock:
-            if self.fenced is not None:
-                raise self.fenced
-            if self.lost is not None:
-                raise self.lost
-            if not self.owned:
-                await self._take_ownership()
+            await self._writable()
             await self._produce_transactional(transactional_id, producer_id, producer_epoch, pairs)
 
     async def _produce_transactional(

@@ -131,13 +131,19 @@ class PendingTransactions:
     partitions with pending offsets whose committed offset was written after the first of them.
     """
 
-    __slots__ = ("by_producer", "open", "open_groups", "committed_at", "position", "producers")
+    __slots__ = ("by_producer", "open", "open_groups", "committed_at", "position", "producers", "ending")
 
     def __init__(self) -> None:
         # producer id -> the epoch of its transaction open in this log: it wrote a transactional
         # batch (offsets, or only the opening AddOffsetsToTxn writes) and no marker ended it yet.
         # Only such a producer may commit offsets transactionally here (TxnOffsetCommit).
         self.producers: dict[int, int] = {}
+        # Soft state, not from the log: producers whose open transaction the client ended (EndTxn
+        # answered) and whose marker this log does not hold yet. Kafka's transaction coordinator
+        # refuses the producer's next transaction until its markers are written; an upstream may
+        # let it start sooner (tansu does), or kcoord may read the marker later, so the shard makes
+        # the next AddOffsetsToTxn wait for the marker instead (docs/transactions.md).
+        self.ending: set[int] = set()
         # producer id -> partition -> (OffsetCommitValue, position)
         self.by_producer: dict[int, dict[OffsetKey, tuple[Any, int]]] = {}
         self.open: dict[OffsetKey, set[int]] = {}  # partition -> producer ids with a pending offset
@@ -179,6 +185,7 @@ class PendingTransactions:
     def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, Any]]:
         """The producer's transaction ended: what becomes visible (nothing on ABORT)."""
         self.producers.pop(producer_id, None)
+        self.ending.discard(producer_id)
         offsets = self.by_producer.pop(producer_id, None)
         if offsets is None:
             return []
@@ -405,6 +412,10 @@ class OffsetManager:
         open_epoch = self.pending.producers.get(req.producer_id)
         if open_epoch is not None and open_epoch > req.producer_epoch:
             error = ErrorCode.INVALID_PRODUCER_EPOCH  # a zombie: its producer id has a newer epoch here
+        elif req.producer_id in self.pending.ending:
+            # The previous transaction's marker is still to come: what Kafka answers until its
+            # markers are written (retriable; the runtime waits for the marker a while first).
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
         else:
             error = ErrorCode.NONE
             if open_epoch != req.producer_epoch:
@@ -416,13 +427,22 @@ class OffsetManager:
                 out.write_transactional(ctx, req.transactional_id, req.producer_id, req.producer_epoch, [])
         out.reply(ctx, m.AddOffsetsToTxnResponse(error_code=int(error)))
 
+    def transaction_ending(self, producer_id: int) -> None:
+        """The client ended the producer's transaction (EndTxn answered): if it is open here, its
+        marker is on its way (:attr:`PendingTransactions.ending`)."""
+        if producer_id in self.pending.producers:
+            self.pending.ending.add(producer_id)
+
     def _validate_txn_producer(self, producer_id: int, producer_epoch: int) -> ErrorCode:
         """What Kafka's transaction verification (KIP-890 part 1) checks before a TxnOffsetCommit is
         written: the group's partition is in the producer's ongoing transaction at this epoch. Here
         that is a transaction of the producer open in the shard's log, which AddOffsetsToTxn opens
         and a marker closes: none means the partition was never added or the transaction ended
-        (INVALID_TXN_STATE); an older epoch than the open one is a fenced producer."""
+        (INVALID_TXN_STATE, also while its marker is on its way); an older epoch than the open one
+        is a fenced producer."""
         open_epoch = self.pending.producers.get(producer_id)
+        if producer_id in self.pending.ending:
+            return ErrorCode.INVALID_TXN_STATE  # its transaction ended; the marker is on its way
         if open_epoch == producer_epoch:
             return ErrorCode.NONE
         if open_epoch is not None and producer_epoch < open_epoch:

@@ -222,6 +222,13 @@ class GroupCoordinatorShard:
             "open_transactions": dict(self.offsets.pending.producers),
         }
 
+    def transaction_ending(self, producer_id: int) -> None:
+        """Soft state from the net layer: the client's EndTxn for this producer was answered."""
+        self.offsets.transaction_ending(producer_id)
+
+    def awaits_marker(self, producer_id: int) -> bool:
+        return producer_id in self.offsets.pending.ending
+
     def has_open_transactions(self) -> bool:
         """Whether a producer's transaction is open in this shard's log: its marker is still to come
         (the runtime follows the log for markers only then)."""

@@ -80,6 +80,8 @@ _CLOSED = 16
 
 METADATA_BY_ID_SINCE = 12  # MetadataRequestTopic.name is nullable: a topic may be asked for by id
 CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
+END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
+END_TXN_FLEXIBLE_SINCE = 3
 CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
 _ZERO_ID = uuid.UUID(int=0)
 
@@ -364,10 +366,34 @@ class ClientConnection(asyncio.Protocol):
                 self._forward(payload, expect_response=True, api=(api_key, version))
         elif api_key == ApiKey.FETCH:
             self._forward(payload, expect_response=True, api=(api_key, version))
+        elif api_key == END_TXN:
+            self._forward(payload, expect_response=True, observe=self._end_txn_observer(payload, version))
         elif api_key == CREATE_TOPICS and version >= CREATE_TOPICS_WITH_IDS_SINCE:
             self._forward(payload, expect_response=True, observe=lambda raw: self._learn_created_topics(raw, version))
         else:
             self._forward(payload, expect_response=True)
+
+    def _end_txn_observer(self, payload: bytes, version: int) -> Callable[[bytes], None] | None:
+        """What watches a relayed EndTxn: once the upstream answers NONE, the shards holding the
+        producer's transaction open expect its marker (coordinator/runtime/transactions.py), before
+        the client reads the answer and can start its next transaction."""
+        try:
+            header = frames.parse_request_header(payload, flexible=version >= END_TXN_FLEXIBLE_SINCE)
+            request = storage_messages.EndTxnRequest.decode_from(payload, header.size, version)[0]
+        except Exception as exc:  # relayed as it came; the upstream judges it
+            log.warning("%s: an EndTxn v%d request kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+            return None
+        producer_id = request.producer_id
+
+        def observe(raw: bytes) -> None:  # runs as a future's callback: never raise
+            try:
+                _, response = storage_messages.decode_response(storage_messages.EndTxnResponse, version, raw)
+                if response.error_code == ErrorCode.NONE:
+                    self.app.transactions.transaction_ended(producer_id)
+            except Exception as exc:
+                log.warning("%s: an EndTxn v%d answer kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+
+        return observe
 
     def _learn_created_topics(self, raw: bytes, version: int) -> None:
         """What a relayed CreateTopics answer says was created goes to the topic catalog before the

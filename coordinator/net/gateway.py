@@ -152,7 +152,14 @@ class ClusterView:
         self.topics = TopicCatalog(self._fetch_topics, fetch_ids=self._fetch_topic_ids, fetch_all=self._fetch_all_topics)
         self._metadata_conn: Connection | None = None
         self._metadata_lock = asyncio.Lock()
+        # Cluster mode (server.App sets them): the node serving a group's shard, and every live
+        # kcoord node, so Metadata lists them all and FindCoordinator names the right one.
+        self.group_owner: Callable[[str], tuple[int, str, int] | None] | None = None
+        self.coordinator_nodes: Callable[[], dict[int, tuple[str, int]]] = self._this_coordinator
         self._warned_old_metadata = False
+
+    def _this_coordinator(self) -> dict[int, tuple[str, int]]:
+        return {self.coordinator_node_id: (self.advertised_host, self.coordinator_port)}
 
     # -- discovery ----------------------------------------------------------------------------------
     async def discover(self) -> None:
@@ -311,7 +318,8 @@ class ClusterView:
         for b in resp.brokers:
             if (listen_port := await self._listen_port(b.node_id, b.host, b.port, b.rack)) is not None:
                 brokers.append(B(node_id=b.node_id, host=self.advertised_host, port=listen_port, rack=b.rack))
-        brokers.append(B(node_id=self.coordinator_node_id, host=self.advertised_host, port=self.coordinator_port))
+        for node_id, (host, port) in sorted(self.coordinator_nodes().items()):
+            brokers.append(B(node_id=node_id, host=host, port=port))
         resp.brokers = brokers
         return resp
 
@@ -324,7 +332,8 @@ class ClusterView:
                     B(broker_id=b.broker_id, host=self.advertised_host, port=listen_port, rack=b.rack,
                       is_fenced=getattr(b, "is_fenced", False))
                 )
-        brokers.append(B(broker_id=self.coordinator_node_id, host=self.advertised_host, port=self.coordinator_port))
+        for node_id, (host, port) in sorted(self.coordinator_nodes().items()):
+            brokers.append(B(broker_id=node_id, host=host, port=port))
         resp.brokers = brokers
         return resp
 
@@ -354,19 +363,23 @@ class ClusterView:
         resp.node_endpoints = endpoints
         return resp
 
+    def _group_coordinator(self, group_id: str) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the kcoord node serving ``group_id``; in cluster mode
+        COORDINATOR_NOT_AVAILABLE while no node serves its shard (clients retry)."""
+        if self.group_owner is None:
+            return ErrorCode.NONE, self.coordinator_node_id, self.advertised_host, self.coordinator_port
+        owner = self.group_owner(group_id)
+        if owner is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, *owner
+
     def group_coordinator_response(self, request: m.FindCoordinatorRequest, version: int) -> m.FindCoordinatorResponse:
         R = m.FindCoordinatorResponse
         if version >= 4:
-            return R(
-                coordinators=[
-                    R.Coordinator(
-                        key=k, node_id=self.coordinator_node_id, host=self.advertised_host,
-                        port=self.coordinator_port, error_code=ErrorCode.NONE,
-                    )
-                    for k in request.coordinator_keys
-                ]
-            )
-        return R(
-            error_code=ErrorCode.NONE, error_message=None, node_id=self.coordinator_node_id,
-            host=self.advertised_host, port=self.coordinator_port,
-        )
+            coordinators = []
+            for k in request.coordinator_keys:
+                error, node_id, host, port = self._group_coordinator(k)
+                coordinators.append(R.Coordinator(key=k, node_id=node_id, host=host, port=port, error_code=error))
+            return R(coordinators=coordinators)
+        error, node_id, host, port = self._group_coordinator(request.key)
+        return R(error_code=error, error_message=None, node_id=node_id, host=host, port=port)

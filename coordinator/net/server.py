@@ -23,7 +23,8 @@ from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings
-from kcoord.coordinator.runtime.router import Router
+from kcoord.coordinator.runtime.membership import ClusterMembership
+from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
 from kcoord.coordinator.runtime.transactions import TransactionOffsets
 from kcoord.protocol.frames import FrameBudget
@@ -89,6 +90,9 @@ class App:
         self.shards: list[ShardRuntime] = []
         self.router = Router(self.shards)
         self.transactions: TransactionOffsets = None  # type: ignore[assignment]  # set with the shards
+        self.membership: ClusterMembership | None = None  # cluster mode: this node in the cluster's group
+        self.fatal: str | None = None  # why this node stopped serving for good (cluster mode)
+        self.fatal_event = asyncio.Event()
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
@@ -109,7 +113,10 @@ class App:
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
-        self.metrics.watch_shards(lambda: self.shards, lambda: self.settings.shards)
+        if s.cluster_enabled:
+            self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
+            self.router.node_id = s.coordinator_node_id
+        self.metrics.watch_shards(self.router.owned_shards, lambda: len(self.serving_shards()))
         self.metrics.watch_buffers(
             lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0
         )
@@ -130,20 +137,69 @@ class App:
         port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
         self.listeners.append(coordinator)
         self.cluster = ClusterView(bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener)
+        if s.cluster_enabled:
+            self.cluster.group_owner = self._group_owner
+            self.cluster.coordinator_nodes = self._coordinator_nodes
         if self.storage is None:
             self.storage = self._make_storage(bootstrap)
         await self.storage.open(s.shards)
         self._make_shards()
         await self.cluster.discover()
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
-        await asyncio.gather(*(shard.first_load() for shard in self.shards))
-        if not all(shard.loaded for shard in self.shards):
+        if s.cluster_enabled:
+            self._join_cluster(bootstrap, port)
+        else:
+            await asyncio.gather(*(shard.first_load() for shard in self.shards))
+        if not s.cluster_enabled and not all(shard.loaded for shard in self.shards):
             waiting = [shard.index for shard in self.shards if not shard.loaded]
             log.error("shards %s are not loaded; they retry in the background (see /healthz)", waiting)
         log.info(
             "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
             s.listen[0], port, s.advertised, s.shards, ",".join(f"{h}:{p}" for h, p in bootstrap),
         )
+
+    # -- cluster mode -------------------------------------------------------------------------------
+    def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:
+        s = self.settings
+        self.membership = ClusterMembership(
+            bootstrap, node_id=s.coordinator_node_id, advertised=(s.advertised, port), internal_topic=s.internal_topic,
+            num_shards=s.shards, session_timeout_ms=s.cluster_session_timeout_ms,
+            heartbeat_interval_ms=s.cluster_heartbeat_interval_ms, static_membership=s.cluster_static_membership,
+            apply=self.router.apply_ownership,
+            on_fatal=self._cluster_fatal,
+        )
+        self.membership.start()
+        log.info("cluster: node %d (%s:%d) joining group %s on the upstream", s.coordinator_node_id, s.advertised, port,
+                 self.membership.group_id)
+
+    def _cluster_fatal(self, why: str) -> None:
+        self.fatal = why
+        self.fatal_event.set()
+
+    def serving_shards(self) -> frozenset[int]:
+        """The shards this node answers for (/healthz, metrics): every configured shard outside
+        cluster mode (also before they exist, while storage opens: not loaded yet, so 503)."""
+        if self.router.owned is None:
+            return frozenset(range(self.settings.shards))
+        return self.router.owned
+
+    def _group_owner(self, group_id: str) -> tuple[int, str, int] | None:
+        """(node id, host, port) of the node serving ``group_id``'s shard; None while none does."""
+        ownership = self.router.ownership
+        if ownership is None:
+            return None
+        node = ownership.owners[shard_for_group(group_id, self.settings.shards)]
+        if node == self.settings.coordinator_node_id:
+            return node, self.cluster.advertised_host, self.cluster.coordinator_port
+        address = ownership.nodes.get(node)
+        return None if address is None else (node, address[0], address[1])
+
+    def _coordinator_nodes(self) -> dict[int, tuple[str, int]]:
+        """Every live kcoord node's coordinator address (this one's included), for Metadata."""
+        ownership = self.router.ownership
+        nodes = dict(ownership.nodes) if ownership is not None else {}
+        nodes[self.settings.coordinator_node_id] = (self.cluster.advertised_host, self.cluster.coordinator_port)
+        return nodes
 
     def _make_storage(self, bootstrap: list[tuple[str, int]]) -> Storage:
         if self.settings.storage == "memory":
@@ -226,11 +282,18 @@ class App:
         deadline = asyncio.get_running_loop().time() + grace
         while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
+        if self.membership is not None:
+            # Releases (drains) this node's shards and leaves the group: the others take them now.
+            try:
+                await asyncio.wait_for(self.membership.stop(), 10.0)
+            except (TimeoutError, OSError) as exc:
+                log.warning("cluster: leaving the group did not finish: %r", exc)
         # Flush what was written, all shards at once and for a bounded time: with the cluster
         # unreachable nothing more can be acknowledged, and shutdown must not wait on it.
         await asyncio.gather(*(shard.drain(timeout=5.0) for shard in self.shards))
         for shard in self.shards:
             shard.close()
+        self.router.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -68,6 +68,14 @@ def _integer(lo: int, hi: int = INT32_MAX) -> Parser:
     return parse
 
 
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        return raw.strip().lower() in ("true", "1", "yes", "on")
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
 def _optional_integer(lo: int, hi: int = INT32_MAX) -> Parser:
     inner = _integer(lo, hi)
 
@@ -244,6 +252,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("ownership.refresh.interval.ms", "settings.ownership_refresh_interval_ms", _integer(1000),
            "how often each shard re-takes ownership of its partition (keeps its transactional id from "
            "expiring; must stay well below the cluster's transactional.id.expiration.ms)", _MS),
+    Option("cluster.enabled", "settings.cluster_enabled", _boolean,
+           "run as one node of a kcoord cluster: the nodes share the shards through a group on the upstream "
+           "cluster; each needs its own coordinator.node.id and advertised.host/listen port "
+           "(needs storage=kafka and bootstrap.server)", "{true,false}"),
+    Option("cluster.session.timeout.ms", "settings.cluster_session_timeout_ms", _integer(1000),
+           "cluster mode: a node not heard of for this long loses its shards to the others", _MS),
+    Option("cluster.heartbeat.interval.ms", "settings.cluster_heartbeat_interval_ms", _integer(100),
+           "cluster mode: how often a node heartbeats the cluster's group", _MS),
+    Option("cluster.static.membership", "settings.cluster_static_membership", _boolean,
+           "cluster mode: join the cluster's group as a static member (group.instance.id per node id, so a "
+           "node restarted within the session timeout keeps its shards); tansu 0.6 needs false", "{true,false}"),
     Option("max.frame.size", "settings.max_frame_size", _integer(1024),
            "largest request accepted, bytes; larger ones close the connection", "BYTES"),
     Option("max.inflight", "settings.max_inflight", _integer(1),
@@ -457,6 +476,17 @@ def resolve(
         raise ConfigError(
             f"invalid value for {pause.name} ({sources[pause.name]}): {settings.connection_output_pause_bytes} is "
             f"greater than {cap.name} = {settings.connection_output_max_bytes} ({sources[cap.name]})"
+        )
+    if settings.cluster_enabled and (settings.storage != "kafka" or not settings.bootstrap_servers):
+        raise ConfigError(
+            f"invalid value for cluster.enabled ({sources['cluster.enabled']}): a kcoord cluster keeps its state "
+            "on an upstream cluster: it needs storage=kafka and bootstrap.server"
+        )
+    if settings.cluster_enabled and settings.cluster_heartbeat_interval_ms * 2 > settings.cluster_session_timeout_ms:
+        raise ConfigError(
+            f"invalid value for cluster.heartbeat.interval.ms ({sources['cluster.heartbeat.interval.ms']}): "
+            f"{settings.cluster_heartbeat_interval_ms} is more than half of cluster.session.timeout.ms "
+            f"= {settings.cluster_session_timeout_ms}"
         )
     if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
         raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")

@@ -131,10 +131,13 @@ class Observed(Protocol):
 def health(app: Observed) -> tuple[bool, dict[str, Any]]:
     """Healthy when every configured shard exists and is loaded; the body says which are not."""
     expected = app.settings.shards
+    # Cluster mode: a node answers for the shards the cluster gave it (a released shard is not its).
+    serving = getattr(app, "serving_shards", None)
+    indices = range(expected) if serving is None else sorted(serving())
     loaded = {s.index for s in app.shards if s.loaded}
-    fenced = sorted(s.index for s in app.shards if s.fenced)
+    fenced = sorted(s.index for s in app.shards if s.fenced and s.index in indices)
     lost = {str(s.index): s.lost for s in app.shards if s.lost is not None and not s.fenced}
-    not_loaded = [i for i in range(expected) if i not in loaded]
+    not_loaded = [i for i in indices if i not in loaded]
     ok = not not_loaded
     body: dict[str, Any] = {
         "status": "ok" if ok else "unavailable",

@@ -38,6 +38,13 @@ class Settings:
     # How often each shard re-takes ownership (epoch bump) so its transactional id never expires
     # (Kafka's transactional.id.expiration.ms is 7 days).
     ownership_refresh_interval_ms: int = 3_600_000
+    # Cluster mode (issue #14): several kcoord nodes share the shards, owned through a classic group
+    # on the upstream cluster (coordinator/runtime/membership.py); each node needs its own
+    # coordinator_node_id and advertised address. Off: one node serves every shard, as always.
+    cluster_enabled: bool = False
+    cluster_session_timeout_ms: int = 10_000  # a dead node's shards move after this long
+    cluster_heartbeat_interval_ms: int = 1_000
+    cluster_static_membership: bool = True  # group.instance.id per node; tansu 0.6 needs false
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     # Connection limits (issue #11). Kafka's names and defaults where Kafka has the setting.

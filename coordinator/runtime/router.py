@@ -3,6 +3,15 @@
 A group lives on shard ``abs(javaStringHashCode(group_id)) % num_shards`` — Kafka's own
 partitioning of ``__consumer_offsets``, so a group lands on the same partition number here as
 it would on a Kafka broker with the same partition count.
+
+Cluster mode (:mod:`.membership`): this node serves only the shards the cluster gave it
+(:meth:`Router.apply_ownership`). A request for a group on another node's shard is answered
+NOT_COORDINATOR at once, as a Kafka broker answers for a partition it does not lead; one for a
+shard this node was given but is still loading gets COORDINATOR_LOAD_IN_PROGRESS (the shard's
+own answer), and so does one for a shard the cluster named this node for while its previous
+holder still releases it (FindCoordinator already sends clients here: they wait, not rediscover). ListGroups lists the groups of this node's shards only, like a broker. A shard that
+leaves this node stops being routed to before it is drained and released; a shard that arrives
+is loaded in the background. Single-node mode (``owned`` None) routes every shard, as before.
 """
 
 from __future__ import annotations
@@ -12,12 +21,15 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
-from kcoord.coordinator.core.responses import unexpected_failure
+from kcoord.client import Connection, KafkaClientError, connect
+from kcoord.coordinator.core.responses import error_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
 from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 
+from .membership import Ownership
 from .shard import Reply, ShardRuntime
 
 log = logging.getLogger("kcoord.router")
@@ -73,6 +85,96 @@ class Router:
     def __init__(self, shards: list[ShardRuntime]) -> None:
         self.shards = shards
         self._placement: dict[str, ShardRuntime] = {}
+        # Cluster mode: the shards this node serves (None: single node, all of them), and the
+        # node each shard is served by (for FindCoordinator and Metadata).
+        self.owned: frozenset[int] | None = None
+        self.ownership: Ownership | None = None
+        self.node_id: int | None = None
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._peers: dict[tuple[str, int], Connection] = {}  # other nodes, for forward()
+
+    # -- cluster mode ---------------------------------------------------------------------------------
+    def serves(self, index: int) -> bool:
+        owned = self.owned
+        return owned is None or index in owned
+
+    def owned_shards(self) -> list[ShardRuntime]:
+        """The shards this node serves (every shard outside cluster mode)."""
+        owned = self.owned
+        return self.shards if owned is None else [s for s in self.shards if s.index in owned]
+
+    async def apply_ownership(self, ownership: Ownership) -> None:
+        """Serve exactly ``ownership.shards``: stop routing to the lost ones at once, drain and
+        release them (returns once released), and start loading the gained ones."""
+        before = self.shards_owned()
+        self.ownership = ownership
+        self.owned = ownership.shards
+        lost = sorted(before - ownership.shards)
+        gained = sorted(ownership.shards - before)
+        for index in lost:
+            task = self._loading.pop(index, None)
+            if task is not None:
+                task.cancel()
+        if lost:
+            await asyncio.gather(*(self.shards[i].drain(timeout=2.0) for i in lost))
+            for index in lost:
+                if index not in (self.owned or ()):  # not given back while draining
+                    self.shards[index].release()
+        for index in gained:
+            if index in self.owned and index not in self._loading:
+                task = asyncio.get_running_loop().create_task(self.shards[index].reacquire())
+                self._loading[index] = task
+                task.add_done_callback(lambda _t, i=index: self._loading.pop(i, None))
+
+    def shards_owned(self) -> frozenset[int]:
+        return frozenset(range(len(self.shards))) if self.owned is None else self.owned
+
+    def _unowned(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
+        ownership = self.ownership
+        coming = ownership is not None and ownership.owners[index] == self.node_id
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coming else ErrorCode.NOT_COORDINATOR
+        return error_response(api_key, ctx.api_version, request, error)
+
+    async def forward(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
+        """Cluster mode: the answer of the node serving shard ``index`` to ``request``.
+
+        For requests a client may send to any kcoord node that only the shard's node can answer:
+        AddOffsetsToTxn goes to the client's *transaction* coordinator (a broker port of whichever
+        node the client asked), not to the group's. COORDINATOR_NOT_AVAILABLE (retriable: the
+        client looks its coordinator up again and retries) while no node serves the shard or the
+        node cannot be reached.
+        """
+        ownership = self.ownership
+        owner = ownership.owners[index] if ownership is not None else -1
+        address = ownership.nodes.get(owner) if ownership is not None and owner != self.node_id else None
+        if address is None:
+            return error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            conn = self._peers.get(address)
+            if conn is None or conn.closed:
+                conn = self._peers[address] = await connect(address, timeout=5.0, request_timeout=30.0)
+            response: Message = await conn.request(request, ctx.api_version, timeout=30.0)
+            return response
+        except (KafkaClientError, OSError, TimeoutError) as exc:
+            log.warning("forwarding api %d for shard %d to node %d at %s:%d failed: %r",
+                        api_key, index, owner, address[0], address[1], exc)
+            stale = self._peers.pop(address, None)
+            if stale is not None:
+                stale.close()
+            return error_response(api_key, ctx.api_version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def close(self) -> None:
+        """Close the connections :meth:`forward` opened to other nodes."""
+        for conn in self._peers.values():
+            conn.close()
+        self._peers.clear()
+
+    def _submit(self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
+        if self.serves(shard.index):
+            return shard.submit(api_key, ctx, request)
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        fut.set_result(self._unowned(shard.index, api_key, ctx, request))
+        return fut
 
     def shard_of(self, group_id: str) -> ShardRuntime:
         shard = self._placement.get(group_id)
@@ -83,9 +185,14 @@ class Router:
             shard = self._placement[group_id] = self.shards[shard_for_group(group_id or "", len(self.shards))]
         return shard
 
+    def owned_shards_or_first(self) -> ShardRuntime:
+        """The shard answering a multi-group request that names no group."""
+        shards = self.owned_shards()
+        return shards[0] if shards else self.shards[0]
+
     @property
     def all_loaded(self) -> bool:
-        return all(s.loaded for s in self.shards)
+        return all(s.loaded for s in self.owned_shards())
 
     def route(self, api_key: int, ctx: RequestContext, request: Message, reply: Reply) -> None:
         """Route a group request; ``reply(response)`` is called once the response may be sent.
@@ -98,7 +205,11 @@ class Router:
             # The API key says which class the request is; each of these has a group id (no
             # typing.cast: it is a call on every request).
             group_id: str = request.group_id  # type: ignore[attr-defined]
-            self.shard_of(group_id).submit_with(api_key, ctx, request, reply)
+            shard = self.shard_of(group_id)
+            if self.owned is not None and shard.index not in self.owned:
+                reply(self._unowned(shard.index, api_key, ctx, request))
+                return
+            shard.submit_with(api_key, ctx, request, reply)
             return
 
         def done(task: asyncio.Task[Message]) -> None:
@@ -148,14 +259,14 @@ class Router:
         for item in items:
             by_shard.setdefault(self.shard_of(req_group(item)).index, []).append(item)
         if len(by_shard) <= 1:
-            shard = self.shards[next(iter(by_shard))] if by_shard else self.shards[0]
-            return await shard.submit(api_key, ctx, request)
+            shard = self.shards[next(iter(by_shard))] if by_shard else self.owned_shards_or_first()
+            return await self._submit(shard, api_key, ctx, request)
         cls = type(request)
         futures = []
         for index, part in by_shard.items():
             sub = cls(**{n: getattr(request, n) for n in cls.FIELDS})
             setattr(sub, req_field, part)
-            futures.append(self.shards[index].submit(api_key, _child(ctx), sub))
+            futures.append(self._submit(self.shards[index], api_key, _child(ctx), sub))
         responses = await asyncio.gather(*futures)
         merged: dict[str, Any] = {}
         for resp in responses:
@@ -166,7 +277,10 @@ class Router:
         return first
 
     async def _list_groups(self, ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
-        answers = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in self.shards))
+        shards = self.owned_shards()
+        if not shards:  # a node serving no shard coordinates no group (a broker leading no partition)
+            return m.ListGroupsResponse(error_code=ErrorCode.NONE, groups=[])
+        answers = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in shards))
         # A shard answers ListGroups with a ListGroupsResponse (or an error response of that class).
         responses = [cast(m.ListGroupsResponse, r) for r in answers]
         error = next((r.error_code for r in responses if r.error_code), 0)

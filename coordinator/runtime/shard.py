@@ -66,6 +66,8 @@ class ShardState(Protocol):
     def next_deadline(self) -> int | None: ...
     def on_loaded(self) -> Result: ...
     def has_open_transactions(self) -> bool: ...
+    def transaction_ending(self, producer_id: int) -> None: ...
+    def awaits_marker(self, producer_id: int) -> bool: ...
 
 
 def replay_transaction_entry(state: ShardState, entry: TransactionalRecords | EndTxnMarker) -> int:
@@ -109,6 +111,7 @@ class ShardRuntime:
         clock: Clock,
         observer: ShardObserver | None = None,
         follow_interval: float = 0.05,
+        marker_wait: float = 3.0,
     ) -> None:
         self.index = index
         self._make_state = make_state
@@ -130,6 +133,7 @@ class ShardRuntime:
         self._written_seq = 0  # writes handed to the log so far (replayed into the state): a record or a batch each
         self._acked_seq = 0  # writes the log acknowledged
         self.follow_interval = follow_interval
+        self.marker_wait = marker_wait  # how long AddOffsetsToTxn waits for the previous transaction's marker
         self._following = False  # a task follows the log for transaction markers
         self._follow_lock = asyncio.Lock()
         self._deferred: deque[tuple[int, RequestContext, Message]] = deque()
@@ -330,14 +334,27 @@ class ShardRuntime:
             if markers:
                 self._reschedule_timer()
 
+    def transaction_ended(self, producer_id: int) -> None:
+        """The client's EndTxn for this producer was answered: its marker is on its way here if its
+        transaction is open in this shard."""
+        if self.loaded:
+            self.state.transaction_ending(producer_id)
+
     async def add_offsets_to_txn(self, ctx: RequestContext, request: Message) -> Message:
         """AddOffsetsToTxn once the shard's partition is in the client's transaction upstream: every
-        marker already written is replayed first (the previous transaction of the producer ended
-        before the cluster let this one add a partition), then the transaction opens in the log."""
+        marker already written is replayed first, and the producer's previous transaction's marker
+        is waited for (up to ``marker_wait`` seconds; then the handler answers CONCURRENT_TRANSACTIONS and
+        the client retries), so the next transaction never opens before the previous one's marker;
+        then the transaction opens in the log."""
         if not self.loaded:
             error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
         await self.catch_up()
+        producer_id = request.producer_id  # type: ignore[attr-defined]
+        deadline = time.monotonic() + self.marker_wait
+        while self.loaded and self.state.awaits_marker(producer_id) and time.monotonic() < deadline:
+            await asyncio.sleep(min(self.follow_interval, 0.01))
+            await self.catch_up()
         return await self.submit(ApiKey.ADD_OFFSETS_TO_TXN, ctx, request)
 
     def _fail_waiting(self, fenced: bool = False) -> None:
@@ -415,6 +432,29 @@ class ShardRuntime:
         if not self.loaded:
             return
         self._apply(self.state.poll(self.clock.now_ms()))
+
+    # -- cluster mode: the shard moves between nodes ------------------------------------------------
+    def release(self) -> None:
+        """Another node serves this shard from now on (cluster mode): fail what waits with
+        NOT_COORDINATOR, drop the state, and never write the log again until :meth:`reacquire`.
+        (``fenced`` is what stops a reload still running and makes every request NOT_COORDINATOR.)"""
+        release_log = getattr(self.log, "release", None)
+        if release_log is not None:
+            release_log()
+        self.fenced = True
+        self.lost = None
+        self._fail_waiting(fenced=True)
+        self.state = self._make_state()
+
+    async def reacquire(self) -> None:
+        """This node serves the shard (again): take the log's ownership and load it (requests get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile; a failed load retries in the background)."""
+        reacquire_log = getattr(self.log, "reacquire", None)
+        if reacquire_log is not None:
+            reacquire_log()
+        self.fenced = False
+        self.lost = None
+        await self.first_load()
 
     # -- shutdown -----------------------------------------------------------------------------------
     async def drain(self, timeout: float = 5.0) -> None:

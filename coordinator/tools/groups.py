@@ -21,6 +21,7 @@ from typing import Any
 
 from kcoord.client import BlockingConnection, BrokerError, KafkaClientError, UnsupportedVersion
 from kcoord.coordinator.ops.settings import parse_host_port
+from kcoord.coordinator.runtime.router import shard_for_group
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.codegen import Message
@@ -183,6 +184,32 @@ class GroupsAdmin:
                     continue
                 found[g.group_id] = {"group": g.group_id, "protocol_type": g.protocol_type, "state": state}
         return [found[k] for k in sorted(found)]
+
+    # shards ----------------------------------------------------------------------------------------------
+    def shard_owners(self, internal_topic: str) -> list[dict[str, Any]]:
+        """Which kcoord node serves each shard: FindCoordinator for a group id that lands on it
+        (the shard count is the internal topic's partition count)."""
+        metadata = self._metadata([internal_topic])
+        topic = next((t for t in metadata.topics if t.name == internal_topic), None)
+        if topic is None or topic.error_code or not topic.partitions:
+            raise AdminError(f"internal topic {internal_topic!r} not found (error {getattr(topic, 'error_code', '?')})")
+        shards = len(topic.partitions)
+        probes: dict[int, str] = {}
+        n = 0
+        while len(probes) < shards:
+            name = f"kcoord-shard-probe-{n}"
+            probes.setdefault(shard_for_group(name, shards), name)
+            n += 1
+        conn = self._any()
+        version = conn.version(m.FindCoordinatorRequest, 3)
+        rows = []
+        for shard in range(shards):
+            resp = conn.call(m.FindCoordinatorRequest(key=probes[shard], key_type=0), version)
+            if resp.error_code:
+                rows.append({"shard": shard, "node": None, "address": None, "error": _error_name(resp.error_code)})
+            else:
+                rows.append({"shard": shard, "node": resp.node_id, "address": f"{resp.host}:{resp.port}", "error": None})
+        return rows
 
     # describe --------------------------------------------------------------------------------------------
     def _coordinator(self, group: str) -> tuple[tuple[str, int], str]:
@@ -383,6 +410,8 @@ def add_groups_parser(sub: Any) -> None:
     lister = actions.add_parser("list", help="list groups")
     lister.add_argument("--state", action="append", default=[],
                         help="only groups in this state (Empty, Stable, PreparingRebalance, ...); repeatable")
+    shards = actions.add_parser("shards", help="which kcoord node serves each shard (a kcoord cluster)")
+    shards.add_argument("--internal-topic", default="__kcoord_offsets", help="kcoord's internal topic")
     describe = actions.add_parser("describe", help="state, members, assignments, committed offsets and lag")
     describe.add_argument("group", nargs="+", metavar="GROUP")
 
@@ -405,6 +434,20 @@ def run_groups(args: argparse.Namespace, out: Any = None) -> int:
                                  [[g["group"], g["protocol_type"] or "-", g["state"] or "-"] for g in listed]),
                           file=out)
                 return 0
+            if args.groups_command == "shards":
+                owners = admin.shard_owners(args.internal_topic)
+                if args.json:
+                    print(json.dumps(owners, indent=2), file=out)
+                else:
+                    print(_table(["SHARD", "NODE", "ADDRESS"],
+                                 [[o["shard"], o["node"] if o["error"] is None else o["error"], o["address"] or "-"]
+                                  for o in owners]), file=out)
+                    per_node: dict[str, int] = {}
+                    for o in owners:
+                        key = f"{o['node']} ({o['address']})" if o["error"] is None else str(o["error"])
+                        per_node[key] = per_node.get(key, 0) + 1
+                    print("\n" + _table(["NODE", "SHARDS"], sorted(per_node.items())), file=out)
+                return 1 if any(o["error"] for o in owners) else 0
             descriptions = [admin.describe(g) for g in args.group]
     except AdminError as exc:
         print(f"kcoord groups: error: {exc}", file=sys.stderr)

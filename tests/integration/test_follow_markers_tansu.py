@@ -8,11 +8,10 @@ on a partition of a few batches the 1 ms answers are fine). ``follow()`` fetches
 ``max_wait_ms=1`` and takes an answer with no batches for "nothing more", so it misses markers that
 are there:
 
-- AddOffsetsToTxn's catch-up misses the producer's previous COMMIT marker: the shard takes the new
-  transaction for the still-open previous one, writes no opening batch, and the marker, replayed
-  later, ends both (tests/unit/test_txn_late_marker.py: INVALID_TXN_STATE for the next
-  TxnOffsetCommit, or the next transaction's offsets visible before its commit);
-- the follow loop can stay at one offset for good (a bench run: every follow at 2966 answered
+- AddOffsetsToTxn's catch-up misses the producer's previous COMMIT marker (before ebadcea the next
+  transaction was then taken for the previous one; since ebadcea AddOffsetsToTxn waits up to 3 s for
+  the marker, then answers CONCURRENT_TRANSACTIONS, which does not help while follow() cannot see it);
+- the follow loop can stay at one offset for good (a diagnostic run: every follow at 2966 answered
   0 bytes for 15 s with the high watermark at 3154+): no later marker of that shard is ever
   replayed, their offsets stay pending, OffsetFetch(RequireStable) answers UNSTABLE_OFFSET_COMMIT
   forever, and the Java consumers of the group time out in ``committed()``/``position()``.

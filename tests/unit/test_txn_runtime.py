@@ -51,7 +51,8 @@ class Cluster:
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = ShardRuntime(
-            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), self.log, self.clock, follow_interval=0.005
+            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), self.log, self.clock, follow_interval=0.005,
+            marker_wait=0.2,
         )
         await self.runtime.load()
         self.service = TransactionOffsets(Router([self.runtime]), self.storage)
@@ -319,3 +320,85 @@ async def test_markers_of_a_reloaded_log_are_read_once(cluster: Cluster) -> None
     assert await c.fetch([T0]) == {T0: (10, 0)}
     entries = [e for e in c.log.entries if isinstance(e, EndTxnMarker | TransactionalRecords)]
     assert entries == [EndTxnMarker(PID, 0, True)]
+
+
+async def test_the_next_transaction_waits_for_the_previous_ones_marker(cluster: Cluster) -> None:
+    """The client's EndTxn was answered (kcoord relays it and sees that), but the marker is not in
+    the partition yet: the producer's next AddOffsetsToTxn (same epoch: transactions v1) waits for it,
+    and gets CONCURRENT_TRANSACTIONS (retriable) if it does not come, as Kafka answers while a
+    transaction's markers are being written. The late marker never ends the next transaction."""
+    c = cluster
+    c.rt.follow_interval = 3600.0  # only catch-ups find markers in this test
+    assert await c.add_offsets() == E.NONE
+    assert await c.txn_commit({T0: 10}) == {T0: 0}
+    c.service.transaction_ended(PID)
+    assert await c.txn_commit({T0: 11}) == {T0: E.INVALID_TXN_STATE}  # after its transaction ended
+    assert await c.add_offsets() == E.CONCURRENT_TRANSACTIONS
+    asyncio.get_running_loop().call_later(0.05, c.log.write_marker, PID, 0, True)
+    assert await c.add_offsets() == E.NONE  # waited for the marker
+    assert await c.fetch([T0]) == {T0: (10, 0)}
+    assert await c.txn_commit({T0: 20}) == {T0: 0}
+    c.service.transaction_ended(PID)
+    c.log.write_marker(PID, 0, committed=False)
+    await c.rt.catch_up()
+    assert await c.fetch([T0]) == {T0: (10, 0)}
+    await c.assert_log_rebuilds_the_shard()
+
+
+async def test_an_ended_transaction_not_open_in_a_shard_changes_nothing_there(cluster: Cluster) -> None:
+    c = cluster
+    c.service.transaction_ended(PID)  # its transaction never added this shard's partition
+    assert await c.add_offsets() == E.NONE
+    assert await c.txn_commit({T0: 1}) == {T0: 0}
+
+
+class ForwardingNode:
+    """Node A of a kcoord cluster: it relays the client's EndTxn and AddOffsetsToTxn, but the
+    group's shard is node B's (the test's Cluster); forwarding goes through the wire encoding."""
+
+    def __init__(self, b: Cluster) -> None:
+        self.b = b
+        # A's runtime of the shard: B serves it, so on A it is never loaded.
+        unloaded = ShardRuntime(0, lambda: GroupCoordinatorShard(GroupConfig(), b.clock), MemoryShardLog(), b.clock)
+        node_a_router = Router([unloaded])
+        node_a_router.serves = lambda index: False  # type: ignore[method-assign]
+        node_a_router.forward = self._forward  # type: ignore[method-assign]
+        self.service = TransactionOffsets(node_a_router, b.storage)
+        self.forwarded: list[Any] = []
+
+    async def _forward(self, index: int, api_key: int, ctx: RequestContext, request: Any) -> Any:
+        wire = type(request).decode(request.encode(ctx.api_version), ctx.api_version)
+        self.forwarded.append((ctx.api_version, wire))
+        response = await self.b.service.add_offsets_to_txn(RequestContext(ctx.api_version), wire)
+        return type(response).decode(response.encode(ctx.api_version), ctx.api_version)
+
+    async def add_offsets(self, version: int = 0) -> int:
+        req = m.AddOffsetsToTxnRequest(transactional_id=TXN_ID, producer_id=PID, producer_epoch=0, group_id="g")
+        return int((await self.service.add_offsets_to_txn(RequestContext(version), req)).error_code)
+
+
+async def test_in_a_cluster_the_ended_transaction_reaches_the_shards_node_with_the_forwarded_request(
+    cluster: Cluster,
+) -> None:
+    """Node A relays the EndTxn, node B serves the group's shard: A's next forwarded AddOffsetsToTxn
+    (librdkafka sends v0) goes at v3 with kcoord's tag, so B waits for the previous marker too."""
+    c = cluster
+    a = ForwardingNode(c)
+    c.rt.follow_interval = 3600.0  # only catch-ups find markers in this test
+    assert await a.add_offsets() == E.NONE
+    assert a.forwarded[-1][0] == 0 and not a.forwarded[-1][1].unknown_tagged
+    assert await c.txn_commit({T0: 10}) == {T0: 0}
+    a.service.transaction_ended(PID)  # A relayed the EndTxn; B never saw it
+    assert not c.rt.state.awaits_marker(PID)  # type: ignore[attr-defined]
+    assert await a.add_offsets() == E.CONCURRENT_TRANSACTIONS  # the marker never came
+    version, forwarded = a.forwarded[-1]
+    assert version == 3 and forwarded.unknown_tagged == [(0x4B43, b"\x01")]
+    asyncio.get_running_loop().call_later(0.05, c.log.write_marker, PID, 0, True)
+    assert await a.add_offsets() == E.NONE  # a retry: the flag was spent, B still waits (ending)
+    assert await c.txn_commit({T0: 20}) == {T0: 0}
+    assert await a.add_offsets() == E.NONE  # the same transaction again: nothing to wait for
+    assert not a.forwarded[-1][1].unknown_tagged
+    c.log.write_marker(PID, 0, committed=True)
+    await c.rt.catch_up()
+    assert await c.fetch([T0]) == {T0: (20, 0)}
+    await c.assert_log_rebuilds_the_shard()
