@@ -1,5 +1,6 @@
 """``KafkaShardLog.follow()`` must return every transaction marker written into kcoord's partition,
-on tansu 0.6 (kcoord bug found by bench/eos_scaling.py; see the eos-java report).
+on tansu 0.6 (a kcoord bug found by bench/eos_scaling.py, fixed in 1e55453: follow() now reads on,
+with a longer wait, while it is below the high watermark its first answer gave).
 
 tansu 0.6 answers a Fetch with ``max_wait_ms=1`` with an *empty* record set about half of the time
 once the partition holds a few thousand batches, even when it holds data far past the fetch offset
@@ -31,8 +32,6 @@ pytestmark = pytest.mark.integration
 BATCHES = 3000  # written one by one before the transactions
 
 
-@pytest.mark.xfail(strict=True, reason="kcoord bug (eos-java report): follow() reads tansu's empty "
-                   "max_wait_ms=1 Fetch answers as the end of the partition and misses markers")  # fmt: skip
 async def test_follow_returns_each_marker_once_it_is_written(tansu: TansuBroker) -> None:
     topic = new_topic()
     storage = make_storage(tansu, topic)
