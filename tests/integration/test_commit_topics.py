@@ -88,8 +88,8 @@ def test_txn_offset_commit_answers_unknown_topics(kcoord: KcoordProcess) -> None
     ])  # fmt: skip
     with WireClient(kcoord.bootstrap) as client:
         answer = client.request(ApiKey.TXN_OFFSET_COMMIT, 3, request)
-    # Transactions are not followed yet: kcoord's own answer for the rest is COORDINATOR_NOT_AVAILABLE.
-    assert errors(answer) == [(ghost, 0, UNKNOWN), (topic, 0, ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+    # The rest reaches the shard, where this producer opened no transaction (no AddOffsetsToTxn).
+    assert errors(answer) == [(ghost, 0, UNKNOWN), (topic, 0, ErrorCode.INVALID_TXN_STATE)]
 
 
 def test_confluent_kafka_sees_the_per_partition_error(kcoord: KcoordProcess) -> None:
