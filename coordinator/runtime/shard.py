@@ -340,21 +340,37 @@ class ShardRuntime:
         if self.loaded:
             self.state.transaction_ending(producer_id)
 
-    async def add_offsets_to_txn(self, ctx: RequestContext, request: Message) -> Message:
-        """AddOffsetsToTxn once the shard's partition is in the client's transaction upstream: every
-        marker already written is replayed first, and the producer's previous transaction's marker
-        is waited for (up to ``marker_wait`` seconds; then the handler answers CONCURRENT_TRANSACTIONS and
-        the client retries), so the next transaction never opens before the previous one's marker;
-        then the transaction opens in the log."""
-        if not self.loaded:
-            error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
+    async def previous_transaction_ended(self, producer_id: int) -> bool:
+        """Wait (up to ``marker_wait`` seconds, following the log) until the marker of the
+        producer's ended transaction is replayed here; False if it did not come. Called before the
+        shard's partition is added to the producer's next transaction: an upstream that lets the
+        next transaction add partitions while the previous one's markers are still being written
+        (tansu does) may lose the partition from it, and the next transaction's marker never comes."""
+        if not self.loaded or not self.state.awaits_marker(producer_id):
+            return True
         await self.catch_up()
-        producer_id = request.producer_id  # type: ignore[attr-defined]
         deadline = time.monotonic() + self.marker_wait
         while self.loaded and self.state.awaits_marker(producer_id) and time.monotonic() < deadline:
             await asyncio.sleep(min(self.follow_interval, 0.01))
             await self.catch_up()
+        if self.loaded and self.state.awaits_marker(producer_id):
+            log.warning(
+                "shard %d: the marker of producer %d's ended transaction is not in the log after %.1f s "
+                "(followed up to offset %s); its next AddOffsetsToTxn gets CONCURRENT_TRANSACTIONS",
+                self.index, producer_id, self.marker_wait, getattr(self.log, "followed", "?"),
+            )  # fmt: skip
+            return False
+        return True
+
+    async def add_offsets_to_txn(self, ctx: RequestContext, request: Message) -> Message:
+        """AddOffsetsToTxn once the shard's partition is in the client's transaction upstream: every
+        marker already written is replayed first, then the transaction opens in the log (the
+        handler answers CONCURRENT_TRANSACTIONS while the previous transaction's marker is still
+        to come: :meth:`previous_transaction_ended` runs before the partition is added)."""
+        if not self.loaded:
+            error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
+        await self.catch_up()
         return await self.submit(ApiKey.ADD_OFFSETS_TO_TXN, ctx, request)
 
     def _fail_waiting(self, fenced: bool = False) -> None:

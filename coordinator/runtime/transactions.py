@@ -76,6 +76,9 @@ class TransactionOffsets:
         if not shard.loaded:
             error = ErrorCode.NOT_COORDINATOR if shard.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
+        if not await shard.previous_transaction_ended(request.producer_id):
+            # What Kafka answers while the previous transaction's markers are being written.
+            return m.AddOffsetsToTxnResponse(error_code=ErrorCode.CONCURRENT_TRANSACTIONS)
         error = await self.storage.add_partition_to_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, shard.index
         )
