@@ -298,6 +298,7 @@ class OffsetManager:
                     R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
                 )
             topics.append(R.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+        out.emit(ev.OffsetsCommitted(req.group_id or "", len(out.records) - first_record))
         out.reply(ctx, R(topics=topics))
 
     def _metadata_too_large(self, metadata: str | None) -> bool:

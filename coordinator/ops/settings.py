@@ -38,6 +38,11 @@ class Settings:
     # How often each shard re-takes ownership (epoch bump) so its transactional id never expires
     # (Kafka's transactional.id.expiration.ms is 7 days).
     ownership_refresh_interval_ms: int = 3_600_000
+    # The event topic (docs/events.md): group history, time-retained; "" turns it off.
+    events_topic: str = "__kcoord_events"
+    events_partitions: int = 6  # when kcoord creates it
+    events_retention_ms: int = 7 * 24 * 3600 * 1000
+    events_queue_max: int = 100_000  # events waiting beyond this are dropped (and counted)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     # Connection limits (issue #11). Kafka's names and defaults where Kafka has the setting.
