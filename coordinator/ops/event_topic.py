@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import struct
 import time
 import zlib
 from collections import deque
@@ -34,6 +35,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kcoord.coordinator.core import events as ev
+from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import encode_batch
@@ -47,15 +49,20 @@ COMMIT_APIS = ("offset_commit", "txn_offset_commit")
 
 
 def decode_consumer_assignment(data: bytes | None) -> list[tuple[str, int]] | None:
-    """A classic consumer-protocol assignment → sorted (topic, partition); None if unreadable."""
-    if not data:
-        return [] if data is not None else None
-    from kcoord.coordinator.tools.groups import decode_assignment
-
-    decoded = decode_assignment(data)
-    if not decoded and len(data) > 6:
+    """A classic consumer-protocol assignment (ConsumerProtocolAssignment with its int16 version)
+    → sorted (topic, partition); [] for an empty one, None if unreadable."""
+    if data is None:
         return None
-    return sorted((topic, p) for topic, parts in decoded.items() for p in parts)
+    if not data:
+        return []
+    if len(data) < 2:
+        return None
+    (version,) = struct.unpack_from(">h", data, 0)
+    try:
+        body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), 3))
+    except Exception:  # a custom protocol that only claims to be "consumer"
+        return None
+    return sorted((tp.topic, p) for tp in body.assigned_partitions for p in tp.partitions)
 
 
 class EventEncoder:
