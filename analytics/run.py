@@ -74,6 +74,7 @@ def spark_session(master: str, app: str = "kcoord-analytics", shuffle_partitions
         SparkSession.builder.master(master).appName(app)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "1g"))
         .getOrCreate()

@@ -28,10 +28,10 @@ import pyarrow.parquet as pq
 T0 = 1_790_000_000_000
 
 
-def _events(n: int, seed: int) -> list[bytes]:
+def _events(n: int, seed: int, gen: dict[str, int]) -> list[bytes]:
+    """``n`` event values; ``gen`` (group → last generation) carries over between chunks."""
     rnd = random.Random(seed)
     out: list[bytes] = []
-    gen: dict[str, int] = {}
     ts = T0 + seed * 10_000_000
     while len(out) < n:
         g = f"group-{rnd.randrange(2000)}"
@@ -55,9 +55,11 @@ def _events(n: int, seed: int) -> list[bytes]:
                                    "error": "FENCED_INSTANCE_ID", "api": "offset_commit", "kind": "static",
                                    "mode": "classic:generation"}).encode())
         else:
+            if len(out) + 3 > n:
+                continue
             g_gen = gen.get(g, 0) + 1
             gen[g] = g_gen
-            proto = "range" if hash(g) % 2 else "cooperative-sticky"
+            proto = "range" if int(g.rsplit("-", 1)[1]) % 2 else "cooperative-sticky"
             out.append(json.dumps({"v": 1, "type": "rebalance_started", "ts": ts, "shard": 1, "group": g,
                                    "reason": "member_joined", "generation": g_gen - 1, "members": 3}).encode())
             out.append(json.dumps({"v": 1, "type": "rebalance_completed", "ts": ts + 40, "shard": 1, "group": g,
@@ -76,8 +78,9 @@ def _events(n: int, seed: int) -> list[bytes]:
 def generate(n: int, directory: Path, chunk: int = 500_000) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     offset = 0
+    gen: dict[str, int] = {}
     for i, start in enumerate(range(0, n, chunk)):
-        values = _events(min(chunk, n - start), seed=i)
+        values = _events(min(chunk, n - start), seed=i, gen=gen)
         m = len(values)
         table = pa.table({
             "partition": pa.array([(offset + j) % 6 for j in range(m)], pa.int32()),
