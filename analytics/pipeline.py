@@ -73,17 +73,6 @@ EVENT_SCHEMA = T.StructType([
     ]))),
 ])
 
-ASSIGNMENT_ROWS = T.StructType([
-    T.StructField("group", T.StringType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("ts", T.LongType()),
-    T.StructField("protocol_type", T.StringType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("owner", T.StringType()),
-    T.StructField("static", T.BooleanType()),
-    T.StructField("tp", T.StringType()),  # "topic:partition"; null for a member with nothing assigned
-])
-
 OFFSET_ROWS = T.StructType([
     T.StructField("kind", T.StringType()),  # offset | group | bad | other
     T.StructField("group", T.StringType()),
@@ -133,61 +122,59 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     return events, bad
 
 
-def assignment_rows(events: DataFrame) -> DataFrame:
-    """One row per (assignment event, member, partition); members with nothing get tp = null."""
-    a = events.where(F.col("type") == "assignment").select(
-        "group", "generation", "ts", "protocol_type", "protocol", F.explode_outer("assignment").alias("m")
-    )
-    a = a.select(
+def assignment_generations(events: DataFrame) -> DataFrame:
+    """One row per assignment event: ``owners`` [{owner, static}] and ``tps`` [{tp, owner}]."""
+    a = events.where(F.col("type") == "assignment")
+    owner = lambda m: F.coalesce(m["instance"], m["member"])  # noqa: E731
+    return a.select(
         "group", "generation", "ts", "protocol_type", "protocol",
-        F.coalesce("m.instance", "m.member").alias("owner"), F.col("m.instance").isNotNull().alias("static"),
-        F.explode_outer("m.partitions").alias("tp"),
+        F.transform(F.coalesce("assignment", F.array()), lambda m: F.struct(
+            owner(m).alias("owner"), m["instance"].isNotNull().alias("static"))).alias("owners"),
+        F.flatten(F.transform(F.coalesce("assignment", F.array()), lambda m: F.transform(
+            F.coalesce(m["partitions"], F.array().cast("array<string>")),
+            lambda p: F.struct(p.alias("tp"), owner(m).alias("owner"))))).alias("tps"),
     )
-    return a.where(F.col("owner").isNotNull())
 
 
-def movement(rows: DataFrame) -> DataFrame:
-    """Per (group, generation): partitions before/after, moved, assigned from nobody, members in/out."""
-    gens = rows.groupBy("group", "generation").agg(
-        F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol")
+def generations_from_rows(rows: DataFrame) -> DataFrame:
+    """The same shape from one row per (group, generation, owner, tp) (the offsets topic's members)."""
+    return rows.groupBy("group", "generation").agg(
+        F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
+        F.array_distinct(F.collect_list(F.struct("owner", "static"))).alias("owners"),
+        F.collect_list(F.when(F.col("tp").isNotNull(), F.struct("tp", "owner"))).alias("tps"),
     )
+
+
+def movement(gens: DataFrame) -> DataFrame:
+    """Per (group, generation): partitions before/after, moved, assigned from nobody, members in/out.
+
+    One window pass: each generation's partition → owner map next to the previous generation's
+    (no joins, so it scales with the number of generations, not with partitions × generations)."""
+    latest = gens.groupBy("group", "generation").agg(F.max_by(F.struct(*[c for c in gens.columns if c not in (
+        "group", "generation")]), "ts").alias("g"))
+    g = latest.select("group", "generation", "g.*")
     w = Window.partitionBy("group").orderBy("generation")
-    gens = gens.withColumn("prev_generation", F.lag("generation").over(w))
-    # (group, generation) → its previous generation, keyed so that the previous generation's rows
-    # land on the next one: column names only (no self-join on a shared lineage).
-    nxt = gens.select(F.col("group").alias("g"), F.col("prev_generation").alias("pg"), F.col("generation").alias("ng"))
-    owned = rows.where(F.col("tp").isNotNull()).select("group", "generation", "tp", "owner")
-    before = owned.join(nxt, (F.col("group") == F.col("g")) & (F.col("generation") == F.col("pg"))).select(
-        "group", F.col("ng").alias("generation"), "tp", F.col("owner").alias("prev_owner")
+    g = g.select(
+        "*",
+        F.lag("generation").over(w).alias("prev_generation"),
+        F.map_from_entries("tps").alias("cur"),
+        F.coalesce(F.lag(F.map_from_entries("tps")).over(w), F.create_map().cast("map<string,string>")).alias("prev"),
+        F.transform("owners", lambda o: o["owner"]).alias("cur_owners"),
+        F.coalesce(F.lag(F.transform("owners", lambda o: o["owner"])).over(w), F.array().cast("array<string>"))
+        .alias("prev_owners"),
     )
-    both = owned.join(before, ["group", "generation", "tp"], "full_outer")
-    parts = both.groupBy("group", "generation").agg(
-        F.sum(F.col("prev_owner").isNotNull().cast("int")).alias("partitions_before"),
-        F.sum(F.col("owner").isNotNull().cast("int")).alias("partitions_after"),
-        F.sum((F.col("prev_owner").isNotNull() & (F.col("owner").isNull() | (F.col("owner") != F.col("prev_owner"))))
-              .cast("int")).alias("moved"),
-        F.sum((F.col("owner").isNotNull() & F.col("prev_owner").isNull()).cast("int")).alias("assigned_from_nobody"),
-    )
-    members = rows.select("group", "generation", "owner", "static").distinct()
-    prev_members = members.join(nxt, (F.col("group") == F.col("g")) & (F.col("generation") == F.col("pg"))).select(
-        "group", F.col("ng").alias("generation"), F.col("owner").alias("prev_member")
-    )
-    m = members.withColumn("member", F.col("owner")).join(
-        prev_members.withColumn("member", F.col("prev_member")), ["group", "generation", "member"], "full_outer"
-    )
-    mem = m.groupBy("group", "generation").agg(
-        F.sum(F.col("owner").isNotNull().cast("int")).alias("members_after"),
-        F.sum((F.col("owner").isNotNull() & F.col("prev_member").isNull()).cast("int")).alias("members_in"),
-        F.sum((F.col("owner").isNull() & F.col("prev_member").isNotNull()).cast("int")).alias("members_out"),
-        F.sum(F.coalesce(F.col("static"), F.lit(False)).cast("int")).alias("static_members"),
-    )
-    out = gens.join(parts, ["group", "generation"], "left").join(mem, ["group", "generation"], "left")
-    return out.select(
+    return g.select(
         "group", "generation", "prev_generation", "ts", "protocol_type", "protocol",
         protocol_class(F.col("protocol_type"), F.col("protocol")).alias("protocol_class"),
-        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in (
-            "partitions_before", "partitions_after", "moved", "assigned_from_nobody", "members_after",
-            "members_in", "members_out", "static_members")],
+        F.size(F.map_keys("prev")).alias("partitions_before"),
+        F.size(F.map_keys("cur")).alias("partitions_after"),
+        F.size(F.filter(F.map_keys("prev"), lambda k: F.coalesce(F.col("cur")[k] != F.col("prev")[k], F.lit(True))))
+        .alias("moved"),
+        F.size(F.filter(F.map_keys("cur"), lambda k: F.col("prev")[k].isNull())).alias("assigned_from_nobody"),
+        F.size(F.array_distinct("cur_owners")).alias("members_after"),
+        F.size(F.array_except("cur_owners", "prev_owners")).alias("members_in"),
+        F.size(F.array_except("prev_owners", "cur_owners")).alias("members_out"),
+        F.size(F.filter("owners", lambda o: o["static"])).alias("static_members"),
     )
 
 
@@ -329,7 +316,7 @@ def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFr
     if raw_events is not None:
         events, bad = parse_events(raw_events)
         events = events.cache()
-        moves = movement(assignment_rows(events))
+        moves = movement(assignment_generations(events)).cache()
         tables.update(
             events=events.drop("assignment", "fenced", "rejected"),
             bad_events=bad,
@@ -352,6 +339,6 @@ def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFr
             F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
             F.countDistinct("owner").alias("members"), F.count("tp").alias("partitions"),
         )
-        tables["generation_movement"] = movement(gen_rows.where(F.col("owner").isNotNull()))
+        tables["generation_movement"] = movement(generations_from_rows(gen_rows.where(F.col("owner").isNotNull())))
         tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select("ts", "sample")
     return tables

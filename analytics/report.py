@@ -99,7 +99,24 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
     _lag_section(r, spark, out)
     path = r.write("kcoord analytics")
     summary["plots"] = [str(p) for p in r.pngs]
+    if r.pngs:
+        overview(r.pngs, out / "overview.png")
     return path
+
+
+def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
+    """One picture of the report's plots (the README shows one)."""
+    import matplotlib.image as mpimg
+
+    rows = (len(pngs) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(8 * columns, 3.6 * rows), dpi=60)
+    for ax in fig.axes:
+        ax.axis("off")
+    for ax, png in zip(fig.axes, pngs, strict=False):
+        ax.imshow(mpimg.imread(str(png)))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
@@ -157,7 +174,9 @@ def _fencing_section(r: Report, spark: Any, out: Path) -> None:
         r.table(by)
         if not by.empty:
             fig, ax = r.figure("fenced", "Refused commits by error and fencing mode")
-            by.set_index(["error", "mode"])["n"].plot.bar(ax=ax)
+            labels = by["outcome"] + ": " + by["error"] + " (" + by["mode"].fillna("?") + ")"
+            ax.barh(labels, by["n"])
+            ax.set_xlabel("commits")
             r.save(fig, "fenced_commits")
         r.table(f[f["source"] == "member_fenced"].groupby(["api", "error", "mode"])["n"].sum().reset_index())
     z = _pdf(_table(spark, out, "zombies"))

@@ -76,6 +76,7 @@ def spark_session(master: str, app: str = "kcoord-analytics", shuffle_partitions
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition listed twice: the last owner
         .config("spark.driver.memory", os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "1g"))
         .getOrCreate()
     )
@@ -179,15 +180,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if lag is not None:
             tables["lag"] = lag
     counts: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     for name, df in tables.items():
+        t = time.monotonic()
         df.write.mode("overwrite").parquet(str(out / name))
         counts[name] = spark.read.parquet(str(out / name)).count()
+        seconds[name] = round(time.monotonic() - t, 2)
     summary["rows"] = counts
+    summary["table_seconds"] = seconds
     summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
     if not args.no_report:
         from .report import write_report
 
+        t = time.monotonic()
         write_report(spark, out, summary)
+        summary["report_seconds"] = round(time.monotonic() - t, 2)
     summary["total_seconds"] = round(time.monotonic() - started, 2)
     return summary
 

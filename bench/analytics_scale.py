@@ -147,6 +147,7 @@ def main() -> None:
         stop.set()
         print(json.dumps({"events": n, "master": args.master, "wall_seconds": round(wall, 1),
                           "pipeline_seconds": summary["pipeline_seconds"], "peak_rss_mib": peak[0] >> 20,
+                          "report_seconds": summary.get("report_seconds"), "table_seconds": summary["table_seconds"],
                           "rows": summary["rows"]}), flush=True)
 
 
