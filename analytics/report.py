@@ -211,10 +211,10 @@ def _lag_section(r: Report, spark: Any, out: Path) -> None:
         return
     import pandas as pd
 
-    per = lag.groupby(["group", "ts"])["lag"].sum().reset_index()
+    per = lag.groupby(["group", "ts"])["lag"].sum(min_count=1).reset_index().dropna()
     fig, ax = r.figure("lag", "Consumer lag per group over time (records)")
     for group, g in list(per.groupby("group"))[:TOP]:
-        ax.plot(pd.to_datetime(g["ts"], unit="ms"), g["lag"], label=str(group)[:30])
+        ax.plot(pd.to_datetime(g["ts"], unit="ms"), g["lag"], marker="o", label=str(group)[:30])
     ax.legend(fontsize=7)
     r.save(fig, "consumer_lag")
     r.table(per.sort_values("ts").groupby("group").tail(1))

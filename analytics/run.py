@@ -148,7 +148,8 @@ def lag_table(spark: Any, bootstrap: str, offset_commits: Any, points: int) -> A
                 if committed is None:
                     continue
                 end = ends.get((int(partition), t), -1)
-                rows.append((group, str(topic), int(partition), t, committed, end, max(0, end - committed) if end >= 0 else None))
+                # an end offset below the commit is a wrong answer (tansu's timestamp lookups): unknown
+                rows.append((group, str(topic), int(partition), t, committed, end, end - committed if end >= committed else None))
     pdf = pd.DataFrame(rows, columns=["group", "topic", "partition", "ts", "committed", "end_offset", "lag"])
     if pdf.empty:
         return None
