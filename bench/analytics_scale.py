@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -125,9 +126,12 @@ def main() -> None:
 
     for n in args.events:
         data = Path(args.work) / f"events-{n}"
-        if not data.exists():
+        if not data.exists():  # generated into a side directory, renamed when complete
             t = time.monotonic()
-            generate(n, data)
+            partial = data.with_name(data.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            generate(n, partial)
+            partial.rename(data)
             print(f"generated {n:,} events in {time.monotonic() - t:.1f} s", flush=True)
         peak = [0]
         stop = threading.Event()
