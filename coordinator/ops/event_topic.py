@@ -284,7 +284,7 @@ class EventTopicWriter:
             if not ready:
                 try:
                     ready = await self._ensure_topic()
-                except StorageError as exc:
+                except Exception as exc:  # noqa: BLE001 - retried like a StorageError
                     log.warning("event topic %s: not ready (%s); retrying", self.topic, exc)
                 if not ready:
                     if self._closing:
@@ -303,7 +303,9 @@ class EventTopicWriter:
                 while self.queue:
                     await self._send(min(len(self.queue), self.batch * 4))
                 backoff = 0.1
-            except StorageError as exc:
+            except Exception as exc:  # StorageError, or anything else: the writer must outlive it
+                if not isinstance(exc, StorageError):
+                    log.exception("event topic %s: writing failed", self.topic)
                 log.warning("event topic %s: produce failed (%s); %d events waiting", self.topic, exc, len(self.queue))
                 if closing:
                     self._drop_all("produce_failed")
