@@ -48,12 +48,35 @@ def _ranges(bootstrap: str, topic: str, since: int | None) -> list[TopicPartitio
     return [TopicPartitionRange(p, starts.get(p, 0), -1) for p in parts if starts.get(p, 0) >= 0]
 
 
-def _read(bootstrap: str, topic: str, part: TopicPartitionRange) -> Iterator[tuple[Any, ...]]:
+BATCH_ROWS = 20_000
+
+
+def _read(bootstrap: str, topic: str, part: TopicPartitionRange) -> Iterator[Any]:
+    """The partition's records as Arrow record batches (Spark 4 takes them without converting
+    row by row)."""
+    import pyarrow as pa
+
     from kcoord.analytics import kafka_io
 
     end = None if part.end < 0 else part.end
-    for offset, ts, key, value in kafka_io.read_partition(bootstrap, topic, part.partition, part.start, end):
-        yield (topic, part.partition, offset, ts, key, value)
+    names = ["topic", "partition", "offset", "timestamp", "key", "value"]
+
+    def batch(rows: list[tuple[int, int, bytes | None, bytes | None]]) -> Any:
+        offsets, stamps, keys, values = zip(*rows, strict=True)
+        return pa.RecordBatch.from_arrays([
+            pa.array([topic] * len(rows), pa.string()), pa.array([part.partition] * len(rows), pa.int32()),
+            pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
+            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        ], names=names)
+
+    rows: list[tuple[int, int, bytes | None, bytes | None]] = []
+    for record in kafka_io.read_partition(bootstrap, topic, part.partition, part.start, end):
+        rows.append(record)
+        if len(rows) >= BATCH_ROWS:
+            yield batch(rows)
+            rows = []
+    if rows:
+        yield batch(rows)
 
 
 class KafkaTopicDataSource(DataSource):
@@ -79,7 +102,7 @@ class _BatchReader(DataSourceReader):
         ranges = _ranges(self.bootstrap, self.topic, self.since)
         return list(ranges) or [TopicPartitionRange(-1, 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, TopicPartitionRange)
         if partition.partition < 0:
             return iter(())
@@ -108,7 +131,7 @@ class _StreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:  # type: ignore[override]
         return [TopicPartitionRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, TopicPartitionRange)
         return _read(self.bootstrap, self.topic, partition)
 

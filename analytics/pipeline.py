@@ -103,7 +103,8 @@ def protocol_class(protocol_type: Any, protocol: Any) -> Any:
 # -- the event topic ----------------------------------------------------------------------------------
 def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(events, bad_events): JSON schema v1 parsed; corrupt, unknown-version and unknown-type
-    records go to bad_events with a sample of their bytes."""
+    records go to bad_events with a sample of their bytes. The input is read and parsed once
+    (cached); both tables are filters of that."""
     text = F.col("value").cast("string")
     parsed = raw.select(
         "partition", "offset", F.col("timestamp").alias("record_ts"), text.alias("text"),
@@ -114,10 +115,11 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
         .when(F.col("e.v") != SCHEMA_VERSION, "unknown_version")
         .when(~F.col("e.type").isin(*EVENT_TYPES), "unknown_type")
     )
-    parsed = parsed.withColumn("problem", problem)
-    bad = parsed.where(F.col("problem").isNotNull()).select(
-        "partition", "offset", "record_ts", "problem", F.substring("text", 1, 200).alias("sample")
-    )
+    parsed = parsed.withColumn("problem", problem).select(
+        "partition", "offset", "record_ts", "problem",
+        F.when(F.col("problem").isNotNull(), F.substring("text", 1, 200)).alias("sample"), "e",
+    ).cache()
+    bad = parsed.where(F.col("problem").isNotNull()).select("partition", "offset", "record_ts", "problem", "sample")
     events = parsed.where(F.col("problem").isNull()).select("partition", "offset", "e.*")
     return events, bad
 
@@ -315,7 +317,6 @@ def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFr
     tables: dict[str, DataFrame] = {}
     if raw_events is not None:
         events, bad = parse_events(raw_events)
-        events = events.cache()
         moves = movement(assignment_generations(events)).cache()
         tables.update(
             events=events.drop("assignment", "fenced", "rejected"),
