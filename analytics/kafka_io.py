@@ -16,6 +16,7 @@ from kcoord.storage.kafka_client import KafkaCluster, request
 
 EARLIEST, LATEST = -2, -1
 TIMEOUT = 30.0
+MAX_STALLS = 100  # fetches in a row without progress (20 ms apart) before a read gives up
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
@@ -145,8 +146,11 @@ def read_partition(
     bootstrap: str, topic: str, partition: int, start: int, end: int | None
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, timestamp, key, value) of ``partition`` from ``start`` up to ``end`` (exclusive;
-    None: until a fetch brings nothing new). Control records are skipped."""
+    None: up to the high watermark the fetches report). Control records are skipped. A fetch that
+    brings nothing below the high watermark is retried; after MAX_STALLS in a row the read fails
+    rather than returning less than the partition holds."""
     queue: list[tuple[int, int, bytes | None, bytes | None]] = []
+    stalls = [0]  # fetches in a row that brought nothing below the high watermark
 
     async def chunk(cluster: KafkaCluster, leader: int, offset: int) -> tuple[int, bool]:
         data, hwm, error = await _fetch(cluster, topic, partition, offset, leader)
@@ -163,7 +167,19 @@ def read_partition(
                     if r.offset >= offset and (end is None or r.offset < end):
                         queue.append((r.offset, r.timestamp, r.key, r.value))
             nxt = max(nxt, batch.next_offset)
-        done = nxt == offset or (end is not None and nxt >= end) or (hwm >= 0 and nxt >= hwm)
+        done = nxt >= end if end is not None else (hwm >= 0 and nxt >= hwm)
+        if nxt == offset and not done:
+            # No progress below the high watermark: tansu sometimes answers a Fetch with nothing
+            # (no partitions, or no records) although it has them. Ask again; give up loudly.
+            stalls[0] += 1
+            if stalls[0] > MAX_STALLS:
+                if hwm < 0 and end is None:
+                    return nxt, True  # the broker never said it has more: an idle partition
+                raise RuntimeError(f"Fetch {topic}[{partition}] makes no progress at offset {offset} "
+                                   f"(high watermark {hwm}, end {end})")
+            await asyncio.sleep(0.02)
+        else:
+            stalls[0] = 0
         return nxt, done
 
     async def run_some(offset: int) -> tuple[int, bool]:

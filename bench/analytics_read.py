@@ -61,6 +61,7 @@ def main() -> None:
         print(f"produced {len(values):,} events in {time.monotonic() - t:.1f} s", flush=True)
         generate(args.events, work / "parquet")
         spark_session(args.master)  # started before the clock: both runs share it
+        rows = {}
         for source in ("parquet", "topic"):
             started = time.monotonic()
             summary = run(argparse.Namespace(
@@ -70,6 +71,8 @@ def main() -> None:
             ))
             print(json.dumps({"events": args.events, "from": source, "wall_seconds": round(time.monotonic() - started, 1),
                               "table_seconds": summary["table_seconds"], "rows": summary["rows"]}), flush=True)
+            rows[source] = summary["rows"]
+        print("the same tables from the topic as from the files:", rows["topic"] == rows["parquet"], flush=True)
     finally:
         broker.stop()
 
