@@ -152,9 +152,10 @@ def movement(gens: DataFrame) -> DataFrame:
 
     One window pass: each generation's partition → owner map next to the previous generation's
     (no joins, so it scales with the number of generations, not with partitions × generations)."""
-    latest = gens.groupBy("group", "generation").agg(F.max_by(F.struct(*[c for c in gens.columns if c not in (
-        "group", "generation")]), "ts").alias("g"))
-    g = latest.select("group", "generation", "g.*")
+    # The last record of each (group, generation), should one be there twice: a sort-based window,
+    # not an aggregation (a hash aggregate of these arrays ran out of memory at 10M events).
+    last = Window.partitionBy("group", "generation").orderBy(F.col("ts").desc())
+    g = gens.withColumn("_n", F.row_number().over(last)).where(F.col("_n") == 1).drop("_n")
     w = Window.partitionBy("group").orderBy("generation")
     g = g.select(
         "*",
