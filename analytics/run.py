@@ -46,6 +46,8 @@ def fill_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-parquet", help="read the event records from Parquet instead of a cluster")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
     p.add_argument("--lag-points", type=int, default=30, help="points in time at which lag is computed")
+    p.add_argument("--driver-memory", default=None,
+                   help="spark.driver.memory (with local[*], all of Spark's memory; default 2g, or KCOORD_SPARK_DRIVER_MEMORY)")
 
 
 def parse_since(text: str | None, now_ms: int | None = None) -> int | None:
@@ -65,7 +67,9 @@ def parse_since(text: str | None, now_ms: int | None = None) -> int | None:
     return int(dt.timestamp() * 1000)
 
 
-def spark_session(master: str, app: str = "kcoord-analytics", shuffle_partitions: int = 8) -> Any:
+def spark_session(
+    master: str, app: str = "kcoord-analytics", shuffle_partitions: int = 8, driver_memory: str | None = None
+) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -77,7 +81,7 @@ def spark_session(master: str, app: str = "kcoord-analytics", shuffle_partitions
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition listed twice: the last owner
-        .config("spark.driver.memory", os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "1g"))
+        .config("spark.driver.memory", driver_memory or os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "2g"))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -161,7 +165,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, driver_memory=getattr(args, "driver_memory", None))
     from . import pipeline
 
     summary: dict[str, Any] = {"since_ms": since, "events_topic": args.events_topic}

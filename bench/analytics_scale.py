@@ -121,7 +121,7 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--work", default="/tmp/kcoord-analytics-scale")
     args = p.parse_args()
-    os.environ.setdefault("KCOORD_SPARK_DRIVER_MEMORY", "2g")
+    os.environ.setdefault("KCOORD_SPARK_DRIVER_MEMORY", "4g")  # 2g ran out at 10M events (RESULTS.md)
     from kcoord.analytics.run import run
 
     for n in args.events:
