@@ -17,7 +17,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 ROOTS = {"kcoord.coordinator": "coordinator", "kcoord.protocol": "protocol", "kcoord.storage": "storage",
-         "kcoord.client": "client"}  # fmt: skip
+         "kcoord.client": "client", "kcoord.analytics": "analytics"}  # fmt: skip
 
 
 def packages() -> list[str]:

@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 from tests.support.fixtures import *  # noqa: F403
+from tests.support.spark import spark  # noqa: E402, F401  (one SparkSession per test session)

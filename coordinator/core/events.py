@@ -122,16 +122,69 @@ class GroupDeleted:
     reason: str  # "delete_groups" (an admin) or "offsets_expired" (retention)
 
 
+@dataclass(frozen=True, slots=True)
+class MemberAssignment:
+    """One member's share of a new assignment. Classic groups carry the leader's opaque bytes
+    (``raw``; the consumer protocol's are decoded off the request path, by the event writer);
+    KIP-848 consumer groups carry the partitions the server assignor chose (``partitions``)."""
+
+    member_id: str
+    instance_id: str | None
+    raw: bytes | None = None
+    partitions: tuple[tuple[str, int], ...] | None = None  # (topic name or id, partition), sorted
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentComputed:
+    """The assignment of a new generation (classic: the leader's SyncGroup, written) or target
+    assignment epoch (KIP-848: the server assignor's result), for every member."""
+
+    group: str
+    generation: int
+    protocol_type: str | None  # classic: "consumer", "connect", ...; KIP-848 groups: "kip848"
+    protocol: str | None  # classic: the chosen protocol ("range", "cooperative-sticky"); KIP-848: the assignor
+    members: tuple[MemberAssignment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted:
+    """An OffsetCommit (or TxnOffsetCommit) was accepted: ``partitions`` offsets were written."""
+
+    group: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRejected:
+    """An offset commit refused for a reason other than fencing (REBALANCE_IN_PROGRESS, ...)."""
+
+    group: str
+    member_id: str
+    error: str  # a Kafka error name
+    api: str
+
+
 GroupEvent = (
     MemberJoined | MemberLeft | MemberExpired | MemberFenced | RebalanceStarted | RebalanceCompleted
-    | GroupStateChanged | GroupDeleted
+    | GroupStateChanged | GroupDeleted | AssignmentComputed | OffsetsCommitted | CommitRejected
 )
 
 
-_FENCING_CODES = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
+_FENCING_CODES = frozenset({
+    ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID,
+    ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNRELEASED_INSTANCE_ID,
+})
+_COMMIT_APIS = frozenset({"offset_commit", "txn_offset_commit"})
 
 
 def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
-    """Report a request refused because its member is fenced (no-op for other errors)."""
+    """Report a request refused because its member is fenced; an offset commit refused for another
+    reason is reported as :class:`CommitRejected` (other refusals are not events)."""
     if error in _FENCING_CODES:
         out.emit(MemberFenced(group_id, member_id, instance_id, ErrorCode(error).name, api))
+    elif api in _COMMIT_APIS and error != ErrorCode.NONE:
+        try:
+            name = ErrorCode(error).name
+        except ValueError:
+            name = str(error)
+        out.emit(CommitRejected(group_id, member_id, name, api))

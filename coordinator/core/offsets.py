@@ -278,10 +278,12 @@ class OffsetManager:
         now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
         expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
+        first_record = len(out.records)
         codes = self._offset_records(req.group_id, req.topics, now, expire, out.records)
         if codes is None:
             self._refuse_oversized_commit(ApiKey.OFFSET_COMMIT, ctx, req, out)
             return
+        out.emit(ev.OffsetsCommitted(req.group_id or "", len(out.records) - first_record))
         out.reply(ctx, R(topics=[
             R.OffsetCommitResponseTopic(name=name, partitions=[
                 R.OffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in parts
@@ -494,6 +496,7 @@ class OffsetManager:
             return
         if records:
             out.write_transactional(ctx, req.transactional_id, req.producer_id, req.producer_epoch, records)
+        out.emit(ev.OffsetsCommitted(req.group_id, len(records)))
         R = m.TxnOffsetCommitResponse
         out.reply(ctx, R(topics=[
             R.TxnOffsetCommitResponseTopic(name=name, partitions=[

@@ -86,6 +86,7 @@ class App:
         self.observer = ShardEventObserver(self.metrics)
         self.metrics_server: MetricsServer | None = None
         self.storage = storage
+        self.event_writer: Any = None  # the event topic's writer (EventTopicWriter), when on
         self.embedded: EmbeddedBroker | None = None
         self.shards: list[ShardRuntime] = []
         self.router = Router(self.shards)
@@ -143,6 +144,7 @@ class App:
         if self.storage is None:
             self.storage = self._make_storage(bootstrap)
         await self.storage.open(s.shards)
+        await self._start_event_topic(bootstrap)
         self._make_shards()
         await self.cluster.discover()
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
@@ -200,6 +202,22 @@ class App:
         nodes = dict(ownership.nodes) if ownership is not None else {}
         nodes[self.settings.coordinator_node_id] = (self.cluster.advertised_host, self.cluster.coordinator_port)
         return nodes
+
+    async def _start_event_topic(self, bootstrap: list[tuple[str, int]]) -> None:
+        """The event topic's writer (docs/events.md), before the shards load so their loads are in it."""
+        s = self.settings
+        if not s.events_topic:
+            return
+        from kcoord.coordinator.ops.event_topic import EventTopicWriter
+
+        self.event_writer = EventTopicWriter(
+            bootstrap, s.events_topic, partitions=s.events_partitions, retention_ms=s.events_retention_ms,
+            replication_factor=s.replication_factor, queue_max=s.events_queue_max,
+            consumer_fencing=s.group.consumer_offset_commit_fencing, registry=self.metrics.registry,
+            max_frame_size=s.max_frame_size,
+        )
+        await self.event_writer.start()
+        self.observer.sink = self.event_writer
 
     def _make_storage(self, bootstrap: list[tuple[str, int]]) -> Storage:
         if self.settings.storage == "memory":
@@ -301,6 +319,8 @@ class App:
             if listener.server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
+        if self.event_writer is not None:
+            await self.event_writer.close()
         if self.cluster is not None:
             await self.cluster.close()
         if self.storage is not None:

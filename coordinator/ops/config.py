@@ -193,6 +193,10 @@ def _topic_name(raw: Any) -> str:
     return value
 
 
+def _optional_topic_name(raw: Any) -> str:
+    return "" if _text(raw) == "" else _topic_name(raw)
+
+
 # -- the option table -----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Option:
@@ -263,6 +267,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster.static.membership", "settings.cluster_static_membership", _boolean,
            "cluster mode: join the cluster's group as a static member (group.instance.id per node id, so a "
            "node restarted within the session timeout keeps its shards); tansu 0.6 needs false", "{true,false}"),
+    Option("events.topic", "settings.events_topic", _optional_topic_name,
+           "time-retained topic kcoord appends its group events to, for `kcoord analytics` (empty: off)", "TOPIC"),
+    Option("events.partitions", "settings.events_partitions", _integer(1, 10_000),
+           "partitions of the event topic when kcoord creates it", "N"),
+    Option("events.retention.ms", "settings.events_retention_ms", _integer(60_000),
+           "retention.ms of the event topic when kcoord creates it", _MS),
+    Option("events.queue.max", "settings.events_queue_max", _integer(1),
+           "events waiting for the event topic beyond which new ones are dropped (kcoord_events_dropped_total)", "N"),
     Option("max.frame.size", "settings.max_frame_size", _integer(1024),
            "largest request accepted, bytes; larger ones close the connection", "BYTES"),
     Option("max.inflight", "settings.max_inflight", _integer(1),

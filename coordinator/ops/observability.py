@@ -34,10 +34,19 @@ log = logging.getLogger("kcoord.events")
 http_log = logging.getLogger("kcoord.metrics")
 
 
+class EventSink(Protocol):
+    """Where events go besides metrics and logs (the event topic's writer): must not block."""
+
+    def offer(self, shard: int, events: list[Any]) -> None: ...
+
+    def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None: ...
+
+
 class ShardEventObserver:
     def __init__(self, metrics: Metrics, logger: logging.Logger = log) -> None:
         self.metrics = metrics
         self.log = logger
+        self.sink: EventSink | None = None  # the event topic, when on
 
     # ShardObserver ------------------------------------------------------------------------------------
     def append_done(self, shard: int, records: int, seconds: float) -> None:
@@ -45,6 +54,8 @@ class ShardEventObserver:
 
     def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None:
         self.metrics.shard_loaded(shard, records, seconds, records_read)
+        if self.sink is not None:
+            self.sink.shard_loaded(shard, records, seconds, records_read)
         log_event(self.log, "shard.loaded", shard=shard, records_read=records_read, live_records=records,
                   seconds=round(seconds, 3))
 
@@ -54,6 +65,8 @@ class ShardEventObserver:
                   reason="fenced" if fenced else "log_lost", detail=reason)
 
     def group_events(self, shard: int, events: list[Any]) -> None:
+        if self.sink is not None:
+            self.sink.offer(shard, events)
         for event in events:
             handler = _HANDLERS.get(type(event))
             if handler is not None:

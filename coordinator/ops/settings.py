@@ -45,6 +45,11 @@ class Settings:
     cluster_session_timeout_ms: int = 10_000  # a dead node's shards move after this long
     cluster_heartbeat_interval_ms: int = 1_000
     cluster_static_membership: bool = True  # group.instance.id per node; tansu 0.6 needs false
+    # The event topic (docs/events.md): group history, time-retained; "" turns it off.
+    events_topic: str = "__kcoord_events"
+    events_partitions: int = 6  # when kcoord creates it
+    events_retention_ms: int = 7 * 24 * 3600 * 1000
+    events_queue_max: int = 100_000  # events waiting beyond this are dropped (and counted)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     # Connection limits (issue #11). Kafka's names and defaults where Kafka has the setting.

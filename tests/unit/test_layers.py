@@ -9,7 +9,7 @@ Layers, lowest first (README, "How it works"):
     kcoord.coordinator.runtime shard runtimes and the router
     kcoord.coordinator.ops     settings, logs, metrics
     kcoord.coordinator.net     listeners, connections, gateway, server
-    kcoord.coordinator.tools, then .cli and .__main__ (the entry points)
+    kcoord.coordinator.tools, kcoord.analytics, then .cli and .__main__ (the entry points)
 
 A module may import its own layer and those below it, never one above, type-checking imports
 included (they are dependencies a reader and a checker follow). Nothing may import the repository
@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = {"protocol": "kcoord.protocol", "client": "kcoord.client", "storage": "kcoord.storage",
-           "coordinator": "kcoord.coordinator"}  # fmt: skip
+           "coordinator": "kcoord.coordinator", "analytics": "kcoord.analytics"}  # fmt: skip
 LAYERS = [
     "kcoord.protocol",
     "kcoord.client",
@@ -36,9 +36,10 @@ LAYERS = [
     "kcoord.coordinator.ops",
     "kcoord.coordinator.net",
     "kcoord.coordinator.tools",
+    "kcoord.analytics",  # the PySpark pipeline (reads the event topic; not part of the server)
     "kcoord.coordinator",  # cli, __main__
 ]
-BARE = {"protocol", "client", "storage", "coordinator"}
+BARE = {"protocol", "client", "storage", "coordinator", "analytics"}
 
 
 def layer_of(module: str) -> int:

@@ -723,6 +723,11 @@ class ClassicGroupManager:
             return
         # The record's replay stores the assignments and makes the group Stable.
         out.records.append(record)
+        out.emit(ev.AssignmentComputed(
+            group.group_id, group.generation_id, group.protocol_type, group.protocol_name,
+            tuple(ev.MemberAssignment(m.member_id, m.group_instance_id, assignment.get(m.member_id, b""))
+                  for m in group.members.values()),
+        ))
         self._propagate_assignment(group, ErrorCode.NONE, out, assignment)
         self.rebalances_completed += 1
         out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, S.STABLE.value,

@@ -63,6 +63,7 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import Record
 
+from .. import events as ev
 from .. import records as rec
 from ..clock import NowMs
 from ..group_config import GroupConfig
@@ -86,7 +87,7 @@ from .subscriptions import (
     subscribed_topic_names,
     topic_ids_by_name,
 )
-from .target_assignment import update_target_assignment
+from .target_assignment import TargetAssignmentResult, preferred_server_assignor, update_target_assignment
 
 # ConsumerGroupHeartbeat v1 (KIP-1082): the client generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
@@ -203,6 +204,10 @@ class ConsumerGroupManager:
         } or dict(SERVER_ASSIGNORS)
         self.default_assignor = next(iter(self.assignors))
         self._compiled: dict[str, Any] = {}  # regex -> compiled RE2 pattern (soft state)
+        # Events of the request being handled (reported only if it succeeds), and when each group's
+        # epoch was last bumped (soft state, for RebalanceCompleted.duration_ms only).
+        self._events: list[ev.GroupEvent] = []
+        self._bumped_at: dict[str, int] = {}
         # Memos (soft state, see "memos of the topic image"): never read as a record would be.
         self._ids_memo: tuple[TopicImage, dict[str, uuid.UUID]] | None = None
         self._matches_memo: dict[str, tuple[TopicImage, frozenset[str]]] = {}
@@ -210,6 +215,7 @@ class ConsumerGroupManager:
     # -- the request --------------------------------------------------------------------------------
     def heartbeat(self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, out: Result) -> None:
         records: list[Record] = []
+        self._events.clear()
         try:
             self._validate(req, ctx.api_version)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -218,9 +224,12 @@ class ConsumerGroupManager:
                 response = self._heartbeat(ctx, req, records)
         except HeartbeatError as error:
             self.log.debug("group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, error.message)
+            ev.emit_fenced(out, req.group_id, req.member_id, req.instance_id, error.code, "consumer_group_heartbeat")
             out.reply(ctx, _response(error_code=error.code, error_message=error.message))
             return
         out.records.extend(records)
+        if self._events:
+            out.events.extend(self._events)
         out.reply(ctx, response)
 
     def _validate(self, req: m.ConsumerGroupHeartbeatRequest, version: int) -> None:
@@ -281,6 +290,11 @@ class ConsumerGroupManager:
             member, replaced = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining)
             if replaced is not None:
                 self._replace_member(group, replaced, member, records)
+        if joining and (replaced is not None or member_id not in group.members):
+            self._events.append(ev.MemberJoined(
+                group_id, member_id, req.instance_id, ctx.client_id, ctx.client_host, "kip848",
+                rejoin=replaced is not None,
+            ))
 
         # 1. The member as the request updates it (null: unchanged).
         updated = replace(
@@ -328,6 +342,9 @@ class ConsumerGroupManager:
                 records.append(rec.consumer_group_subscription_metadata_tombstone(group_id))
             records.append(rec.consumer_group_epoch_record(group_id, group_epoch, new_hash))
             self.log.info("group %s: bumped the group epoch to %d", group_id, group_epoch)
+            new_member = member_id not in group.members and replaced is None
+            self._rebalance_started(group, "member_joined" if new_member else "metadata_changed",
+                                    len(group.members) + new_member, now)
 
         # 2. The target assignment: a new one when the group epoch is ahead of it, at most once per
         # assignment interval (KIP-1263); until then the member reconciles to the last one.
@@ -339,6 +356,7 @@ class ConsumerGroupManager:
             )  # fmt: skip
             records.extend(target_result.records)
             target_epoch = group_epoch
+            self._assignment_computed(group, group_epoch, target_result, topics, now)
             target = target_result.of(member_id)
         else:
             target_epoch = group.target_assignment_epoch
@@ -604,7 +622,8 @@ class ConsumerGroupManager:
                     ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
                 )
             self.log.info("group %s: member %s left", group_id, member_id)
-            records.extend(self.fence_member_records(group, member))
+            self._events.append(ev.MemberLeft(group_id, member_id, None, "leave_group"))
+            records.extend(self.fence_member_records(group, member, "member_left"))
             return response
         member = _static_holder(group, instance_id, member_id)
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -613,10 +632,13 @@ class ConsumerGroupManager:
             records.append(rec.consumer_group_current_assignment_record(group_id, member.as_static_leave()))
             return _response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
         self.log.info("group %s: static member %s (%s) left", group_id, member_id, instance_id)
-        records.extend(self.fence_member_records(group, member))
+        self._events.append(ev.MemberLeft(group_id, member.member_id, instance_id, "leave_group"))
+        records.extend(self.fence_member_records(group, member, "member_left"))
         return response
 
-    def fence_member_records(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[Record]:
+    def fence_member_records(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str | None = None
+    ) -> list[Record]:
         """Kafka's ``consumerGroupFenceMember``: the member's tombstones (and its regular expression's,
         if it was the last to use it), then the group epoch bumped with the metadata hash of the
         topics the others subscribe to. Cancels the member's timers."""
@@ -633,7 +655,30 @@ class ConsumerGroupManager:
         new_hash = metadata_hash(group.subscribed_names_after(resolved, removed=(member,)), topics)
         records.append(rec.consumer_group_epoch_record(group_id, group.group_epoch + 1, new_hash))
         self._cancel_timers(group_id, member.member_id)
+        if reason is not None:
+            self._rebalance_started(group, reason, len(group.members) - 1, self.now_ms())
         return records
+
+    # -- events (reported by the shard runtime; never read back) ----------------------------------------
+    def _rebalance_started(self, group: ConsumerGroup, reason: str, members: int, now: int) -> None:
+        self._bumped_at[group.group_id] = now
+        self._events.append(ev.RebalanceStarted(group.group_id, reason, group.group_epoch, members))
+
+    def _assignment_computed(
+        self, group: ConsumerGroup, epoch: int, result: TargetAssignmentResult, topics: TopicImage, now: int
+    ) -> None:
+        names = {topic_id: name for name, topic_id in self._ids_by_name(topics).items()}
+        members = []
+        for member_id, target in result.assignment.items():
+            holder = group.members.get(member_id)
+            partitions = tuple(sorted(
+                (names.get(topic_id, str(topic_id)), p) for topic_id, parts in target.items() for p in parts
+            ))
+            members.append(ev.MemberAssignment(member_id, holder.instance_id if holder else None, None, partitions))
+        assignor = preferred_server_assignor(group.members.values(), self.assignors, self.default_assignor)
+        started = self._bumped_at.pop(group.group_id, now)
+        self._events.append(ev.AssignmentComputed(group.group_id, epoch, "kip848", assignor, tuple(members)))
+        self._events.append(ev.RebalanceCompleted(group.group_id, epoch, max(0, now - started), len(members), assignor))
 
     # -- timers -------------------------------------------------------------------------------------
     def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
@@ -662,7 +707,10 @@ class ConsumerGroupManager:
         if group is None or member is None:
             return
         self.log.info("group %s: member %s fenced, its session expired", group_id, member_id)
-        out.records.extend(self.fence_member_records(group, member))
+        self._events.clear()
+        out.emit(ev.MemberExpired(group_id, member_id, member.instance_id, self.config.consumer_session_timeout_ms))
+        out.records.extend(self.fence_member_records(group, member, "member_expired"))
+        out.events.extend(self._events)
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, out: Result) -> None:
         group = self.groups.get(group_id)
@@ -673,7 +721,10 @@ class ConsumerGroupManager:
             "group %s: member %s fenced, it did not leave epoch %d within its rebalance timeout (%d ms)",
             group_id, member_id, member_epoch, member.rebalance_timeout_ms,
         )  # fmt: skip
-        out.records.extend(self.fence_member_records(group, member))
+        self._events.clear()
+        out.emit(ev.MemberExpired(group_id, member_id, member.instance_id, member.rebalance_timeout_ms))
+        out.records.extend(self.fence_member_records(group, member, "member_expired"))
+        out.events.extend(self._events)
 
     def on_loaded(self) -> None:
         """Kafka's ``onLoaded`` for consumer groups: every member's session timeout, and the

@@ -1,0 +1,346 @@
+"""The analytics pipeline: raw topic records → typed Spark tables (written as Parquet).
+
+Inputs, each a DataFrame with Spark's Kafka-source columns (``partition, offset, timestamp, key, value``):
+- the event topic (``__kcoord_events``, JSON schema v1, docs/events.md);
+- optionally an offsets topic in Kafka's ``__consumer_offsets`` formats — kcoord's own internal
+  topic or a plain Kafka cluster's ``__consumer_offsets`` — decoded with kcoord's record decoders.
+
+Tables (:func:`build`): ``events``, ``bad_events``, ``rebalances``, ``movement``, ``commits``,
+``fencing``, ``zombies``, ``churn``, ``shard_loads``, and from the offsets topic ``offset_commits``,
+``generations`` and ``generation_movement``; ``lag`` is added by :mod:`.run` (it needs the cluster's
+end offsets).
+
+Definitions (also in the report):
+- a *rebalance* is a completed generation (classic) or a new target assignment epoch (KIP-848);
+  its reason is the first ``rebalance_started`` since the group's previous completed one;
+- *moved* partitions of a rebalance: owned before it and not by the same owner after it
+  (an owner is the member's group.instance.id if static, else its member id);
+- *stop-the-world partition-seconds*: eager protocols revoke every partition for the whole
+  rebalance (max(partitions before, after) × duration); incremental ones (cooperative, KIP-848)
+  leave unowned only the partitions they assign from nobody (× duration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+SCHEMA_VERSION = 1
+EVENT_TYPES = (
+    "member_joined", "member_left", "member_expired", "member_fenced", "rebalance_started",
+    "rebalance_completed", "assignment", "commits", "shard_loaded", "group_deleted",
+)
+
+EVENT_SCHEMA = T.StructType([
+    T.StructField("v", T.IntegerType()),
+    T.StructField("type", T.StringType()),
+    T.StructField("ts", T.LongType()),
+    T.StructField("shard", T.IntegerType()),
+    T.StructField("group", T.StringType()),
+    T.StructField("member", T.StringType()),
+    T.StructField("instance", T.StringType()),
+    T.StructField("kind", T.StringType()),
+    T.StructField("client_id", T.StringType()),
+    T.StructField("host", T.StringType()),
+    T.StructField("protocol_type", T.StringType()),
+    T.StructField("rejoin", T.BooleanType()),
+    T.StructField("reason", T.StringType()),
+    T.StructField("detail", T.StringType()),
+    T.StructField("timeout_ms", T.LongType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("api", T.StringType()),
+    T.StructField("mode", T.StringType()),
+    T.StructField("generation", T.IntegerType()),
+    T.StructField("members", T.IntegerType()),
+    T.StructField("duration_ms", T.LongType()),
+    T.StructField("protocol", T.StringType()),
+    T.StructField("count", T.LongType()),
+    T.StructField("requests", T.LongType()),
+    T.StructField("fenced", T.MapType(T.StringType(), T.LongType())),
+    T.StructField("rejected", T.MapType(T.StringType(), T.LongType())),
+    T.StructField("records", T.LongType()),
+    T.StructField("records_read", T.LongType()),
+    T.StructField("seconds", T.DoubleType()),
+    T.StructField("assignment", T.ArrayType(T.StructType([
+        T.StructField("member", T.StringType()),
+        T.StructField("instance", T.StringType()),
+        T.StructField("partitions", T.ArrayType(T.StringType())),
+        T.StructField("bytes", T.LongType()),
+    ]))),
+])
+
+OFFSET_ROWS = T.StructType([
+    T.StructField("kind", T.StringType()),  # offset | group | bad | other
+    T.StructField("group", T.StringType()),
+    T.StructField("topic", T.StringType()),
+    T.StructField("partition", T.IntegerType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("ts", T.LongType()),
+    T.StructField("generation", T.IntegerType()),
+    T.StructField("protocol_type", T.StringType()),
+    T.StructField("protocol", T.StringType()),
+    T.StructField("owner", T.StringType()),
+    T.StructField("static", T.BooleanType()),
+    T.StructField("tp", T.StringType()),
+    T.StructField("sample", T.StringType()),
+])
+
+
+def protocol_class(protocol_type: Any, protocol: Any) -> Any:
+    """eager / cooperative / kip848, as a Spark column expression."""
+    p = F.lower(F.coalesce(protocol, F.lit("")))
+    return (
+        F.when(protocol_type == "kip848", "kip848")
+        .when(p.contains("cooperative") | p.isin("sessioned", "compatible"), "cooperative")
+        .otherwise("eager")
+    )
+
+
+# -- the event topic ----------------------------------------------------------------------------------
+def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(events, bad_events): JSON schema v1 parsed; corrupt, unknown-version and unknown-type
+    records go to bad_events with a sample of their bytes. The input is read and parsed once
+    (cached); both tables are filters of that."""
+    text = F.col("value").cast("string")
+    parsed = raw.select(
+        "partition", "offset", F.col("timestamp").alias("record_ts"), text.alias("text"),
+        F.from_json(text, EVENT_SCHEMA, {"mode": "PERMISSIVE"}).alias("e"),
+    )
+    problem = (
+        F.when(F.col("e").isNull() | F.col("e.v").isNull() | F.col("e.type").isNull(), "corrupt")
+        .when(F.col("e.v") != SCHEMA_VERSION, "unknown_version")
+        .when(~F.col("e.type").isin(*EVENT_TYPES), "unknown_type")
+    )
+    parsed = parsed.withColumn("problem", problem).select(
+        "partition", "offset", "record_ts", "problem",
+        F.when(F.col("problem").isNotNull(), F.substring("text", 1, 200)).alias("sample"), "e",
+    ).cache()
+    bad = parsed.where(F.col("problem").isNotNull()).select("partition", "offset", "record_ts", "problem", "sample")
+    events = parsed.where(F.col("problem").isNull()).select("partition", "offset", "e.*")
+    return events, bad
+
+
+def assignment_generations(events: DataFrame) -> DataFrame:
+    """One row per assignment event: ``owners`` [{owner, static}] and ``tps`` [{tp, owner}]."""
+    a = events.where(F.col("type") == "assignment")
+    owner = lambda m: F.coalesce(m["instance"], m["member"])  # noqa: E731
+    return a.select(
+        "group", "generation", "ts", "protocol_type", "protocol",
+        F.transform(F.coalesce("assignment", F.array()), lambda m: F.struct(
+            owner(m).alias("owner"), m["instance"].isNotNull().alias("static"))).alias("owners"),
+        F.flatten(F.transform(F.coalesce("assignment", F.array()), lambda m: F.transform(
+            F.coalesce(m["partitions"], F.array().cast("array<string>")),
+            lambda p: F.struct(p.alias("tp"), owner(m).alias("owner"))))).alias("tps"),
+    )
+
+
+def generations_from_rows(rows: DataFrame) -> DataFrame:
+    """The same shape from one row per (group, generation, owner, tp) (the offsets topic's members)."""
+    return rows.groupBy("group", "generation").agg(
+        F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
+        F.array_distinct(F.collect_list(F.struct("owner", "static"))).alias("owners"),
+        F.collect_list(F.when(F.col("tp").isNotNull(), F.struct("tp", "owner"))).alias("tps"),
+    )
+
+
+def movement(gens: DataFrame) -> DataFrame:
+    """Per (group, generation): partitions before/after, moved, assigned from nobody, members in/out.
+
+    One window pass: each generation's partition → owner map next to the previous generation's
+    (no joins, so it scales with the number of generations, not with partitions × generations)."""
+    # The last record of each (group, generation), should one be there twice: a sort-based window,
+    # not an aggregation (a hash aggregate of these arrays ran out of memory at 10M events).
+    last = Window.partitionBy("group", "generation").orderBy(F.col("ts").desc())
+    g = gens.withColumn("_n", F.row_number().over(last)).where(F.col("_n") == 1).drop("_n")
+    w = Window.partitionBy("group").orderBy("generation")
+    g = g.select(
+        "*",
+        F.lag("generation").over(w).alias("prev_generation"),
+        F.map_from_entries("tps").alias("cur"),
+        F.coalesce(F.lag(F.map_from_entries("tps")).over(w), F.create_map().cast("map<string,string>")).alias("prev"),
+        F.transform("owners", lambda o: o["owner"]).alias("cur_owners"),
+        F.coalesce(F.lag(F.transform("owners", lambda o: o["owner"])).over(w), F.array().cast("array<string>"))
+        .alias("prev_owners"),
+    )
+    return g.select(
+        "group", "generation", "prev_generation", "ts", "protocol_type", "protocol",
+        protocol_class(F.col("protocol_type"), F.col("protocol")).alias("protocol_class"),
+        F.size(F.map_keys("prev")).alias("partitions_before"),
+        F.size(F.map_keys("cur")).alias("partitions_after"),
+        F.size(F.filter(F.map_keys("prev"), lambda k: F.coalesce(F.col("cur")[k] != F.col("prev")[k], F.lit(True))))
+        .alias("moved"),
+        F.size(F.filter(F.map_keys("cur"), lambda k: F.col("prev")[k].isNull())).alias("assigned_from_nobody"),
+        F.size(F.array_distinct("cur_owners")).alias("members_after"),
+        F.size(F.array_except("cur_owners", "prev_owners")).alias("members_in"),
+        F.size(F.array_except("prev_owners", "cur_owners")).alias("members_out"),
+        F.size(F.filter("owners", lambda o: o["static"])).alias("static_members"),
+    )
+
+
+def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
+    """One row per completed rebalance, with its cause and the partition movement it caused."""
+    marks = events.where(F.col("type").isin("rebalance_started", "rebalance_completed")).select(
+        "group", "ts", "offset", "type", "reason", "generation", "duration_ms", "members", "protocol"
+    )
+    w = Window.partitionBy("group").orderBy("ts", "offset").rowsBetween(Window.unboundedPreceding, -1)
+    marks = marks.withColumn(
+        "episode", F.coalesce(F.sum((F.col("type") == "rebalance_completed").cast("int")).over(w), F.lit(0))
+    )
+    starts = marks.where(F.col("type") == "rebalance_started").groupBy("group", "episode").agg(
+        F.min_by("reason", F.struct("ts", "offset")).alias("reason"),
+        F.count(F.lit(1)).alias("triggers"),
+        F.min("ts").alias("started_ts"),
+    )
+    done = marks.where(F.col("type") == "rebalance_completed").select(
+        "group", "episode", "generation", F.col("ts").alias("completed_ts"), "duration_ms", "members", "protocol"
+    )
+    r = done.join(starts, ["group", "episode"], "left").join(
+        moves.drop("ts", "protocol"), ["group", "generation"], "left"
+    )
+    eager = F.col("protocol_class") == "eager"
+    unowned = F.when(eager, F.greatest("partitions_before", "partitions_after")).otherwise(F.col("assigned_from_nobody"))
+    return r.select(
+        "group", "generation", F.coalesce("reason", F.lit("unknown")).alias("reason"),
+        F.coalesce("triggers", F.lit(0)).alias("triggers"), "started_ts", "completed_ts", "duration_ms", "members",
+        "protocol", "protocol_type", F.coalesce("protocol_class", F.lit("unknown")).alias("protocol_class"),
+        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in (
+            "partitions_before", "partitions_after", "moved", "assigned_from_nobody", "members_in", "members_out",
+            "static_members")],
+        (F.coalesce(unowned, F.lit(0)) * F.col("duration_ms") / 1000.0).alias("stw_partition_seconds"),
+    )
+
+
+def commits(events: DataFrame) -> DataFrame:
+    c = events.where(F.col("type") == "commits")
+    return c.select(
+        "group", "ts", F.col("count").alias("partitions"), "requests", "mode",
+        F.coalesce(F.aggregate(F.map_values("fenced"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)).alias("fenced"),
+        F.coalesce(F.aggregate(F.map_values("rejected"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)).alias("rejected"),
+        F.col("fenced").alias("fenced_by_error"),
+        F.col("rejected").alias("rejected_by_error"),
+    )
+
+
+def fencing(events: DataFrame) -> DataFrame:
+    """Refused commits by error and fencing mode (from the per-second commit sums), and fenced
+    requests of every API (member_fenced events)."""
+    c = events.where(F.col("type") == "commits")
+    fenced = c.select("group", "ts", "mode", F.explode("fenced").alias("error", "n")).withColumn("outcome", F.lit("fenced"))
+    rejected = c.select("group", "ts", "mode", F.explode("rejected").alias("error", "n")).withColumn(
+        "outcome", F.lit("rejected")
+    )
+    commit_side = fenced.unionByName(rejected).withColumn("api", F.lit("offset_commit")).withColumn("source", F.lit("commits"))
+    requests = events.where(F.col("type") == "member_fenced").select(
+        "group", "ts", "mode", "error", F.lit(1).cast("long").alias("n"), F.lit("fenced").alias("outcome"), "api",
+        F.lit("member_fenced").alias("source"),
+    )
+    return commit_side.unionByName(requests)
+
+
+def zombies(events: DataFrame) -> DataFrame:
+    """Members refused as fenced: when, how often, and whether they had already left, expired or
+    been replaced (a zombie)."""
+    f = events.where(F.col("type") == "member_fenced").groupBy("group", "member", "instance").agg(
+        F.count(F.lit(1)).alias("fenced_requests"), F.collect_set("error").alias("errors"), F.collect_set("api").alias("apis"),
+        F.min("ts").alias("first_fenced_ts"), F.max("ts").alias("last_fenced_ts"),
+        F.first("client_id").alias("client_id"), F.first("host").alias("host"),
+    )
+    gone = events.where(F.col("type").isin("member_left", "member_expired")).groupBy("group", "member").agg(
+        F.min("ts").alias("gone_ts")
+    )
+    z = f.join(gone, ["group", "member"], "left")
+    zombie = (
+        F.array_contains("errors", "FENCED_INSTANCE_ID")
+        | (F.col("gone_ts").isNotNull() & (F.col("last_fenced_ts") >= F.col("gone_ts")))
+        | F.array_contains("errors", "UNKNOWN_MEMBER_ID")
+    )
+    return z.withColumn("zombie", zombie)
+
+
+def churn(events: DataFrame) -> DataFrame:
+    m = events.where(F.col("type").isin("member_joined", "member_left", "member_expired"))
+    return m.groupBy(F.coalesce("client_id", F.lit("")).alias("client_id"), F.coalesce("host", F.lit("")).alias("host"),
+                     "kind").agg(
+        F.sum(((F.col("type") == "member_joined") & ~F.coalesce("rejoin", F.lit(False))).cast("int")).alias("joins"),
+        F.sum(((F.col("type") == "member_joined") & F.coalesce("rejoin", F.lit(False))).cast("int")).alias("static_rejoins"),
+        F.sum((F.col("type") == "member_left").cast("int")).alias("leaves"),
+        F.sum((F.col("type") == "member_expired").cast("int")).alias("expiries"),
+        F.countDistinct("group").alias("groups"),
+    )
+
+
+# -- the offsets topic (Kafka's __consumer_offsets formats) -------------------------------------------
+def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+    from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
+    from kcoord.protocol.records import decode_record
+
+    for row in rows:
+        key, value, ts = row["key"], row["value"], row["timestamp"]
+        if key is None:
+            continue
+        try:
+            rec = decode_record(bytes(key), None if value is None else bytes(value))
+        except Exception as exc:  # corrupt bytes: counted, a sample kept
+            yield ("bad", None, None, None, None, ts, None, None, None, None, None, None,
+                   f"{type(exc).__name__}: {bytes(key)[:40].hex()}")
+            continue
+        if rec is None or rec.value is None:
+            continue  # a record type kcoord does not read, or a tombstone
+        name = type(rec.key).__name__
+        if name == "OffsetCommitKey":
+            v = rec.value
+            yield ("offset", rec.key.group, rec.key.topic, rec.key.partition, v.offset, v.commit_timestamp,
+                   None, None, None, None, None, None, None)
+        elif name == "GroupMetadataKey":
+            v = rec.value
+            when = v.current_state_timestamp if v.current_state_timestamp and v.current_state_timestamp > 0 else ts
+            if not v.members:
+                yield ("group", rec.key.group, None, None, None, when, v.generation, v.protocol_type, v.protocol,
+                       None, None, None, None)
+            for mb in v.members:
+                owner = mb.group_instance_id or mb.member_id
+                parts = decode_consumer_assignment(mb.assignment) if v.protocol_type == "consumer" else None
+                for t, p in parts or [(None, None)]:
+                    yield ("group", rec.key.group, None, None, None, when, v.generation, v.protocol_type, v.protocol,
+                           owner, mb.group_instance_id is not None, None if t is None else f"{t}:{p}", None)
+
+
+def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
+    rdd = raw.select("key", "value", "timestamp").rdd.mapPartitions(_decode_offsets_partition)
+    return spark.createDataFrame(rdd, OFFSET_ROWS)
+
+
+def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFrame | None) -> dict[str, DataFrame]:
+    tables: dict[str, DataFrame] = {}
+    if raw_events is not None:
+        events, bad = parse_events(raw_events)
+        moves = movement(assignment_generations(events)).cache()
+        tables.update(
+            events=events.drop("assignment", "fenced", "rejected"),
+            bad_events=bad,
+            movement=moves,
+            rebalances=rebalances(events, moves),
+            commits=commits(events),
+            fencing=fencing(events),
+            zombies=zombies(events),
+            churn=churn(events),
+            shard_loads=events.where(F.col("type") == "shard_loaded").select("ts", "shard", "records", "records_read",
+                                                                             "seconds"),
+        )
+    if raw_offsets is not None:
+        decoded = decode_offsets_topic(spark, raw_offsets).cache()
+        tables["offset_commits"] = decoded.where(F.col("kind") == "offset").select("group", "topic", "partition", "offset", "ts")
+        gen_rows = decoded.where(F.col("kind") == "group").select(
+            "group", "generation", "ts", "protocol_type", "protocol", "owner", "static", "tp"
+        )
+        tables["generations"] = gen_rows.groupBy("group", "generation").agg(
+            F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
+            F.countDistinct("owner").alias("members"), F.count("tp").alias("partitions"),
+        )
+        tables["generation_movement"] = movement(generations_from_rows(gen_rows.where(F.col("owner").isNotNull())))
+        tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select("ts", "sample")
+    return tables

@@ -1,0 +1,220 @@
+"""The self-contained HTML report: plots (PNG files in ``plots/``, also inlined as base64) and tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+TOP = 12
+
+
+def _table(spark: Any, out: Path, name: str) -> Any:
+    path = out / name
+    return spark.read.parquet(str(path)) if path.exists() else None
+
+
+def _pdf(df: Any) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame() if df is None else df.toPandas()
+
+
+class Report:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.plots = out / "plots"
+        self.plots.mkdir(parents=True, exist_ok=True)
+        self.parts: list[str] = []
+        self.pngs: list[Path] = []
+
+    def h2(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def p(self, text: str) -> None:
+        self.parts.append(f"<p>{html.escape(text)}</p>")
+
+    def table(self, pdf: Any, limit: int = 20) -> None:
+        if pdf is None or pdf.empty:
+            self.p("(no rows)")
+            return
+        self.parts.append(pdf.head(limit).to_html(index=False, border=0, classes="t", escape=True))
+
+    def figure(self, name: str, title: str) -> Any:
+        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
+        ax.set_title(title)
+        return fig, ax
+
+    def save(self, fig: Any, name: str) -> None:
+        path = self.plots / f"{name}.png"
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        self.pngs.append(path)
+        data = base64.b64encode(path.read_bytes()).decode()
+        self.parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+
+    def write(self, title: str) -> Path:
+        css = ("body{font-family:sans-serif;max-width:1000px;margin:auto}table.t{border-collapse:collapse;font-size:12px}"
+               "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}img{max-width:100%}")
+        doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+               f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>{''.join(self.parts)}</body></html>")
+        path = self.out / "report.html"
+        path.write_text(doc)
+        return path
+
+
+def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
+    from pyspark.sql import functions as F
+
+    r = Report(out)
+    rows = summary.get("rows", {})
+    r.p(f"Source: {summary.get('source')}; since: {summary.get('since_ms') or 'the beginning'}; "
+        f"pipeline {summary.get('pipeline_seconds')} s. Rows: {json.dumps(rows)}")
+    n_events = rows.get("events", 0)
+    bad = _pdf(_table(spark, out, "bad_events"))
+    if n_events == 0 and rows.get("offset_commits", 0) == 0:
+        r.h2("No events")
+        r.p("The event topic holds no events for this period (and the offsets topic no commits): "
+            "nothing to report. Is kcoord running with --events-topic set?")
+    r.h2("Bad input")
+    if bad.empty:
+        r.p("No corrupt or unknown-version records.")
+    else:
+        counts = bad.groupby("problem").size().reset_index(name="records")
+        r.p(f"{len(bad)} records were skipped.")
+        r.table(counts)
+        r.table(bad[["partition", "offset", "problem", "sample"]], limit=5)
+    if n_events:
+        _rebalance_section(r, spark, out, F)
+        _fencing_section(r, spark, out)
+        _churn_section(r, spark, out)
+    _lag_section(r, spark, out)
+    path = r.write("kcoord analytics")
+    summary["plots"] = [str(p) for p in r.pngs]
+    if r.pngs:
+        overview(r.pngs, out / "overview.png")
+    return path
+
+
+def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
+    """One picture of the report's plots (the README shows one)."""
+    import matplotlib.image as mpimg
+
+    rows = (len(pngs) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(8 * columns, 3.6 * rows), dpi=60)
+    for ax in fig.axes:
+        ax.axis("off")
+    for ax, png in zip(fig.axes, pngs, strict=False):
+        ax.imshow(mpimg.imread(str(png)))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
+    reb = _pdf(_table(spark, out, "rebalances"))
+    r.h2("Rebalances")
+    if reb.empty:
+        r.p("No rebalance completed in this period.")
+        return
+    per_group = reb.groupby("group").agg(
+        rebalances=("generation", "count"), moved=("moved", "sum"), stw_partition_seconds=("stw_partition_seconds", "sum"),
+        mean_duration_ms=("duration_ms", "mean"), protocol=("protocol", "last"), protocol_class=("protocol_class", "last"),
+    ).reset_index().sort_values("rebalances", ascending=False)
+    r.table(per_group)
+    fig, ax = r.figure("rebalances_over_time", "Rebalances per group over time")
+    import pandas as pd
+
+    reb["time"] = pd.to_datetime(reb["completed_ts"], unit="ms")
+    for group in per_group["group"].head(TOP):
+        g = reb[reb["group"] == group].sort_values("time")
+        ax.step(g["time"], range(1, len(g) + 1), where="post", label=str(group)[:30])
+    ax.set_ylabel("rebalances (cumulative)")
+    ax.legend(fontsize=7)
+    r.save(fig, "rebalances_over_time")
+    fig, ax = r.figure("durations", "Rebalance duration distribution")
+    ax.hist(reb["duration_ms"].clip(lower=0), bins=30)
+    ax.set_xlabel("ms")
+    r.save(fig, "rebalance_durations")
+    fig, ax = r.figure("causes", "Rebalance causes")
+    reb["reason"].value_counts().plot.bar(ax=ax)
+    r.save(fig, "rebalance_causes")
+    fig, ax = r.figure("stw", "Stop-the-world partition-seconds per group")
+    per_group.head(TOP).set_index("group")["stw_partition_seconds"].plot.bar(ax=ax)
+    r.save(fig, "stop_the_world")
+    r.h2("State shuffling")
+    r.p("Partitions moved per rebalance (owned before it, not by the same owner after it), by protocol "
+        "class and member kind; the quantity KIP-415/KIP-429 (incremental) and KIP-345 (static members) reduce.")
+    reb["members_kind"] = reb["static_members"].map(lambda n: "static" if n > 0 else "dynamic")
+    shuffle = reb.groupby(["protocol_class", "protocol", "members_kind"]).agg(
+        rebalances=("generation", "count"), moved=("moved", "sum"), moved_per_rebalance=("moved", "mean"),
+    ).reset_index()
+    r.table(shuffle)
+    fig, ax = r.figure("moved", "Partitions moved per group")
+    per_group.head(TOP).set_index("group")["moved"].plot.bar(ax=ax)
+    r.save(fig, "partitions_moved")
+
+
+def _fencing_section(r: Report, spark: Any, out: Path) -> None:
+    f = _pdf(_table(spark, out, "fencing"))
+    r.h2("Fenced and rejected commits")
+    if f.empty:
+        r.p("No fenced or rejected requests.")
+    else:
+        commits = f[f["source"] == "commits"]
+        by = commits.groupby(["outcome", "error", "mode"])["n"].sum().reset_index()
+        r.table(by)
+        if not by.empty:
+            fig, ax = r.figure("fenced", "Refused commits by error and fencing mode")
+            labels = by["outcome"] + ": " + by["error"] + " (" + by["mode"].fillna("?") + ")"
+            ax.barh(labels, by["n"])
+            ax.set_xlabel("commits")
+            r.save(fig, "fenced_commits")
+        r.table(f[f["source"] == "member_fenced"].groupby(["api", "error", "mode"])["n"].sum().reset_index())
+    z = _pdf(_table(spark, out, "zombies"))
+    r.h2("Zombie members")
+    if z.empty:
+        r.p("No fenced members.")
+    else:
+        z = z[z["zombie"]]
+        r.p(f"{len(z)} members kept sending requests after they were fenced, left or replaced.")
+        r.table(z[["group", "member", "instance", "fenced_requests", "client_id", "host"]])
+
+
+def _churn_section(r: Report, spark: Any, out: Path) -> None:
+    c = _pdf(_table(spark, out, "churn"))
+    r.h2("Member churn")
+    if c.empty:
+        r.p("No members joined or left.")
+        return
+    c = c.sort_values("joins", ascending=False)
+    r.table(c)
+    fig, ax = r.figure("churn", "Joins, leaves and session expiries per client id")
+    by = c.groupby("client_id")[["joins", "static_rejoins", "leaves", "expiries"]].sum().head(TOP)
+    by.plot.bar(ax=ax, stacked=True)
+    r.save(fig, "member_churn")
+
+
+def _lag_section(r: Report, spark: Any, out: Path) -> None:
+    lag = _pdf(_table(spark, out, "lag"))
+    r.h2("Consumer lag")
+    if lag.empty:
+        r.p("No committed offsets (or no end offsets) in this period.")
+        return
+    import pandas as pd
+
+    per = lag.groupby(["group", "ts"])["lag"].sum(min_count=1).reset_index().dropna()
+    fig, ax = r.figure("lag", "Consumer lag per group over time (records)")
+    for group, g in list(per.groupby("group"))[:TOP]:
+        ax.plot(pd.to_datetime(g["ts"], unit="ms"), g["lag"], marker="o", label=str(group)[:30])
+    ax.legend(fontsize=7)
+    r.save(fig, "consumer_lag")
+    r.table(per.sort_values("ts").groupby("group").tail(1))

@@ -1,0 +1,168 @@
+"""The analytics pipeline on real Spark (local[1]) over hand-made event records with known answers.
+
+The scenario: a classic `range` group and a `cooperative-sticky` group, each growing from 1 to 4
+(range) or 1 to 2 (cooperative) consumers on a 6-partition topic; five fenced commits; three bad
+records. The expected figures follow from the assignments by hand (see each test).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")
+
+from kcoord.analytics import pipeline  # noqa: E402
+from kcoord.analytics.run import parse_since  # noqa: E402
+
+T0 = 1_700_000_000_000
+
+
+def ev(type_: str, ts: int, **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "type": type_, "ts": ts, "shard": 0, **fields}
+
+
+def rebalance(group: str, gen: int, ts: int, protocol: str, owners: dict[str, list[int]], reason: str,
+              static: bool = False) -> list[dict[str, Any]]:
+    return [
+        ev("rebalance_started", ts, group=group, reason=reason, generation=gen - 1, members=len(owners)),
+        ev("rebalance_completed", ts + 100, group=group, generation=gen, duration_ms=100, members=len(owners),
+           protocol=protocol),
+        ev("assignment", ts + 100, group=group, generation=gen, protocol_type="consumer", protocol=protocol,
+           members=len(owners), assignment=[
+               {"member": f"{m}-id", "instance": m if static else None, "partitions": [f"t:{p}" for p in ps],
+                "bytes": 10} for m, ps in owners.items()]),
+    ]
+
+
+def scenario() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    ts = T0
+    for i, c in enumerate(["c1", "c2", "c3", "c4"]):
+        out.append(ev("member_joined", ts, group="g-range", member=f"{c}-id", kind="dynamic", client_id=c,
+                      host="/10.0.0.1", protocol_type="consumer", rejoin=False))
+        owners = [{"c1": [0, 1, 2, 3, 4, 5]},
+                  {"c1": [0, 1, 2], "c2": [3, 4, 5]},
+                  {"c1": [0, 1], "c2": [2, 3], "c3": [4, 5]},
+                  {"c1": [0, 1], "c2": [2, 3], "c3": [4], "c4": [5]}][i]
+        out += rebalance("g-range", i + 1, ts + 10, "range", owners, "member_joined")
+        ts += 1000
+    for gen, owners in enumerate([{"c1": [0, 1, 2, 3, 4, 5]}, {"c1": [0, 1, 2], "c2": []},
+                                  {"c1": [0, 1, 2], "c2": [3, 4, 5]}], start=1):
+        out += rebalance("g-coop", gen, ts, "cooperative-sticky", owners, "member_joined")
+        ts += 1000
+    out.append(ev("commits", ts, group="g-range", count=40, requests=20, fenced={"ILLEGAL_GENERATION": 3},
+                  rejected={"REBALANCE_IN_PROGRESS": 1}, mode="classic:generation"))
+    out.append(ev("commits", ts + 1000, group="g-range", count=10, requests=5, fenced={"UNKNOWN_MEMBER_ID": 2},
+                  rejected={}, mode="classic:generation"))
+    out.append(ev("member_expired", ts, group="g-range", member="c4-id", kind="dynamic", client_id="c4",
+                  host="/10.0.0.1", timeout_ms=10000))
+    out.append(ev("member_fenced", ts + 5, group="g-range", member="c4-id", kind="dynamic", client_id="c4",
+                  host="/10.0.0.1", error="UNKNOWN_MEMBER_ID", api="offset_commit", mode="classic:generation"))
+    return out
+
+
+def raw_frame(spark: Any, values: list[bytes]) -> Any:
+    rows = [(i % 3, i, T0 + i, b"k", v) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, "partition int, offset long, timestamp long, key binary, value binary")
+
+
+@pytest.fixture(scope="module")
+def tables(spark: Any) -> dict[str, Any]:
+    values = [json.dumps(e).encode() for e in scenario()]
+    values += [b"not json{", json.dumps({"v": 99, "type": "member_joined", "ts": 1}).encode(),
+               json.dumps({"v": 1, "type": "teleported", "ts": 1}).encode()]
+    built = pipeline.build(spark, raw_frame(spark, values), None)
+    return {name: df.toPandas() for name, df in built.items()}
+
+
+def test_rebalances_counted_per_group_with_cause(tables: dict[str, Any]) -> None:
+    reb = tables["rebalances"]
+    assert reb.groupby("group").size().to_dict() == {"g-range": 4, "g-coop": 3}
+    assert set(reb["reason"]) == {"member_joined"}
+    assert set(reb[reb["group"] == "g-coop"]["protocol_class"]) == {"cooperative"}
+    assert set(reb[reb["group"] == "g-range"]["protocol_class"]) == {"eager"}
+
+
+def test_partitions_moved_by_hand(tables: dict[str, Any]) -> None:
+    reb = tables["rebalances"].sort_values(["group", "generation"])
+    # range 1→2→3→4 members on 6 partitions: 3 (3,4,5 to c2), 3 (2 to c2; 4,5 to c3), 1 (5 to c4)
+    assert list(reb[reb["group"] == "g-range"]["moved"]) == [0, 3, 3, 1]
+    # cooperative: 3 revoked in the first round, then assigned from nobody in the second
+    coop = reb[reb["group"] == "g-coop"]
+    assert list(coop["moved"]) == [0, 3, 0]
+    assert list(coop["assigned_from_nobody"]) == [6, 0, 3]
+    assert list(reb[reb["group"] == "g-range"]["members_in"]) == [1, 1, 1, 1]
+
+
+def test_stop_the_world_partition_seconds(tables: dict[str, Any]) -> None:
+    reb = tables["rebalances"]
+    stw = reb.groupby("group")["stw_partition_seconds"].sum().round(6).to_dict()
+    # eager: max(before, after)=6 partitions × 0.1 s, four times; cooperative: (6 + 0 + 3) × 0.1 s
+    assert stw == {"g-range": 2.4, "g-coop": 0.9}
+
+
+def test_fenced_commits_by_error_and_mode(tables: dict[str, Any]) -> None:
+    f = tables["fencing"]
+    commits = f[(f["source"] == "commits") & (f["outcome"] == "fenced")]
+    assert commits.groupby("error")["n"].sum().to_dict() == {"ILLEGAL_GENERATION": 3, "UNKNOWN_MEMBER_ID": 2}
+    assert set(commits["mode"]) == {"classic:generation"}
+    rejected = f[f["outcome"] == "rejected"]
+    assert rejected["n"].sum() == 1
+    c = tables["commits"]
+    assert (c["fenced"].sum(), c["partitions"].sum()) == (5, 50)
+
+
+def test_zombie_is_a_member_fenced_after_it_expired(tables: dict[str, Any]) -> None:
+    z = tables["zombies"]
+    assert list(z[z["zombie"]]["member"]) == ["c4-id"]
+
+
+def test_churn_per_client(tables: dict[str, Any]) -> None:
+    c = tables["churn"].set_index("client_id")
+    assert c.loc["c4", "joins"] == 1 and c.loc["c4", "expiries"] == 1
+    assert c["joins"].sum() == 4
+
+
+def test_bad_records_counted_with_samples(tables: dict[str, Any]) -> None:
+    bad = tables["bad_events"]
+    assert sorted(bad["problem"]) == ["corrupt", "unknown_type", "unknown_version"]
+    assert "not json{" in set(bad["sample"])
+    assert len(tables["events"]) == len(scenario())
+
+
+def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None:
+    from kcoord.analytics.report import write_report
+
+    values = [json.dumps(e).encode() for e in scenario()]
+    built = pipeline.build(spark, raw_frame(spark, values), None)
+    rows = {}
+    for name, df in built.items():
+        df.write.mode("overwrite").parquet(str(tmp_path / "full" / name))
+        rows[name] = df.count()
+    summary = {"rows": rows, "source": "test"}
+    report = write_report(spark, tmp_path / "full", summary)
+    assert len(summary["plots"]) >= 6
+    for png in summary["plots"]:
+        data = Path(png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    assert report.read_text().count("<img") == len(summary["plots"])
+
+    empty = pipeline.build(spark, raw_frame(spark, []), None)
+    rows = {}
+    for name, df in empty.items():
+        df.write.mode("overwrite").parquet(str(tmp_path / "empty" / name))
+        rows[name] = df.count()
+    summary = {"rows": rows, "source": "test"}
+    text = write_report(spark, tmp_path / "empty", summary).read_text()
+    assert "No events" in text and summary["plots"] == []
+
+
+def test_since_accepts_ages_iso_and_epoch() -> None:
+    assert parse_since("2h", now_ms=10_000_000) == 10_000_000 - 7_200_000
+    assert parse_since("1700000000000") == 1_700_000_000_000
+    assert parse_since("2023-11-14T22:13:20") == 1_700_000_000_000
+    assert parse_since(None) is None

@@ -1,0 +1,73 @@
+"""The event topic writer without a cluster: schema v1 encoding, per-second commit sums, drops counted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from prometheus_client import CollectorRegistry
+
+from kcoord.coordinator.core import events as ev
+from kcoord.coordinator.ops.event_topic import EventEncoder, EventTopicWriter
+from kcoord.protocol import messages as m
+
+
+def consumer_assignment(parts: dict[str, list[int]]) -> bytes:
+    A = m.ConsumerProtocolAssignment
+    body = A(assigned_partitions=[A.TopicPartition(topic=t, partitions=ps) for t, ps in parts.items()])
+    return b"\x00\x01" + body.encode(1)
+
+
+def test_leave_carries_the_client_id_and_host_of_the_join() -> None:
+    enc = EventEncoder()
+    joined = enc.encode(3, 10, ev.MemberJoined("g", "m1", "i1", "app", "/10.0.0.1", "consumer"))
+    left = enc.encode(3, 20, ev.MemberLeft("g", "m1", "i1", "leave_group"))
+    assert joined is not None and left is not None
+    assert (joined["v"], joined["type"], joined["kind"]) == (1, "member_joined", "static")
+    assert (left["client_id"], left["host"], left["reason"]) == ("app", "/10.0.0.1", "leave_group")
+    assert ("g", "m1") not in enc.members
+
+
+def test_classic_assignment_is_decoded_to_partitions() -> None:
+    enc = EventEncoder()
+    e = ev.AssignmentComputed("g", 4, "consumer", "range", (
+        ev.MemberAssignment("m1", None, consumer_assignment({"t": [2, 0]})),
+        ev.MemberAssignment("m2", None, b""),
+    ))
+    doc = enc.encode(0, 1, e)
+    assert doc is not None
+    assert [a["partitions"] for a in doc["assignment"]] == [["t:0", "t:2"], []]
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_commits_summed_per_second_with_fenced_by_error() -> None:
+    w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry())
+    w.offer(1, [ev.OffsetsCommitted("g", 3), ev.OffsetsCommitted("g", 2),
+                ev.MemberFenced("g", "z", None, "ILLEGAL_GENERATION", "offset_commit"),
+                ev.CommitRejected("g", "z", "REBALANCE_IN_PROGRESS", "offset_commit")])
+    assert len(w.queue) == 1  # the member_fenced event itself
+    w._flush_commits(everything=True)
+    doc = w.queue[-1][2]
+    assert (doc["type"], doc["count"], doc["requests"]) == ("commits", 5, 2)
+    assert doc["fenced"] == {"ILLEGAL_GENERATION": 1} and doc["rejected"] == {"REBALANCE_IN_PROGRESS": 1}
+
+
+def test_a_full_queue_drops_and_counts() -> None:
+    registry = CollectorRegistry()
+    w = EventTopicWriter([("x", 1)], "ev", queue_max=3, registry=registry)
+    w.offer(0, [ev.GroupDeleted("g", "delete_groups")] * 5)
+    assert len(w.queue) == 3 and w.dropped == 2
+    assert registry.get_sample_value("kcoord_events_dropped_total", {"reason": "queue_full"}) == 2
+
+
+def test_unreachable_cluster_never_blocks_and_close_drops_what_waits() -> None:
+    async def scenario() -> EventTopicWriter:
+        w = EventTopicWriter([("127.0.0.1", 1)], "ev", registry=CollectorRegistry(), request_timeout=0.5)
+        await w.start()
+        w.offer(0, [ev.GroupDeleted("g", "delete_groups")])
+        await asyncio.sleep(0.05)
+        await w.close(timeout=3.0)
+        return w
+
+    w = asyncio.run(scenario())
+    assert w.written == 0 and w.dropped == 1 and not w.queue
