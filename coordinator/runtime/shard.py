@@ -47,6 +47,7 @@ from kcoord.protocol.records import EndTxnMarker, Record, TransactionalRecords
 from kcoord.storage.base import FencedError, ShardLog, StorageError, TransactionalAppendError
 
 log = logging.getLogger("kcoord.shard")
+txn_log = logging.getLogger("kcoord.txn")  # DEBUG: each transactional write and marker, for diagnosis
 
 # Called with a request's response once it may be sent. It must not raise: a reply callback runs
 # inside the shard's write path, where one failing caller must not cost the others their replies.
@@ -261,6 +262,10 @@ class ShardRuntime:
                                 write.transactional_id, batch.producer_id, batch.producer_epoch, batch.records
                             )
                             done = 1
+                            if txn_log.isEnabledFor(logging.DEBUG):
+                                txn_log.debug("shard %d: transactional batch of producer %d epoch %d written "
+                                              "(%d offsets; log end %s)", self.index, batch.producer_id,
+                                              batch.producer_epoch, len(batch.records), getattr(self.log, "log_end", "?"))
                     except FencedError as exc:
                         if generation == self._generation:
                             self._log_lost(exc)
@@ -330,6 +335,8 @@ class ShardRuntime:
             if generation != self._generation or not self.loaded:
                 return  # a reload reads them
             for marker in markers:
+                txn_log.debug("shard %d: marker of producer %d epoch %d (%s) replayed", self.index,
+                              marker.producer_id, marker.producer_epoch, "commit" if marker.committed else "abort")
                 replay_transaction_entry(self.state, marker)
             if markers:
                 self._reschedule_timer()
@@ -339,6 +346,8 @@ class ShardRuntime:
         transaction is open in this shard."""
         if self.loaded:
             self.state.transaction_ending(producer_id)
+            if txn_log.isEnabledFor(logging.DEBUG) and self.state.awaits_marker(producer_id):
+                txn_log.debug("shard %d: producer %d's transaction ended; its marker is awaited", self.index, producer_id)
 
     async def previous_transaction_ended(self, producer_id: int) -> bool:
         """Wait (up to ``marker_wait`` seconds, following the log) until the marker of the

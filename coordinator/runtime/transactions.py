@@ -20,6 +20,7 @@ node the producer's transaction open there is the previous one, ended.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from typing import Protocol
 
@@ -31,6 +32,8 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 
 from .router import Router
+
+log = logging.getLogger("kcoord.txn")
 
 # AddOffsetsToTxn v2 added PRODUCER_FENCED; older clients get INVALID_PRODUCER_EPOCH for it, as
 # Kafka's transaction coordinator answers them.
@@ -82,6 +85,8 @@ class TransactionOffsets:
         error = await self.storage.add_partition_to_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, shard.index
         )
+        log.debug("AddOffsetsToTxn of producer %d epoch %d for shard %d: added upstream with error %d",
+                  request.producer_id, request.producer_epoch, shard.index, error)
         if error != ErrorCode.NONE:
             if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_SINCE:
                 error = ErrorCode.INVALID_PRODUCER_EPOCH
