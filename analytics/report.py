@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.dates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 TOP = 12
@@ -215,6 +216,12 @@ def _lag_section(r: Report, spark: Any, out: Path) -> None:
     fig, ax = r.figure("lag", "Consumer lag per group over time (records)")
     for group, g in list(per.groupby("group"))[:TOP]:
         ax.plot(pd.to_datetime(g["ts"], unit="ms"), g["lag"], marker="o", label=str(group)[:30])
+    if per["ts"].nunique() == 1:
+        # One point in time (a short history, or a broker that answers ListOffsets by timestamp
+        # with the log start, as tansu does): matplotlib would stretch the axis over years.
+        moment = pd.to_datetime(per["ts"].iloc[0], unit="ms")
+        ax.set_xlim(moment - pd.Timedelta(minutes=1), moment + pd.Timedelta(minutes=1))
+    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(matplotlib.dates.AutoDateLocator()))
     ax.legend(fontsize=7)
     r.save(fig, "consumer_lag")
     r.table(per.sort_values("ts").groupby("group").tail(1))
