@@ -326,12 +326,13 @@ class Peer:
     storage: str = "tansu memory engine"
     bootstrap: str | None = None  # None: start a tansu
     pids: list[int] = field(default_factory=list)
+    started_here: bool = True  # a tansu of ours, pinned with the server under test
 
 
 def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, command: str, peer: Peer | None = None,
              upstream: str = "its upstream tansu") -> str:
     peer = peer or Peer()
-    pinned = "kcoord, the peer tansu" if peer.bootstrap is None else "kcoord; the peer runs where it was started, unpinned"
+    pinned = "kcoord, the peer tansu" if peer.started_here else "kcoord; the peer runs where it was started, unpinned"
     lines = [
         f"## Load generator: kcoord vs {peer.label} — {info['date']} ({'full' if full else 'default'} sizes)",
         "",
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         peer = Peer(label=args.peer_label or "peer", description=f"the coordinator at {args.peer_bootstrap} (not started here)",
                     storage=args.peer_storage or "the peer's own (__consumer_offsets)", bootstrap=args.peer_bootstrap,
-                    pids=list(args.peer_pid))
+                    pids=list(args.peer_pid), started_here=False)
     if args.peer_storage:
         peer.storage = args.peer_storage
     raise_fd_limit()  # the children (kcoord, tansu) inherit it: one connection per member on both sides
