@@ -97,6 +97,10 @@ def plan(full: bool, budget: int | None = None) -> list[Run]:
                         ["--members", str(n), "--interval", "3", "--duration", "15" if full else "10",
                          "--lanes", "10000" if n > 10_000 else "5000", *conns]))
     if full:
+        # The old shape beside its per-member twin (issue #17): on 16 shared connections a server that
+        # answers a connection's requests one at a time queues heartbeats behind each other.
+        runs.append(Run("steady", "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
+                        ["--members", "10000", "--interval", "3", "--duration", "15", "--lanes", "5000", "--connections", "16"]))
         # the throughput target: 50k members heartbeating every 1.5 s offer 33k heartbeats/s
         conns, note = shape(50_000, 32, budget)
         runs.append(Run("steady", f"steady 50,000 members, heartbeat 1.5 s (target run){note}",
