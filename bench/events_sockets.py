@@ -1,12 +1,14 @@
 """The event topic on and off, over sockets: the same loadgen scenarios against two kcoord processes
 that differ only in ``--events-topic``, side by side.
 
-    .venv/bin/python -m bench.events_sockets [--rounds 2] [--members 5000] [--committers 100] [--duration 10]
+    .venv/bin/python -m bench.events_sockets [--rounds 2] [--members 5000] [--committers 100] [--duration 10] [--connections N]
 
 One tansu upstream (CPU 1, with the load generator), two kcoord processes (CPU 0, one loaded at a
 time, both ``--storage kafka``, each with its own internal topic): "on" writes ``__kcoord_events``
 to the upstream (the default), "off" has ``--events-topic ''``. Each round runs ``steady`` (heartbeats)
 and ``commit-storm`` (durable commits) against off, then on. Every child is stopped at the end.
+One connection per member, as real clients (issue #17); ``--connections N`` shares N instead (the
+shape of the figures before issue #17).
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ def main() -> int:
     ap.add_argument("--members", type=int, default=5000)
     ap.add_argument("--committers", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--connections", type=int, default=None, help="N shared connections (default: one per member)")
     args = ap.parse_args()
+    from bench.loadgen.__main__ import raise_fd_limit
+
+    raise_fd_limit()  # the kcoord children inherit it: one connection per member
+    shared = [] if args.connections is None else ["--connections", str(args.connections)]
     assert LOADGEN_CPU != SERVER_CPU
     children: list[procs.Child] = []
     rows: list[tuple[str, str, dict[str, Any]]] = []
@@ -41,9 +48,8 @@ def main() -> int:
             servers[label] = (child, addr)
         runs = [
             Run("steady", "steady", ["--members", str(args.members), "--interval", "3", "--duration", str(args.duration),
-                                     "--lanes", "5000", "--connections", "16"]),
-            Run("commit-storm", "commit-storm", ["--committers", str(args.committers), "--duration", str(args.duration),
-                                                 "--connections", "16"]),
+                                     "--lanes", "5000", *shared]),
+            Run("commit-storm", "commit-storm", ["--committers", str(args.committers), "--duration", str(args.duration), *shared]),
         ]
         for rnd in range(args.rounds):
             for run in runs:

@@ -1,8 +1,21 @@
-"""Run every load scenario against kcoord and against tansu's own coordinator, side by side.
+"""Run every load scenario against kcoord and against a peer coordinator, side by side.
 
     .venv/bin/python -m bench.run_all                 # default sizes, ~12 minutes on 2 cores (mostly the peer)
     .venv/bin/python -m bench.run_all --full          # the issue's sizes (50k members, 5k storm, ...)
     .venv/bin/python -m bench.run_all --only steady,join-storm --no-write
+    .venv/bin/python -m bench.run_all --peer-bootstrap kafka1:9092 --peer-pid 4242   # Apache Kafka (any bootstrap) as the peer
+
+Every member has one connection of its own (as real clients), unless a run says otherwise:
+``--connections N`` runs everything in the old shape (N shared connections), and the plan keeps
+one old-shape commit storm next to its per-member twin so the difference stays visible (issue
+#17). A size whose per-member connections would not fit this machine's descriptor limit or
+ephemeral ports runs shared, and its title says so.
+
+The peer is tansu 0.6.0's own coordinator, started here, unless ``--peer-bootstrap`` names another
+(Apache Kafka, say: the generator finds the group coordinators through FindCoordinator, so any
+broker of the cluster will do; ``--peer-pid`` charges that process's CPU to the peer when it runs
+on this machine). ``--upstream-bootstrap`` puts kcoord in front of that cluster instead of a tansu
+started here.
 
 It starts, pinned to CPU 0 (the servers under test): kcoord (``--storage kafka``, so commits are
 durable on its upstream), a second kcoord with ``--group-initial-rebalance-delay-ms 0`` for the
@@ -21,6 +34,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +45,7 @@ from typing import Any
 
 from bench import procs
 from bench.loadgen import report
+from bench.loadgen.__main__ import raise_fd_limit
 
 RESULTS = procs.REPO / "bench" / "RESULTS.md"
 SERVER_CPU = 0
@@ -50,20 +65,46 @@ class Run:
     results: dict[str, Any] = field(default_factory=dict)
 
 
-def plan(full: bool) -> list[Run]:
+def connection_budget() -> int:
+    """How many connections one process may open to one server here: the descriptor limit (hard:
+    the loadgen and the runner's children lift their soft limit to it) and the ephemeral ports."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        ports = high - low + 1
+    except (OSError, ValueError):
+        ports = 28_000
+    limit = ports if hard == resource.RLIM_INFINITY else min(hard, ports)
+    return limit - 200  # the server's own descriptors: listener, upstream, logs
+
+
+def shape(n: int, shared: int, budget: int) -> tuple[list[str], str]:
+    """(loadgen args, title suffix) for ``n`` members: one connection each when they fit, else ``shared``."""
+    if n <= budget:
+        return [], ""
+    return ["--connections", str(shared)], f" ({shared} shared connections: {n:,} per-member connections exceed this machine's limit of {budget:,})"
+
+
+def plan(full: bool, budget: int | None = None) -> list[Run]:
+    budget = connection_budget() if budget is None else budget
     steady_sizes = [1_000, 10_000] + ([50_000] if full else [])
     storm_sizes = [100, 1_000] + ([5_000] if full else [])
     committers = [100] + ([1_000, 2_000] if full else [])
     runs: list[Run] = []
     for n in steady_sizes:
-        runs.append(Run("steady", f"steady {n:,} members, heartbeat 3 s",
+        conns, note = shape(n, 32, budget)
+        runs.append(Run("steady", f"steady {n:,} members, heartbeat 3 s{note}",
                         ["--members", str(n), "--interval", "3", "--duration", "15" if full else "10",
-                         "--lanes", "10000" if n > 10_000 else "5000", "--connections", "32" if n > 10_000 else "16"]))
+                         "--lanes", "10000" if n > 10_000 else "5000", *conns]))
     if full:
+        # The old shape beside its per-member twin (issue #17): on 16 shared connections a server that
+        # answers a connection's requests one at a time queues heartbeats behind each other.
+        runs.append(Run("steady", "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
+                        ["--members", "10000", "--interval", "3", "--duration", "15", "--lanes", "5000", "--connections", "16"]))
         # the throughput target: 50k members heartbeating every 1.5 s offer 33k heartbeats/s
-        runs.append(Run("steady", "steady 50,000 members, heartbeat 1.5 s (target run)",
-                        ["--members", "50000", "--interval", "1.5", "--duration", "15", "--lanes", "10000",
-                         "--connections", "32"]))
+        conns, note = shape(50_000, 32, budget)
+        runs.append(Run("steady", f"steady 50,000 members, heartbeat 1.5 s (target run){note}",
+                        ["--members", "50000", "--interval", "1.5", "--duration", "15", "--lanes", "10000", *conns]))
     for n in storm_sizes:
         runs.append(Run("join-storm", f"join storm {n:,} members", ["--members", str(n)]))
         runs.append(Run("join-storm", f"join storm {n:,} members, kcoord initial delay 0", ["--members", str(n)],
@@ -75,23 +116,36 @@ def plan(full: bool) -> list[Run]:
                          "--interval", "1"]))
     for c in committers:
         runs.append(Run("commit-storm", f"commit storm {c:,} committers",
-                        ["--committers", str(c), "--duration", "15" if full else "10", "--connections", "16"]))
+                        ["--committers", str(c), "--duration", "15" if full else "10"]))
+    # The shape the figures before issue #17 used, next to its per-member twin above: 100
+    # committers on 16 shared connections let kcoord pipeline what Kafka and tansu serialize.
+    runs.append(Run("commit-storm", "commit storm 100 committers, 16 shared connections (old shape, flatters a pipelining server)",
+                    ["--committers", "100", "--duration", "15" if full else "10", "--connections", "16"]))
     # KIP-848 (tansu 0.6.0 has no ConsumerGroupHeartbeat: kcoord only). The server's heartbeat
     # interval (Kafka's default, 5 s); many groups of 50 while the heartbeat is O(group size), and
     # one 1,000-member group to measure that cost itself.
     for n in [5_000] + ([20_000, 50_000] if full else []):
-        runs.append(Run("consumer-steady", f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval",
-                        ["--members", str(n), "--group-size", "50", "--duration", "15", "--connections", "16" if n <= 5_000 else "32",
+        conns, note = shape(n, 32, budget)
+        runs.append(Run("consumer-steady", f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval{note}",
+                        ["--members", str(n), "--group-size", "50", "--duration", "15", *conns,
                          "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
     runs.append(Run("consumer-steady", "KIP-848 steady one group of 1,000 members, server heartbeat interval",
-                    ["--members", "1000", "--group-size", "1000", "--duration", "15", "--connections", "16",
+                    ["--members", "1000", "--group-size", "1000", "--duration", "15",
                      "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
     for mode in FENCING_MODES:
         runs.append(Run("consumer-commit", f"KIP-848 commits, 1,000 members in groups of 10, fencing {mode}",
                         ["--members", "1000", "--group-size", "10", "--duration", "15" if full else "10",
-                         "--connections", "16", "--join-rate", "2000", "--settle-timeout", "300", "--fencing", mode],
+                         "--join-rate", "2000", "--settle-timeout", "300", "--fencing", mode],
                         peer=False, kcoord=f"kcoord-fencing-{mode}"))
     return runs
+
+
+def shared_everywhere(runs: list[Run], connections: int) -> None:
+    """``--connections N``: every run in the old shape, N shared connections (to reproduce old figures)."""
+    for run in runs:
+        if "--connections" not in run.args:
+            run.args += ["--connections", str(connections)]
+            run.title += f" ({connections} shared connections)"
 
 
 FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
@@ -111,7 +165,13 @@ def machine() -> dict[str, str]:
         "arch": platform.machine(),
         "python": platform.python_version(),
         "taskset": "yes" if procs.taskset_prefix(0) else "no",
+        "load_before": load_average(),
     }
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages: how busy the (shared) machine was."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def run_loadgen(run: Run, label: str, bootstrap: str, server_pids: list[int], extra: list[str], timeout: float) -> dict[str, Any]:
@@ -148,14 +208,14 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def run_table(run: Run) -> list[str]:
+def run_table(run: Run, peer_label: str = "tansu") -> list[str]:
     k = run.results.get("kcoord")
     p = run.results.get("peer")
     lines = [f"**{run.title}**", ""]
     if k is None or "error" in k:
         lines.append(f"kcoord run failed: `{(k or {}).get('error', 'not run')[-300:]}`")
         return lines
-    lines += ["| metric | kcoord | tansu (peer) | kcoord better by |", "|---|---|---|---|"]
+    lines += [f"| metric | kcoord | {peer_label} (peer) | kcoord better by |", "|---|---|---|---|"]
     peer_ok = p is not None and "error" not in p
     for key, higher in report.HEADLINE.get(run.scenario, []):
         a = report.lookup(k, key)
@@ -164,17 +224,17 @@ def run_table(run: Run) -> list[str]:
         lines.append(f"| {key} | {_fmt(a)} | {_fmt(b) if peer_ok else ('failed' if p else '—')} | {ratio} |")
     extra = {"kcoord": _notes(k)}
     if peer_ok:
-        extra["tansu"] = _notes(p)
+        extra[peer_label] = _notes(p)
     lines.append("")
     for who, note in extra.items():
         lines.append(f"- {who}: {note}")
     if p is not None and not peer_ok:
-        lines.append(f"- tansu run failed: `{p.get('error', '')[-300:]}`")
+        lines.append(f"- {peer_label} run failed: `{p.get('error', '')[-300:]}`")
     return lines
 
 
 def _notes(r: dict[str, Any]) -> str:
-    keys = ["params", "setup_s", "members_stable_at_end", "expected_heartbeats_per_s", "rejoins_in_window",
+    keys = ["params", "connections_opened", "setup_s", "members_stable_at_end", "expected_heartbeats_per_s", "rejoins_in_window",
             "heartbeats_skipped_in_window", "settled", "generations", "join_phase_s", "unowned_excluding_downtime_s",
             "settled_every_step", "partitions_per_commit", "commit_errors", "ramp_s", "settle_s",
             "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "before_window", "in_window",
@@ -232,7 +292,9 @@ def targets(runs: list[Run]) -> list[str]:
     if bounce:
         lines.append(f"| static rolling bounce of 20 members: 0 rebalances | {bounce['rebalances']} rebalances "
                      f"| {'yes' if bounce['rebalances'] == 0 and bounce['settled_every_step'] else 'no'} |")
-    commits = [r.results["kcoord"] for r in runs if r.scenario == "commit-storm" and "error" not in r.results.get("kcoord", {"error": 1})]
+    # the target is quoted for real clients only: an old-shape run (shared connections) flatters kcoord (issue #17)
+    commits = [r.results["kcoord"] for r in runs if r.scenario == "commit-storm" and "error" not in r.results.get("kcoord", {"error": 1})
+               and r.results["kcoord"]["params"].get("connections") == "per-member"]
     if commits:
         best = max(commits, key=lambda k: k["commits_per_s"])
         lines.append(f"| >= 20,000 durable commits/s | {best['commits_per_s']:,.0f}/s with {best['params']['committers']:,} "
@@ -259,17 +321,35 @@ def targets(runs: list[Run]) -> list[str]:
     return lines
 
 
-def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, command: str) -> str:
+@dataclass
+class Peer:
+    """The coordinator kcoord is compared with: tansu started here, or any bootstrap given."""
+
+    label: str = "tansu"
+    description: str = "tansu 0.6.0's own group coordinator (memory storage engine), started here"
+    storage: str = "tansu memory engine"
+    bootstrap: str | None = None  # None: start a tansu
+    pids: list[int] = field(default_factory=list)
+    started_here: bool = True  # a tansu of ours, pinned with the server under test
+
+
+def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, command: str, peer: Peer | None = None,
+             upstream: str = "its upstream tansu") -> str:
+    peer = peer or Peer()
+    pinned = "kcoord, the peer tansu" if peer.started_here else "kcoord; the peer runs where it was started, unpinned"
     lines = [
-        f"## Load generator: kcoord vs tansu — {info['date']} ({'full' if full else 'default'} sizes)",
+        f"## Load generator: kcoord vs {peer.label} — {info['date']} ({'full' if full else 'default'} sizes)",
         "",
         f"- **Date:** {info['date']} · **Commit:** {info['commit']} · **Machine:** {info['nproc']} cores "
-        f"({info['arch']}), Python {info['python']} + uvloop",
+        f"({info['arch']}), Python {info['python']} + uvloop · **Load average** (1/5/15 min) before "
+        f"{info['load_before']}, after {info.get('load_after', '?')}",
         f"- **Command:** `{command}` ({elapsed / 60:.1f} min)",
-        f"- **Pinning:** {'taskset: servers under test (kcoord, the peer tansu) on CPU 0; kcoord upstream tansu and the load generator on CPU 1' if info['taskset'] == 'yes' else 'none (taskset missing): servers and load generator share both cores'}. "
-        "kcoord runs `--storage kafka` (durable on its upstream tansu); the peer is tansu 0.6.0's own group coordinator "
-        "(memory storage engine). `other_cores` is CPU used during the window by processes other than the server "
+        f"- **Pinning:** {f'taskset: servers under test ({pinned}) on CPU 0; the load generator (and an upstream tansu started here) on CPU 1' if info['taskset'] == 'yes' else 'none (taskset missing): servers and load generator share both cores'}. "
+        f"kcoord runs `--storage kafka` (durable on {upstream}); the peer is {peer.description}. "
+        "`other_cores` is CPU used during the window by processes other than the server "
         "and the load generator (other work on the machine).",
+        "- **Connections:** one per member (each member's joins, heartbeats and commits on its own connection, as "
+        "real clients) unless a run's title or `params.connections` says N shared (issue #17).",
         "- **Ratios** are from this run: \"kcoord better by\" > 1 means kcoord is faster / cheaper.",
         "",
         "### Targets",
@@ -278,7 +358,7 @@ def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, 
         "",
     ]
     for run in runs:
-        lines += ["", *run_table(run)]
+        lines += ["", *run_table(run, peer.label)]
     return "\n".join(lines) + "\n"
 
 
@@ -297,9 +377,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print the markdown instead of appending it to RESULTS.md")
     ap.add_argument("--json", default=None, help="also write every raw result here")
     ap.add_argument("--timeout", type=float, default=600, help="per loadgen run, seconds")
+    ap.add_argument("--connections", type=int, default=None,
+                    help="run everything in the old shape: N connections shared by all members (default: one per member)")
+    ap.add_argument("--peer-bootstrap", default=None, metavar="HOST:PORT",
+                    help="compare with this Kafka-protocol endpoint (Apache Kafka, say) instead of a tansu started here")
+    ap.add_argument("--peer-pid", type=int, action="append", default=[],
+                    help="charge this process's CPU to the peer (repeatable; the peer runs on this machine)")
+    ap.add_argument("--peer-label", default=None, help="the peer's name in the tables (default: tansu, or 'peer' with --peer-bootstrap)")
+    ap.add_argument("--peer-storage", default=None, help="what the peer stores commits in, for the report")
+    ap.add_argument("--upstream-bootstrap", default=None, metavar="HOST:PORT",
+                    help="kcoord's upstream cluster (default: a tansu started here, on CPU 1)")
     args = ap.parse_args(argv)
 
+    if args.peer_bootstrap is None:
+        peer = Peer(label=args.peer_label or "tansu")
+    else:
+        peer = Peer(label=args.peer_label or "peer", description=f"the coordinator at {args.peer_bootstrap} (not started here)",
+                    storage=args.peer_storage or "the peer's own (__consumer_offsets)", bootstrap=args.peer_bootstrap,
+                    pids=list(args.peer_pid), started_here=False)
+    if args.peer_storage:
+        peer.storage = args.peer_storage
+    raise_fd_limit()  # the children (kcoord, tansu) inherit it: one connection per member on both sides
     runs = plan(args.full)
+    if args.connections is not None:
+        shared_everywhere(runs, args.connections)
     if args.only:
         wanted = set(args.only.split(","))
         runs = [r for r in runs if r.scenario in wanted]
@@ -313,9 +414,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     children: list[procs.Child] = []
     try:
-        upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
-        peer, peer_addr = procs.tansu("tansu-peer", SERVER_CPU)
-        children += [upstream, peer]
+        if args.upstream_bootstrap is None:
+            upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
+            children.append(upstream)
+        else:
+            upstream_addr = args.upstream_bootstrap
+        if peer.bootstrap is None and not args.no_peer:
+            peer_child, peer.bootstrap = procs.tansu("tansu-peer", SERVER_CPU)
+            children.append(peer_child)
+            peer.pids = [peer_child.pid]
         kc, kc_addr = procs.kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
         children.append(kc)
         kcoords = {"kcoord": (kc, kc_addr)}
@@ -332,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                                            "--group-consumer-offset-commit-fencing", mode)
                 children.append(kf)
                 kcoords[name] = (kf, kf_addr)
-        print(f"kcoord {kc_addr} (pid {kc.pid}, upstream {upstream_addr}), peer tansu {peer_addr} (pid {peer.pid})", flush=True)
+        print(f"kcoord {kc_addr} (pid {kc.pid}, upstream {upstream_addr}), peer {peer.label} {peer.bootstrap} (pids {peer.pids})", flush=True)
         for run in runs:
             print(f"== {run.title}", flush=True)
             child, addr = kcoords[run.kcoord]
@@ -340,13 +447,16 @@ def main(argv: list[str] | None = None) -> int:
             extra = ["--storage", "kafka (durable, acks=-1 on the upstream tansu)"] if durable else []
             run.results["kcoord"] = run_loadgen(run, "kcoord", addr, [child.pid], extra, args.timeout)
             if run.peer and not args.no_peer:
-                extra = ["--storage", "tansu memory engine"] if run.scenario == "commit-storm" else []
-                run.results["peer"] = run_loadgen(run, "tansu", peer_addr, [peer.pid], extra, args.timeout)
+                assert peer.bootstrap is not None
+                extra = ["--storage", peer.storage] if run.scenario == "commit-storm" else []
+                run.results["peer"] = run_loadgen(run, peer.label, peer.bootstrap, peer.pids, extra, args.timeout)
     finally:
         for child in reversed(children):
             child.stop()
+    info["load_after"] = load_average()
     command = " ".join([".venv/bin/python -m bench.run_all", *(argv if argv is not None else sys.argv[1:])])
-    text = markdown(runs, info, args.full, time.monotonic() - started, command)
+    upstream_text = "its upstream tansu" if args.upstream_bootstrap is None else f"its upstream {args.upstream_bootstrap}"
+    text = markdown(runs, info, args.full, time.monotonic() - started, command, peer, upstream_text)
     if args.json:
         Path(args.json).write_text(json.dumps([{"title": r.title, **r.results} for r in runs], indent=1))
     if args.no_write:

@@ -29,8 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group-size", type=int, default=None, help="members per group (steady, commit-storm)")
     p.add_argument("--interval", type=float, default=None, help="heartbeat interval, seconds (consumer-*: default the server's heartbeat_interval_ms)")
     p.add_argument("--duration", type=float, default=None, help="measurement window, seconds (steady, commit-storm)")
-    p.add_argument("--connections", type=int, default=None, help="shared connections for heartbeats and commits")
-    p.add_argument("--lanes", type=int, default=None, help="max connections for JoinGroup/SyncGroup at once (steady)")
+    p.add_argument("--connections", type=int, default=None,
+                   help="N connections SHARED by all members for heartbeats and commits (the old shape, plus lanes for joins); "
+                        "default: one connection per member for everything, as real clients")
+    p.add_argument("--lanes", type=int, default=None, help="max members joining at once (steady); in the shared shape also the max lane connections")
     p.add_argument("--session-timeout-ms", type=int, default=None)
     p.add_argument("--partitions", type=int, default=None, help="partitions of the topic (join-storm, rolling-bounce, consumer-*: default the group size)")
     p.add_argument("--static", action=argparse.BooleanOptionalAction, default=None, help="static members (group.instance.id)")
@@ -71,7 +73,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def raise_fd_limit() -> None:
-    """Join storms hold one connection per member: lift the soft descriptor limit to the hard one."""
+    """Every scenario holds one connection per member by default: lift the soft descriptor limit to the hard one."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

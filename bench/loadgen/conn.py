@@ -47,6 +47,7 @@ class Stats:
         # second of the window -> [responses, max µs] for one API: are slow answers spread out or one stall?
         self.timeline_api = timeline_api
         self.timeline: dict[int, list[int]] = {}
+        self.connections_opened = 0  # over the whole run (setup included): which shape really ran
 
     def histogram(self, api_key: int) -> Histogram:
         h = self.latency.get(api_key)
@@ -111,4 +112,6 @@ class Stats:
 
 async def open_connection(host: str, port: int, stats: Stats, client_id: str = "kcoord-loadgen", name: str = "") -> Connection:
     """A connection whose responses are timed into ``stats``; no connect timeout (a join storm opens thousands)."""
-    return await Connection.open((host, port), timeout=None, client_id=client_id, name=name or None, observer=stats)
+    conn = await Connection.open((host, port), timeout=None, client_id=client_id, name=name or None, observer=stats)
+    stats.connections_opened += 1
+    return conn

@@ -1,9 +1,13 @@
 """The machinery KIP-848 members share: pipelined connections, the heartbeat wheel, commit loops.
 
 Unlike the classic protocol there are no lanes: a ConsumerGroupHeartbeat never parks (a join is
-answered at once, with or without partitions), so joins, acknowledgements and the regular
-heartbeats of many members share ``connections`` pipelined connections (member ``i`` on
-connection ``i % C``). When each member heartbeats:
+answered at once, with or without partitions). By default (``connections=None``) each member has
+one connection of its own, as a Java consumer has to its coordinator, for its joins,
+acknowledgements, regular heartbeats, commits and its leave; the connections are opened in
+batches before the ramp (:meth:`ConsumerRuntime.open_member_connections`). ``connections=C`` is
+the old shape: the members share C pipelined connections (member ``i`` on connection ``i % C``),
+which lets a server that pipelines look better than one that, like Kafka, processes one request
+per connection at a time (issue #17). When each member heartbeats:
 
 - **regularly** from the wheel (:class:`~.runtime.HeartbeatWheel`), once per interval — the
   interval the coordinator returned in ``heartbeat_interval_ms`` unless the scenario set one;
@@ -31,7 +35,7 @@ from kcoord.protocol.messages import ApiKey
 
 from .conn import Stats, open_connection
 from .consumer_member import COMMIT_VERSION, DESCRIBE_VERSION, HEARTBEAT_VERSION, ConsumerMember, CState, Step
-from .runtime import HeartbeatWheel, close_all
+from .runtime import HeartbeatWheel, check_descriptor_budget, close_all, open_in_batches
 
 log = logging.getLogger("loadgen.consumer")
 
@@ -39,19 +43,20 @@ HB = m.ConsumerGroupHeartbeatRequest
 
 
 class ConsumerRuntime:
-    """Shared connections, the wheel, immediate heartbeats and commit loops for one run."""
+    """Connections (one per member, or C shared), the wheel, immediate heartbeats and commit loops for one run."""
 
     def __init__(
         self,
         coordinator: tuple[str, int],
         stats: Stats,
-        connections: int = 16,
+        connections: int | None = None,
         client_id: str = "kcoord-loadgen",
         backoff_s: float = 0.1,
     ) -> None:
         self.host, self.port = coordinator
         self.stats = stats
-        self.connections_n = max(1, connections)
+        self.per_member = connections is None
+        self.connections_n = 0 if connections is None else max(1, connections)
         self.client_id = client_id
         self.backoff_s = backoff_s
         self.shared: list[Connection] = []
@@ -73,12 +78,31 @@ class ConsumerRuntime:
     async def start(self) -> ConsumerRuntime:
         self._loop = asyncio.get_running_loop()
         self.first_interval = self._loop.create_future()
-        self.shared = list(
-            await asyncio.gather(
-                *(open_connection(self.host, self.port, self.stats, self.client_id, name=f"cg{i}") for i in range(self.connections_n))
-            )
+        self.shared = await open_in_batches(
+            self.connections_n,
+            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"cg{i}"),
         )
         return self
+
+    async def open_member_connections(self) -> None:
+        """Per-member shape: open every attached member's connection now, in batches, before the
+        ramp (nothing is timed yet). A no-op in the shared shape."""
+        if not self.per_member:
+            return
+        check_descriptor_budget(len(self.members))
+        todo = [mb for mb in self.members if mb.conn is None or mb.conn.closed]
+        conns = await open_in_batches(
+            len(todo),
+            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"cgmember{todo[i].index}"),
+        )
+        for mb, conn in zip(todo, conns, strict=True):
+            mb.conn = conn
+
+    def connections(self) -> list[Connection]:
+        """Every connection the members use (each once)."""
+        if not self.per_member:
+            return list(self.shared)
+        return [mb.conn for mb in self.members if mb.conn is not None]
 
     def start_wheel(self, interval_s: float) -> None:
         self.wheel = HeartbeatWheel(interval_s, self._regular)
@@ -96,11 +120,13 @@ class ConsumerRuntime:
         if leave:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.leave_all(), 30.0)
-        await close_all(self.shared)
+        await close_all(self.connections())
 
     # -- members --------------------------------------------------------------------------------------
     def attach(self, member: ConsumerMember) -> ConsumerMember:
-        member.conn = self.shared[member.index % self.connections_n]
+        """Take the member in; in the per-member shape its connection is opened by
+        :meth:`open_member_connections`, before the member is admitted."""
+        member.conn = None if self.per_member else self.shared[member.index % self.connections_n]
         member.hb_callback = functools.partial(self._on_heartbeat, member)
         member.commit_callback = functools.partial(self._on_commit, member)
         member.admitted = False
@@ -121,7 +147,7 @@ class ConsumerRuntime:
         for member in self.members:
             request = member.leave_request()
             member.stop()
-            if request is not None and not member.conn.closed:
+            if request is not None and member.conn is not None and not member.conn.closed:
                 calls.append(member.conn.call(request, HEARTBEAT_VERSION))
         await asyncio.gather(*calls, return_exceptions=True)
 
@@ -138,7 +164,7 @@ class ConsumerRuntime:
         if not member.active or member.hb_inflight:
             return
         conn = member.conn
-        if conn.closed:
+        if conn is None or conn.closed:
             return
         member.hb_inflight = True
         self.sent += 1
@@ -190,7 +216,7 @@ class ConsumerRuntime:
         self.committing = False
 
     def _send_commit(self, member: ConsumerMember) -> None:
-        if not (self.committing and member.committer and member.active) or member.conn.closed:
+        if not (self.committing and member.committer and member.active) or member.conn is None or member.conn.closed:
             return
         request = member.commit_request(member.commit_offset + 1)
         if request is None:  # owns nothing (yet): look again a little later
@@ -214,8 +240,9 @@ class ConsumerRuntime:
     async def describe(self, group_ids: Sequence[str], batch: int = 20) -> dict[str, Any]:
         """ConsumerGroupDescribe v0 of ``group_ids``: group id -> DescribedGroup."""
         calls = []
+        conns = [c for c in self.connections() if not c.closed]  # an admin tool's request: any connection will do
         for i in range(0, len(group_ids), batch):
-            conn = self.shared[(i // batch) % self.connections_n]
+            conn = conns[(i // batch) % len(conns)]
             req = m.ConsumerGroupDescribeRequest(group_ids=list(group_ids[i : i + batch]), include_authorized_operations=False)
             calls.append(conn.call(req, DESCRIBE_VERSION))
         out: dict[str, Any] = {}

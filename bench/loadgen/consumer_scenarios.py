@@ -37,6 +37,7 @@ from .admin import CONSUMER_REQUIRED_VERSIONS, await_topic_metadata, single_coor
 from .conn import Stats
 from .consumer_member import ConsumerMember, CState, describe_settled, group_settled
 from .consumer_runtime import ConsumerRuntime
+from .runtime import shape
 from .scenarios import Target, _create_topic, _run_id, _usage, with_cores_per_1k_heartbeats
 
 log = logging.getLogger("loadgen.consumer")
@@ -63,7 +64,7 @@ async def _settled_groups(
     group_size: int,
     partitions: int | None,
     interval_s: float | None,
-    connections: int,
+    connections: int | None,
     join_rate: float,
     settle_timeout_s: float,
     static: bool,
@@ -84,6 +85,7 @@ async def _settled_groups(
             gid = group_ids[i % group_count]
             mb = ConsumerMember(i, gid, [topic], instance_id=f"{prefix}-{run}-{i}" if static else None)
             groups[gid].append(rt.attach(mb))
+        await rt.open_member_connections()  # before the ramp's clock starts
         t0 = time.perf_counter()
         first = rt.members[0]
         rt.join([first])
@@ -166,7 +168,7 @@ async def consumer_steady(
     partitions: int | None = None,
     interval_s: float | None = None,
     duration_s: float = 15.0,
-    connections: int = 16,
+    connections: int | None = None,
     join_rate: float = 2000.0,
     settle_timeout_s: float = 300.0,
     static: bool = False,
@@ -192,8 +194,9 @@ async def consumer_steady(
         result: dict[str, Any] = {
             "scenario": "consumer-steady",
             "target": target.label,
-            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": connections,
+            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": shape(connections),
                        "join_rate": join_rate, "static": static, "topic": s.topic_status},
+            "connections_opened": stats.connections_opened,
             "ramp_s": round(s.ramp_s, 2),
             "settle_s": None if s.settle_s is None else round(s.settle_s, 2),
             "groups_unsettled_before_window": len(s.unsettled),
@@ -225,7 +228,7 @@ async def consumer_commit(
     partitions: int | None = None,
     interval_s: float | None = None,
     duration_s: float = 10.0,
-    connections: int = 16,
+    connections: int | None = None,
     join_rate: float = 2000.0,
     settle_timeout_s: float = 300.0,
     fencing: str = "unknown",
@@ -254,8 +257,9 @@ async def consumer_commit(
         return {
             "scenario": "consumer-commit",
             "target": target.label,
-            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": connections,
+            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": shape(connections),
                        "fencing": fencing, "storage": storage, "topic": s.topic_status},
+            "connections_opened": stats.connections_opened,
             "ramp_s": round(s.ramp_s, 2),
             "settle_s": None if s.settle_s is None else round(s.settle_s, 2),
             "groups_unsettled_before_window": len(s.unsettled),

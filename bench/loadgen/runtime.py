@@ -1,13 +1,22 @@
-"""The machinery members share: connection pools, the heartbeat wheel, commit loops and rejoins.
+"""The machinery members share: connections, the heartbeat wheel, commit loops and rejoins.
 
-Two kinds of connection, for one reason — a Kafka server answers a connection's requests in
-order, and many (Kafka itself, tansu) also *process* them one at a time:
-- **shared** connections carry the steady traffic (Heartbeat, OffsetCommit) of many members,
-  pipelined; member ``i`` uses shared connection ``i % C``;
-- **lanes** carry JoinGroup/SyncGroup. A lane is held by one member until it is synced, because a
-  JoinGroup parks until the rebalance completes and would hold back every request behind it.
-  Groups are admitted whole (``LanePool.acquire(k)``) so a group never waits for lanes its
-  own parked members hold.
+Two connection shapes (issue #17). Why it matters: a Kafka server answers a connection's requests
+in order, and many (Kafka itself, tansu) also *process* them one at a time, so the number of
+connections decides how much a server may overlap; a shape real clients do not have flatters
+whichever server pipelines best.
+
+- **per member** (the default, ``connections=None``): as a real consumer does, each member has one
+  coordinator connection of its own and sends everything on it — JoinGroup/SyncGroup,
+  Heartbeat, OffsetCommit, LeaveGroup. The connections are opened in batches before anything is
+  timed (:meth:`Runtime.open_member_connections`); a member whose connection was closed (a
+  restart in the rolling bounce) opens a new one when it joins again, as a restarted process
+  would. ``lanes`` then only bounds how many members join at once (groups admitted whole).
+- **shared** (``connections=C``, the old shape, kept for comparison): the steady traffic
+  (Heartbeat, OffsetCommit) of many members is pipelined over C connections, member ``i`` on
+  connection ``i % C``, and JoinGroup/SyncGroup go over **lanes**: a lane is held by one member
+  until it is synced, because a JoinGroup parks until the rebalance completes and would hold
+  back every request behind it. Groups are admitted whole (``LanePool.acquire(k)``) so a group
+  never waits for lanes its own parked members hold.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import resource
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -32,6 +42,71 @@ from .member import HEARTBEAT_VERSION, JoinFailed, Member, Next, State
 log = logging.getLogger("loadgen.runtime")
 
 LEAVE_VERSION = 5
+OPEN_BATCH = 256  # connections opened at once: thousands of simultaneous connects overflow a listen backlog
+
+
+def shape(connections: int | None) -> str | int:
+    """What a report's params say about the connection shape: "per-member" or the shared count."""
+    return "per-member" if connections is None else connections
+
+
+def check_descriptor_budget(connections: int) -> None:
+    """Refuse a run that would open more connections than this process may hold descriptors.
+
+    Why up front: past the limit connects fail one by one in the middle of the setup, which reads
+    as a server failing. ``raise_fd_limit`` (``__main__``) has already lifted the soft limit.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if connections + 100 > soft:
+        raise SystemExit(
+            f"{connections:,} connections (one per member) need more file descriptors than this process may open "
+            f"({soft:,}): raise the limit (ulimit -n) or share connections with --connections N"
+        )
+
+
+async def open_in_batches(count: int, open_one: Any, batch: int = OPEN_BATCH) -> list[Connection]:
+    """``count`` connections from ``open_one(i)``, ``batch`` connects at a time."""
+    out: list[Connection] = []
+    for start in range(0, count, batch):
+        out.extend(await asyncio.gather(*(open_one(i) for i in range(start, min(count, start + batch)))))
+    return out
+
+
+class Admission:
+    """At most ``size`` members joining at once, admitted k at a time in FIFO order (per-member shape).
+
+    The per-member shape needs no lanes, but the setup still admits groups whole and bounded, like
+    :class:`LanePool`, so both shapes set up the same way.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.free = size
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    async def acquire(self, k: int) -> None:
+        if k > self.size:
+            raise ValueError(f"{k} joins at once wanted, admission allows {self.size}")
+        if not self._waiters and self.free >= k:
+            self.free -= k
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((k, fut))
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.release(k)  # granted, then cancelled: give it back
+            raise
+
+    def release(self, k: int = 1) -> None:
+        self.free += k
+        while self._waiters and self._waiters[0][0] <= self.free:
+            n, fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            self.free -= n
+            fut.set_result(None)
 
 
 class LanePool:
@@ -152,23 +227,29 @@ class HeartbeatWheel:
 
 
 class Runtime:
-    """Shared connections, lanes, heartbeats, commits and rejoins for one run against one coordinator."""
+    """Connections, heartbeats, commits and rejoins for one run against one coordinator.
+
+    ``connections=None``: one connection per member, used for everything (the default, as real
+    clients); ``connections=C``: the old shape, C shared connections plus up to ``lanes`` lanes.
+    """
 
     def __init__(
         self,
         coordinator: tuple[str, int],
         stats: Stats,
-        connections: int = 16,
+        connections: int | None = None,
         lanes: int = 1000,
         heartbeat_interval_s: float = 3.0,
         client_id: str = "kcoord-loadgen",
     ) -> None:
         self.host, self.port = coordinator
         self.stats = stats
-        self.connections_n = max(1, connections)
+        self.per_member = connections is None
+        self.connections_n = 0 if connections is None else max(1, connections)
         self.client_id = client_id
         self.shared: list[Connection] = []
         self.lanes = LanePool(self.host, self.port, stats, max(1, lanes), client_id)
+        self.admission = Admission(max(1, lanes))
         self.wheel = HeartbeatWheel(heartbeat_interval_s, self.send_heartbeat)
         self.members: list[Member] = []
         self.committing = False
@@ -179,16 +260,40 @@ class Runtime:
         self._wheel_task: asyncio.Task[None] | None = None
 
     async def start(self) -> Runtime:
-        self.shared = list(
-            await asyncio.gather(
-                *(
-                    open_connection(self.host, self.port, self.stats, self.client_id, name=f"shared{i}")
-                    for i in range(self.connections_n)
-                )
-            )
+        self.shared = await open_in_batches(
+            self.connections_n,
+            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"shared{i}"),
         )
         self._wheel_task = asyncio.get_running_loop().create_task(self.wheel.run())
         return self
+
+    async def open_member_connections(self) -> None:
+        """Per-member shape: open every attached member's connection now, in batches, so no timed
+        phase (and no join) pays for TCP handshakes. A no-op in the shared shape."""
+        if not self.per_member:
+            return
+        todo = [mem for mem in self.members if mem.conn is None or mem.conn.closed]
+        check_descriptor_budget(len(self.members))
+        conns = await open_in_batches(
+            len(todo),
+            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"member{todo[i].index}"),
+        )
+        for mem, conn in zip(todo, conns, strict=True):
+            mem.conn = conn
+
+    async def _own_connection(self, member: Member) -> Connection:
+        """The member's connection; a new one if it has none or it was closed (a restarted member)."""
+        conn: Connection | None = member.conn
+        if conn is None or conn.closed:
+            conn = member.conn = await open_connection(self.host, self.port, self.stats, self.client_id,
+                                                       name=f"member{member.index}")
+        return conn
+
+    def connections(self) -> list[Connection]:
+        """Every connection the members use for heartbeats and commits (each once)."""
+        if not self.per_member:
+            return list(self.shared)
+        return [mem.conn for mem in self.members if mem.conn is not None]
 
     async def close(self, leave: bool = True) -> None:
         self.committing = False
@@ -202,7 +307,7 @@ class Runtime:
         if leave:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.leave_all(), 20.0)
-        await close_all(self.shared)
+        await close_all(self.connections())
         await self.lanes.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -213,14 +318,24 @@ class Runtime:
 
     # -- members --------------------------------------------------------------------------------------
     def attach(self, member: Member) -> Member:
-        member.conn = self.shared[member.index % self.connections_n]
+        """Take the member in; in the per-member shape its connection is opened later
+        (:meth:`open_member_connections`, or its first join)."""
+        member.conn = None if self.per_member else self.shared[member.index % self.connections_n]
         member.hb_callback = functools.partial(self._on_heartbeat, member)
         self.members.append(member)
         self.wheel.add(member)
         return member
 
     async def join(self, member: Member) -> None:
-        """Join one member on a lane of its own."""
+        """Join one member: on its own connection (per member) or on a lane of its own (shared)."""
+        if self.per_member:
+            await self.admission.acquire(1)
+            try:
+                await member.join(await self._own_connection(member))
+            finally:
+                self.admission.release(1)
+            self._after_join(member)
+            return
         (lane,) = await self.lanes.acquire(1)
         try:
             await member.join(lane)
@@ -229,7 +344,20 @@ class Runtime:
         self._after_join(member)
 
     async def join_group(self, members: Sequence[Member]) -> None:
-        """Join a whole group at once: all its lanes are reserved before any JoinGroup goes out."""
+        """Join a whole group at once: admitted (per member) or all its lanes reserved (shared)
+        before any JoinGroup goes out."""
+        if self.per_member:
+            await self.admission.acquire(len(members))
+
+            async def own(member: Member) -> None:
+                try:
+                    await member.join(await self._own_connection(member))
+                finally:
+                    self.admission.release(1)
+                self._after_join(member)
+
+            await asyncio.gather(*(own(mem) for mem in members))
+            return
         lanes = await self.lanes.acquire(len(members))
 
         async def one(member: Member, lane: Connection) -> None:
@@ -264,8 +392,21 @@ class Runtime:
             member.rejoining = False
 
     async def leave(self, member: Member) -> None:
-        """Close a member as a process exit would (LeaveGroup for a dynamic member)."""
+        """Close a member as a process exit would (LeaveGroup for a dynamic member); per member,
+        the LeaveGroup goes on the member's own connection, which is then closed."""
         request = member.close()
+        if self.per_member:
+            conn = member.conn
+            if conn is None or conn.closed:
+                return
+            try:
+                if request is not None:
+                    resp = await conn.call(request, LEAVE_VERSION)
+                    if resp.error_code:
+                        self.stats.error(ApiKey.LEAVE_GROUP, resp.error_code)
+            finally:
+                conn.close()
+            return
         if request is not None:
             (lane,) = await self.lanes.acquire(1)
             try:
@@ -288,7 +429,12 @@ class Runtime:
         ident = m.LeaveGroupRequest.MemberIdentity
         calls = []
         for i, (group_id, mems) in enumerate(by_group.items()):
-            conn = self.shared[i % self.connections_n]
+            if self.per_member:  # cleanup, not measured: one batched LeaveGroup on any member's connection
+                conn = next((x.conn for x in mems if x.conn is not None and not x.conn.closed), None)
+                if conn is None:
+                    continue
+            else:
+                conn = self.shared[i % self.connections_n]
             if conn.closed:
                 continue
             for j in range(0, len(mems), batch):
@@ -306,7 +452,7 @@ class Runtime:
             self.heartbeats_skipped += 1
             return
         conn = member.conn
-        if conn.closed:
+        if conn is None or conn.closed:
             return
         frame = member.hb_frame
         if frame is None:
@@ -346,7 +492,7 @@ class Runtime:
         self.committing = False
 
     def _send_commit(self, member: Member) -> None:
-        if not (self.committing and member.committer) or member.state is not State.STABLE or member.conn.closed:
+        if not (self.committing and member.committer) or member.state is not State.STABLE or member.conn is None or member.conn.closed:
             return
         member.commit_offset += 1
         member.commit_inflight = True

@@ -1,6 +1,13 @@
 """The four load scenarios (steady, join storm, rolling bounce, commit storm), each against one
 endpoint; run twice for a side-by-side figure.
 
+Every scenario gives each member one connection of its own by default (``connections=None``), as
+real clients have, and says so in its params (``"connections": "per-member"``) with the count
+actually opened (``connections_opened``); ``connections=C`` runs the old shape, C shared
+connections for the steady traffic plus lanes for joins (see :mod:`.runtime`). Why the default
+changed (issue #17): Kafka processes one request per connection at a time, so 100 committers on
+16 shared connections measured Kafka at 16 requests in flight while kcoord pipelined all 100.
+
 Every scenario returns a plain dict (JSON-ready): its parameters, the per-API latency/throughput
 of its measurement window and the scenario's own figures. Group and topic names carry a run id so
 two runs against the same server never share state.
@@ -21,7 +28,7 @@ from .conn import Stats
 from .member import Member, MemberListener, State
 from .ownership import OwnershipTracker
 from .procstat import Usage
-from .runtime import Runtime
+from .runtime import Runtime, shape
 
 log = logging.getLogger("loadgen")
 
@@ -84,7 +91,7 @@ async def steady(
     group_size: int = 100,
     interval_s: float = 3.0,
     duration_s: float = 15.0,
-    connections: int = 16,
+    connections: int | None = None,
     lanes: int = 2000,
     session_timeout_ms: int = 10_000,
     static: bool = False,
@@ -109,6 +116,7 @@ async def steady(
                 session_timeout_ms=session_timeout_ms,
             )
             groups[g].append(rt.attach(mem))
+        await rt.open_member_connections()
         setup_s, not_stable = await _join_all(rt, groups, join_timeout_s)
         log.info("steady: %d members joined in %.1fs (%d not stable)", members, setup_s, not_stable)
         await asyncio.sleep(interval_s)  # one full heartbeat round before measuring
@@ -127,9 +135,10 @@ async def steady(
             "target": target.label,
             "params": {
                 "members": members, "groups": group_count, "group_size": group_size, "interval_s": interval_s,
-                "duration_s": duration_s, "connections": connections, "session_timeout_ms": session_timeout_ms,
+                "duration_s": duration_s, "connections": shape(connections), "session_timeout_ms": session_timeout_ms,
                 "static": static, "topic": topic_status,
             },
+            "connections_opened": stats.connections_opened,
             "setup_s": round(setup_s, 2),
             "members_not_stable_after_setup": not_stable,
             "members_stable_at_end": sum(1 for mem in rt.members if mem.state is State.STABLE),
@@ -196,12 +205,14 @@ async def join_storm(
     target: Target,
     members: int = 1000,
     partitions: int | None = None,
-    connections: int = 16,
+    connections: int | None = None,
     session_timeout_ms: int = 10_000,
     rebalance_timeout_ms: int = 60_000,
     timeout_s: float = 60.0,
 ) -> dict[str, Any]:
-    """One new group, M dynamic members joining at once, each on its own connection.
+    """One new group, M dynamic members joining at once, each on its own connection (per member:
+    the member's only connection; shared: a lane, heartbeats on the shared connections), every
+    connection opened before the clock starts.
 
     Reported: first JoinGroup -> every member holds its SyncGroup assignment; the same from the
     LAST JoinGroup sent (the issue's "after the last member joined"), and from the moment the
@@ -223,7 +234,10 @@ async def join_storm(
                              rebalance_timeout_ms=rebalance_timeout_ms, listener=clock))
             for i in range(members)
         ]
-        await rt.lanes.warm(members)
+        if rt.per_member:
+            await rt.open_member_connections()
+        else:
+            await rt.lanes.warm(members)
         stats.reset()
         usage = _usage(target)
         t0 = time.perf_counter()
@@ -240,8 +254,10 @@ async def join_storm(
         return {
             "scenario": "join-storm",
             "target": target.label,
-            "params": {"members": members, "partitions": partitions, "session_timeout_ms": session_timeout_ms,
-                       "rebalance_timeout_ms": rebalance_timeout_ms, "topic": topic_status},
+            "params": {"members": members, "partitions": partitions, "connections": shape(connections),
+                       "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": rebalance_timeout_ms,
+                       "topic": topic_status},
+            "connections_opened": stats.connections_opened,
             "settled": done is not None,
             "members_not_stable": not_stable,
             "total_s": since(first),
@@ -285,8 +301,12 @@ async def rolling_bounce(
     downtime_s: float = 0.5,
     step_timeout_s: float = 60.0,
     budget_s: float = 90.0,
+    connections: int | None = None,
 ) -> dict[str, Any]:
     """Restart members one by one (close, ``downtime_s``, rejoin), waiting for a stable group each time.
+
+    Per member, a restart closes the member's connection (after its LeaveGroup, if dynamic) and
+    the rejoin opens a new one, as a restarted process does.
 
     Rebalances are counted as generations the members saw after the initial join; "unowned" is
     measured by :class:`OwnershipTracker` from the first close to the last stable group.
@@ -298,7 +318,7 @@ async def rolling_bounce(
     group_id = f"bounce-{run}"
     coordinator = await single_coordinator(target.bootstrap, [group_id])
     stats = Stats()
-    rt = await Runtime(coordinator, stats, members, members, interval_s).start()
+    rt = await Runtime(coordinator, stats, connections, members, interval_s).start()
     tracker = OwnershipTracker([(topic, p) for p in range(partitions)])
     owners = _Owners(tracker)
     try:
@@ -308,6 +328,7 @@ async def rolling_bounce(
                              session_timeout_ms=session_timeout_ms, listener=owners))
             for i in range(members)
         ]
+        await rt.open_member_connections()
 
         def stable() -> bool:
             gens = {mem.generation for mem in group}
@@ -360,7 +381,9 @@ async def rolling_bounce(
             "scenario": "rolling-bounce",
             "target": target.label,
             "params": {"members": members, "static": static, "partitions": partitions, "interval_s": interval_s,
-                       "session_timeout_ms": session_timeout_ms, "downtime_s": downtime_s, "topic": topic_status},
+                       "connections": shape(connections), "session_timeout_ms": session_timeout_ms,
+                       "downtime_s": downtime_s, "topic": topic_status},
+            "connections_opened": stats.connections_opened,
             "bounced": bounced,
             "rebalances": len(set(generations) - initial),
             "generations": generations,
@@ -385,7 +408,7 @@ async def commit_storm(
     committers: int = 100,
     group_size: int = 10,
     duration_s: float = 15.0,
-    connections: int = 16,
+    connections: int | None = None,
     interval_s: float = 3.0,
     session_timeout_ms: int = 10_000,
     storage: str = "unknown",
@@ -405,6 +428,7 @@ async def commit_storm(
         for i in range(committers):
             g = i % group_count
             groups[g].append(rt.attach(Member(i, group_ids[g], [topic], {topic: group_size}, session_timeout_ms=session_timeout_ms)))
+        await rt.open_member_connections()
         setup_s, not_stable = await _join_all(rt, groups, join_timeout_s)
         log.info("commit: %d members joined in %.1fs (%d not stable)", committers, setup_s, not_stable)
         rt.start_commits(rt.members)
@@ -421,7 +445,8 @@ async def commit_storm(
             "scenario": "commit-storm",
             "target": target.label,
             "params": {"committers": committers, "group_size": group_size, "duration_s": duration_s,
-                       "connections": connections, "storage": storage, "topic": topic_status},
+                       "connections": shape(connections), "storage": storage, "topic": topic_status},
+            "connections_opened": stats.connections_opened,
             "setup_s": round(setup_s, 2),
             "members_not_stable_after_setup": not_stable,
             "commits_per_s": oc.get("rate_per_s", 0.0),

@@ -69,6 +69,7 @@ def test_members_settle_with_every_partition_owned_once(kcoord: KcoordProcess) -
 def test_consumer_steady_window_has_no_errors(kcoord: KcoordProcess) -> None:
     r = asyncio.run(consumer_steady(Target(kcoord.bootstrap, "kcoord"), members=50, group_size=10, duration_s=3.0,
                                     connections=4, join_rate=500.0, settle_timeout_s=60.0))
+    assert r["params"]["connections"] == 4 and r["connections_opened"] == 4  # the old shared shape, still there
     assert r["settle_s"] is not None and r["groups_unsettled_before_window"] == 0
     assert r["window"]["errors"] == {} and r["failures"] == []
     assert r["in_window"]["fenced"] == 0 and r["in_window"]["assignment_changes"] == 0
@@ -79,8 +80,10 @@ def test_consumer_steady_window_has_no_errors(kcoord: KcoordProcess) -> None:
 
 
 def test_consumer_commit_by_topic_id_is_accepted(kcoord: KcoordProcess) -> None:
+    # the default shape: one connection per member (issue #17), for its heartbeats and commits
     r = asyncio.run(consumer_commit(Target(kcoord.bootstrap, "kcoord"), members=20, group_size=5, duration_s=2.0,
-                                    connections=4, join_rate=500.0, settle_timeout_s=60.0))
+                                    join_rate=500.0, settle_timeout_s=60.0))
+    assert r["params"]["connections"] == "per-member" and r["connections_opened"] == 20
     assert r["settle_s"] is not None
     assert r["committers"] == 20 and r["partitions_per_commit"] == 1.0
     assert r["commits_per_s"] > 0 and r["commit"]["count"] > 20

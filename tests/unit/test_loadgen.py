@@ -20,7 +20,7 @@ from bench.loadgen.assignor import (
 from bench.loadgen.histogram import Histogram, bucket_bounds, bucket_of
 from bench.loadgen.member import Member, MemberListener, Next, State
 from bench.loadgen.ownership import OwnershipTracker
-from bench.loadgen.runtime import HeartbeatWheel
+from bench.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 
@@ -280,3 +280,76 @@ def test_report_ratio_says_how_much_better_kcoord_is() -> None:
     assert report.ratio(0, 0, higher_is_better=False) == "equal"
     assert report.ratio(0, 13, higher_is_better=False) == "∞"  # kcoord needed none, the peer some
     assert report.ratio(None, 1.0, higher_is_better=True) == "n/a"
+
+
+# -- connection shapes (issue #17) -----------------------------------------------------------------
+
+
+def test_per_member_runtime_gives_members_no_shared_connection() -> None:
+    async def run() -> None:
+        from bench.loadgen.conn import Stats
+
+        per_member = Runtime(("127.0.0.1", 1), Stats(), None)
+        assert per_member.per_member and per_member.connections_n == 0
+        mem = per_member.attach(Member(0, "g", ["t"], {"t": 1}))
+        assert mem.conn is None  # opened by open_member_connections() or its first join
+        per_member.send_heartbeat(mem)  # not stable, no connection: nothing sent, nothing raised
+        assert per_member.connections() == []
+        assert shape(None) == "per-member" and shape(16) == 16
+
+    asyncio.run(run())
+
+
+def test_admission_is_fifo_and_whole_groups() -> None:
+    async def run() -> None:
+        adm = Admission(5)
+        await adm.acquire(4)
+        order: list[str] = []
+
+        async def group(name: str, k: int) -> None:
+            await adm.acquire(k)
+            order.append(name)
+
+        big = asyncio.ensure_future(group("big", 3))
+        small = asyncio.ensure_future(group("small", 1))  # would fit now, but waits behind "big" (FIFO)
+        await asyncio.sleep(0)
+        assert order == [] and adm.free == 1
+        adm.release(2)  # 3 free: "big" goes, "small" still waits for the fourth
+        await asyncio.sleep(0)
+        assert order == ["big"] and adm.free == 0
+        adm.release(1)
+        await asyncio.gather(big, small)
+        assert order == ["big", "small"] and adm.free == 0
+        with pytest.raises(ValueError):
+            await adm.acquire(6)
+
+    asyncio.run(run())
+
+
+def test_run_all_plan_defaults_to_one_connection_per_member() -> None:
+    from bench import run_all
+
+    runs = run_all.plan(full=True, budget=19_800)
+    shared = [r for r in runs if "--connections" in r.args]
+    # only the old-shape twin of the 100-committer storm, and the sizes that cannot have one connection each
+    assert {r.title.split(" (")[0].split(",")[0] for r in shared} >= {"commit storm 100 committers"}
+    assert all("shared connections" in r.title for r in shared)
+    assert all(int(r.args[r.args.index("--members") + 1]) > 19_800 for r in shared if "--members" in r.args and "old shape" not in r.title)
+    per_member = [r for r in runs if r.scenario == "commit-storm" and "--connections" not in r.args]
+    assert [r.args[r.args.index("--committers") + 1] for r in per_member] == ["100", "1000", "2000"]
+    runs = run_all.plan(full=False, budget=19_800)
+    run_all.shared_everywhere(runs, 16)
+    assert all(r.args.count("--connections") == 1 for r in runs)
+
+
+def test_run_all_commit_target_ignores_the_shared_shape() -> None:
+    from bench import run_all
+
+    def storm(connections: Any, rate: float) -> run_all.Run:
+        run = run_all.Run("commit-storm", "t", [])
+        run.results["kcoord"] = {"commits_per_s": rate, "params": {"committers": 100, "connections": connections, "storage": "kafka"}}
+        return run
+
+    lines = run_all.targets([storm("per-member", 15_500.0), storm(16, 21_000.0)])
+    row = next(line for line in lines if "durable commits" in line)
+    assert "15,500/s" in row and "21,000" not in row
