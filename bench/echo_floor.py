@@ -99,7 +99,8 @@ def main() -> int:
     server = procs.Child("echo", [sys.executable, "-m", "bench.echo_floor", "--serve", str(port)], 0).start()
     try:
         server.wait_for_port(port, 20)
-        os.sched_setaffinity(0, {1})
+        if (os.cpu_count() or 1) > 1:
+            os.sched_setaffinity(0, {1})  # the clients on CPU 1, as the load generator is
         before = cpu_seconds(server.pid)
         started = time.monotonic()
         count = uvloop.run(clients(port, args.connections, args.duration))
