@@ -55,7 +55,7 @@ def run_storm(label: str, bootstrap: str, pid: int, args: argparse.Namespace) ->
         svg = Path(tempfile.gettempdir()) / f"py-spy-{label}-{int(time.time())}.txt"
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(svg),
-                                "--rate", "200", "--nonblocking", *(["--native"] if args.native else [])], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                                "--rate", "200", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         print(f"     py-spy -> {svg}", flush=True)
     load = os.getloadavg()[0]
     proc = subprocess.run(cmd, cwd=procs.REPO, capture_output=True, text=True, timeout=args.timeout)
@@ -86,7 +86,6 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--profile", choices=["base", "new"], default=None)
-    ap.add_argument("--native", action="store_true", help="py-spy --native: C frames (uvloop, the codec) too")
     ap.add_argument("--only", choices=["base", "new"], default=None, help="run one build only")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
