@@ -185,7 +185,48 @@ def commit_frames(h: Harness, groups: dict[str, list[tuple[str, int]]], count: i
     return out
 
 
+async def run_connections(scenario: str, args: argparse.Namespace, profile: bool) -> float:
+    """``--connections N``: N client connections with one request in flight each, as a storm of
+    committers with a connection each offers them (issue #17): every loop iteration each connection
+    reads one frame, and the answers go out one write per connection."""
+    h = Harness(args.shards)
+    await h.start()
+    groups = {f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size) for g in range(args.groups)}
+    make = heartbeat_frames if scenario == "heartbeat" else commit_frames
+    batch_frames = make(h, groups, args.requests)
+    conns = []
+    for _ in range(args.connections):
+        transport = FakeTransport()
+        conn = ClientConnection(Listener(h.app, None))
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conns.append((conn, transport))
+    rounds = [batch_frames[i : i + len(conns)] for i in range(0, len(batch_frames), len(conns))]
+    tune_gc_for_serving()
+    best = float("inf")
+    prof = cProfile.Profile() if profile else None
+    for _ in range(args.repeat):
+        started = time.process_time()
+        if prof:
+            prof.enable()
+        for frames_of_round in rounds:
+            for (conn, _), frame in zip(conns, frames_of_round, strict=False):
+                conn.data_received(frame)
+            while any(conn._slots for conn, _ in conns):  # every answer written before the next request
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        if prof:
+            prof.disable()
+        best = min(best, time.process_time() - started)
+        answers = sum(len(split_responses(t.take())) for _, t in conns)
+        assert answers == len(batch_frames), (answers, len(batch_frames))
+    if prof:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(int(os.environ.get("KCOORD_PROFILE_ROWS", "30")))
+    return best / len(batch_frames) * 1e6
+
+
 async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
+    if args.connections:
+        return await run_connections(scenario, args, profile)
     h = Harness(args.shards)
     await h.start()
     groups = {f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size) for g in range(args.groups)}
@@ -226,6 +267,8 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=32, help="frames per data_received call")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--connections", type=int, default=0,
+                   help="N connections with one request in flight each, one frame per read (0: one connection, --batch per read)")
     p.add_argument("--only", choices=["heartbeat", "commit"], default=None)
     p.add_argument("--profile", choices=["heartbeat", "commit"], default=None)
     args = p.parse_args()
@@ -241,7 +284,8 @@ def main() -> None:
         return
     for scenario in [args.only] if args.only else ["heartbeat", "commit"]:
         us = asyncio.run(run(scenario, args, False))
-        print(f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {args.batch} per read, best of {args.repeat})")
+        shape = f"{args.connections} connections, 1 in flight each" if args.connections else f"{args.batch} per read"
+        print(f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {shape}, best of {args.repeat})")
 
 
 if __name__ == "__main__":

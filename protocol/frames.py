@@ -270,10 +270,17 @@ def response_header_flexible(api_key: int, api_version: int) -> bool:
     return cls is not None and api_version in cls.SCHEMA.flexible
 
 
+# (api key, version) -> whether its response header is flexible: asked for every response sent.
+_RESPONSE_HEADER_FLEXIBLE: dict[tuple[int, int], bool] = {}
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Message) -> bytes:
     """A complete response frame, size prefix included."""
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))  # size is patched in below
-    if response_header_flexible(api_key, api_version):
+    flexible = _RESPONSE_HEADER_FLEXIBLE.get((api_key, api_version))
+    if flexible is None:  # once per (api key, version) kcoord answers: a bounded set
+        flexible = _RESPONSE_HEADER_FLEXIBLE[(api_key, api_version)] = response_header_flexible(api_key, api_version)
+    if flexible:
         out.append(0)  # no tagged fields in the header
     response.encode_into(out, api_version)
     _SIZE.pack_into(out, 0, len(out) - 4)

@@ -22,6 +22,7 @@ addition is a tagged field of kcoord's own in ConsumerGroupCurrentMemberAssignme
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,7 +225,48 @@ def encode_value(value: Any | None) -> bytes | None:
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
-    return encode_key(record.key), encode_value(record.value)
+    key = record.key
+    if type(key) is OffsetCommitKey:  # nearly every record written: the offset commit's own encoder
+        pair = _offset_commit_pair(key, record.value)
+        if pair is not None:
+            return pair
+    return encode_key(key), encode_value(record.value)
+
+
+_OFFSET_KEY_HEAD = struct.Struct(">hh")  # record type, group length
+_OFFSET_VALUE_V3_HEAD = struct.Struct(">hqih")  # value version, offset, leader epoch, metadata length
+_INT64 = struct.Struct(">q")
+_MAX_INT16_STRING = 0x7FFF
+
+
+def _offset_commit_pair(key: OffsetCommitKey, value: Any | None) -> tuple[bytes, bytes | None] | None:
+    """An offset commit record (key v0, value v3 or a tombstone) by hand: the generic encoders
+    build it in about 2.3 µs, this in under 1 (issue #17: a record per commit). The same bytes
+    (``tests/unit/test_records_fast_path.py``); None for anything it does not cover (a v1 value
+    with an expire timestamp, a None or too long string), which the generic encoders handle,
+    refusals included."""
+    group, topic, metadata = key.group, key.topic, None
+    if type(group) is not str or type(topic) is not str:
+        return None
+    if value is not None:
+        metadata = value.metadata
+        if value.expire_timestamp != -1 or type(metadata) is not str:
+            return None
+    g = group.encode("utf-8")
+    t = topic.encode("utf-8")
+    if len(g) > _MAX_INT16_STRING or len(t) > _MAX_INT16_STRING:
+        return None
+    try:
+        key_bytes = _OFFSET_KEY_HEAD.pack(OFFSET_COMMIT_TYPE, len(g)) + g + INT16.pack(len(t)) + t + INT32.pack(key.partition)
+        if value is None:
+            return key_bytes, None
+        md = metadata.encode("utf-8")  # type: ignore[union-attr]  # checked to be a str above
+        if len(md) > _MAX_INT16_STRING:
+            return None
+        head = _OFFSET_VALUE_V3_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md))
+        return key_bytes, head + md + _INT64.pack(value.commit_timestamp)
+    except struct.error:  # a number out of its field's range: the generic encoder's CodecError
+        return None
 
 
 def _utf8_len(s: str | None) -> int:

@@ -231,7 +231,7 @@ class OffsetManager:
         config: GroupConfig,
         now_ms: NowMs,
         find_group: Callable[[str], ClassicGroup | None],
-        committed: Callable[[ClassicGroup, str], None],
+        committed: Callable[[ClassicGroup, str, int], None],
         log: logging.Logger,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         *,
@@ -245,7 +245,7 @@ class OffsetManager:
         self.max_record_bytes = max_record_bytes  # the largest record the shard's log takes
         self.now_ms = now_ms
         self._find_group = find_group
-        self._committed = committed  # told of every valid commit: (group, member id)
+        self._committed = committed  # told of every valid commit: (group, member id, commit time)
         self._find_consumer_group = find_consumer_group
         self._resolve_topic_id = resolve_topic_id
         self.consumer_fencing = OffsetCommitFencing(config.consumer_offset_commit_fencing)
@@ -255,17 +255,18 @@ class OffsetManager:
 
     # -- OffsetCommit -------------------------------------------------------------------------------
     def commit(self, ctx: RequestContext, req: m.OffsetCommitRequest, out: Result) -> None:
-        consumer_group = self._find_consumer_group(req.group_id) if req.group_id is not None else None
+        group_id = req.group_id
+        now = self.now_ms()  # one clock read: the commit timestamp, and its member's new session deadline
+        consumer_group = self._find_consumer_group(group_id) if group_id is not None else None
         if consumer_group is not None:
             error = self._validate_consumer_group_commit(
                 consumer_group, req.member_id, req.group_instance_id, req.generation_id_or_member_epoch,
                 req.topics, is_transactional=False, api_version=ctx.api_version,
             )  # fmt: skip
         else:
-            group = self._find_group(req.group_id) if req.group_id is not None else None
-            error = self._validate_commit(ctx, req, group)
-        R = m.OffsetCommitResponse
-        if error != ErrorCode.NONE:
+            group = self._find_group(group_id) if group_id is not None else None
+            error = self._validate_commit(ctx, req, group, now)
+        if error:  # ErrorCode.NONE is 0
             if req.group_id is not None:
                 if error == ErrorCode.FENCED_INSTANCE_ID:
                     self.log.info(
@@ -275,7 +276,6 @@ class OffsetManager:
                 ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
             out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(error)))
             return
-        now = self.now_ms()
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
         expire = NO_EXPIRE_TIMESTAMP if retention == DEFAULT_RETENTION_TIME else now + retention
         first_record = len(out.records)
@@ -284,6 +284,7 @@ class OffsetManager:
             self._refuse_oversized_commit(ApiKey.OFFSET_COMMIT, ctx, req, out)
             return
         out.emit(ev.OffsetsCommitted(req.group_id or "", len(out.records) - first_record))
+        R = m.OffsetCommitResponse
         out.reply(ctx, R(topics=[
             R.OffsetCommitResponseTopic(name=name, partitions=[
                 R.OffsetCommitResponsePartition(partition_index=p, error_code=int(code)) for p, code in parts
@@ -387,7 +388,7 @@ class OffsetManager:
         out.reply(ctx, error_response(api_key, ctx.api_version, req, int(ErrorCode.UNKNOWN_SERVER_ERROR)))
 
     def _validate_commit(
-        self, ctx: RequestContext, req: m.OffsetCommitRequest, group: ClassicGroup | None
+        self, ctx: RequestContext, req: m.OffsetCommitRequest, group: ClassicGroup | None, now_ms: int
     ) -> ErrorCode:
         """Kafka's ``OffsetMetadataManager.validateOffsetCommit``: a commit with no group id is
         invalid; one for an unknown group is a "simple" commit when it carries no generation
@@ -400,8 +401,8 @@ class OffsetManager:
                 return ErrorCode.NONE
             return ErrorCode.GROUP_ID_NOT_FOUND if ctx.api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
         error = group.validate_offset_commit(req.member_id, req.group_instance_id, generation)
-        if error == ErrorCode.NONE:
-            self._committed(group, req.member_id)
+        if not error:
+            self._committed(group, req.member_id, now_ms)
         return error
 
     # -- transactions ---------------------------------------------------------------------------------

@@ -165,6 +165,7 @@ class ClientConnection(asyncio.Protocol):
         # or per loop iteration (answers that waited for the log arrive many per tick): a write
         # is a syscall, and one per response was a tenth of kcoord's CPU in a commit storm.
         self._out: list[bytes] = []
+        self._writes = self.app.writes  # one write callback per loop iteration for all connections (writes.py)
         self._dispatching = False
         self._write_scheduled = False
         # While a commit waits for a topic lookup, this connection's later group requests wait
@@ -653,7 +654,7 @@ class ClientConnection(asyncio.Protocol):
             self._active = now
             if not self._dispatching and not self._write_scheduled:
                 self._write_scheduled = True
-                asyncio.get_running_loop().call_soon(self._write_out)
+                self._writes.write_soon(self)
         if self._pause_reasons & _INFLIGHT and len(slots) <= self._max_inflight // 2:
             self._resume(_INFLIGHT)
 

@@ -35,6 +35,7 @@ from kcoord.storage.memory import MemoryStorage
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
+from .writes import WriteCoalescer
 
 log = logging.getLogger("kcoord.server")
 
@@ -107,6 +108,7 @@ class App:
         self._output_holders: set[ClientConnection] = set()
         self._output_over = False
         self._output_paused: set[ClientConnection] = set()
+        self.writes = WriteCoalescer()
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
@@ -37,7 +38,8 @@ _API_NAMES = {**_kafka_api_names(), **{k.value: k.name.lower() for k in ApiKey}}
 # kcoord owns its process: the *_created series only double every counter in the exposition.
 disable_created_metrics()
 _FENCING = frozenset(getattr(ErrorCode, n) for n in FENCING_ERRORS if hasattr(ErrorCode, n))
-_COMMIT_APIS = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT)
+_COMMIT_APIS = frozenset((int(ApiKey.OFFSET_COMMIT), int(ApiKey.TXN_OFFSET_COMMIT)))
+_LEAVE_GROUP = int(ApiKey.LEAVE_GROUP)
 # Protocol types are chosen by clients; the label keeps the well-known ones and folds the rest.
 KNOWN_PROTOCOL_TYPES = frozenset({"consumer", "connect", "sr"})
 # Why kcoord closed a connection on its own: connections.max.idle.ms, request.receive.timeout.ms,
@@ -68,11 +70,6 @@ def _bounded(value: str, vocabulary: Iterable[str]) -> str:
     return value if value in vocabulary else "other"
 
 
-def _error_code(response: Message) -> int:
-    code = getattr(response, "error_code", 0)
-    return code if isinstance(code, int) else 0
-
-
 def _nested_errors(api_key: int, response: Message) -> Iterator[int]:
     """Per-partition / per-member error codes of the responses that carry them."""
     if api_key in _COMMIT_APIS:
@@ -94,6 +91,11 @@ class Metrics:
         # labelled children take a lock and several calls per increment, which was a tenth of a
         # heartbeat's CPU. These hooks run on the event loop only, so plain ints are safe.
         self.tally = RequestTally()
+        # The tallies themselves, one attribute load each on the hot path.
+        self._requests = self.tally.requests
+        self._responses = self.tally.responses
+        self._commits = self.tally.commits
+        self._latency = self.tally.latency
         r.register(RequestTallyCollector(self.tally))
         self.fenced = Counter(
             "kcoord_fenced_requests", "Requests refused because the member is fenced, by API and error",
@@ -152,34 +154,34 @@ class Metrics:
         self.groups_deleted = Counter("kcoord_groups_deleted", "Groups deleted, by reason", ["reason"], registry=r)
 
     # -- connection hooks ---------------------------------------------------------------------------
+    # Every request pays these three: one tally update each (defaultdicts, no get-then-set), the
+    # nested per-partition walk only for commits and leaves, labels only at scrape time.
     def request_received(self, api_key: int, version: int) -> None:
-        requests = self.tally.requests
-        key = (api_key, version)
-        requests[key] = requests.get(key, 0) + 1
+        self._requests[(api_key, version)] += 1
 
     def response_sent(self, api_key: int, version: int, response: Message) -> None:
-        code = _error_code(response)
-        responses = self.tally.responses
-        key = (api_key, version, code)
-        responses[key] = responses.get(key, 0) + 1
-        if api_key not in _COMMIT_APIS and api_key != ApiKey.LEAVE_GROUP and code not in _FENCING:
-            return  # the common case (heartbeats, joins, syncs): nothing nested to count
+        code = getattr(response, "error_code", 0)
+        if not isinstance(code, int):
+            code = 0
+        self._responses[(api_key, version, code)] += 1
         fenced = code if code in _FENCING else 0
         if api_key in _COMMIT_APIS:
-            commits = self.tally.commits
-            for partition_code in _nested_errors(api_key, response):
-                commits[(api_key, partition_code)] = commits.get((api_key, partition_code), 0) + 1
-                if not fenced and partition_code in _FENCING:
-                    fenced = partition_code
-        elif api_key == ApiKey.LEAVE_GROUP and not fenced:
+            commits = self._commits
+            for topic in getattr(response, "topics", None) or ():
+                for partition in topic.partitions:
+                    partition_code = partition.error_code
+                    commits[(api_key, partition_code)] += 1
+                    if partition_code and not fenced and partition_code in _FENCING:
+                        fenced = partition_code
+        elif api_key == _LEAVE_GROUP and not fenced:
             fenced = next((c for c in _nested_errors(api_key, response) if c in _FENCING), 0)
         if fenced:
             self.fenced.labels(api_name(api_key), error_name(fenced)).inc()
 
     def request_done(self, api_key: int, seconds: float) -> None:
-        latency = self.tally.latency.get(api_key)
+        latency = self._latency.get(api_key)
         if latency is None:
-            latency = self.tally.latency[api_key] = [0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
+            latency = self._latency[api_key] = [0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
         latency[0] += seconds
         latency[1 + bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
@@ -238,9 +240,9 @@ class RequestTally:
     __slots__ = ("requests", "responses", "commits", "latency")
 
     def __init__(self) -> None:
-        self.requests: dict[tuple[int, int], int] = {}  # (api key, version)
-        self.responses: dict[tuple[int, int, int], int] = {}  # (api key, version, error code)
-        self.commits: dict[tuple[int, int], int] = {}  # (api key, partition error code)
+        self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, version)
+        self.responses: defaultdict[tuple[int, int, int], int] = defaultdict(int)  # (api key, version, error code)
+        self.commits: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, partition error code)
         # api key -> [sum of seconds, count per bucket..., count above the last bucket]
         self.latency: dict[int, list[Any]] = {}
 

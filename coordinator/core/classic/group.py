@@ -168,19 +168,27 @@ class ClassicGroup:
         "simple" commits (generation -1, no member) only to an Empty group. A transactional commit
         naming no member is accepted in any state (old TxnOffsetCommit versions name none), and is
         not held back while the group completes a rebalance."""
-        if self.is_in(ClassicGroupState.DEAD):
+        # Every offset commit comes through here: plain attribute and identity checks, and
+        # validate_member's rules inlined, rather than a call per rule.
+        state = self.state
+        if state is ClassicGroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and self.is_empty:
+        if generation < 0 and state is ClassicGroupState.EMPTY:
             return ErrorCode.NONE
         if generation >= 0 or member_id or instance_id is not None:
-            error = self.validate_member(member_id, instance_id)
-            if error is not None:
-                return error
+            if instance_id is not None:
+                current = self.static_members.get(instance_id)
+                if current is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if current != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in self.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if generation != self.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not is_transactional and not self.is_empty:
+        elif not is_transactional and state is not ClassicGroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not is_transactional and self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+        if not is_transactional and state is ClassicGroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 

@@ -55,7 +55,11 @@ S = ClassicGroupState
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("classic-heartbeat", group_id, member_id)
+    return ("classic-heartbeat", group_id, member_id)  # offsets_committed builds it inline too
+
+
+# The states in which a valid offset commit keeps its member's session alive (Kafka's commitOffset).
+_SESSION_KEPT_BY_COMMITS = frozenset((ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE))
 
 
 def join_key(group_id: str) -> tuple[str, str]:
@@ -815,12 +819,16 @@ class ClassicGroupManager:
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
             self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
 
-    def offsets_committed(self, group: ClassicGroup, member_id: str) -> None:
+    def offsets_committed(self, group: ClassicGroup, member_id: str, now_ms: int) -> None:
         """A valid offset commit from a member keeps its session alive while the group is Stable or
-        rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not)."""
+        rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not). ``now_ms``: the
+        commit's own timestamp (one clock read per commit). The live session moves on with a
+        ``push_back`` (a dict store); only a member with no session timer schedules one."""
         member = group.members.get(member_id)
-        if member is not None and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
-            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+        if member is not None and group.state in _SESSION_KEPT_BY_COMMITS:
+            deadline = now_ms + member.session_timeout_ms
+            if not self.timers.push_back(("classic-heartbeat", group.group_id, member_id), deadline):
+                self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
         group = self.groups.get(group_id)

@@ -1,0 +1,46 @@
+"""One callback per loop iteration writes the answers of every connection that has some.
+
+Answers that waited for the log come out of a shard's flush many at a time, each for another
+connection when every client has its own (issue #17: 1,000 committers, one connection each). A
+``call_soon`` per connection was a handle allocated, queued and run for every answer; here the
+first connection with output in an iteration schedules the one callback, the others only join
+its list, and each connection is still written with one ``transport.write`` of everything it has,
+in request order (the connection keeps its own output in order; this only decides *when*).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+log = logging.getLogger("kcoord.connection")
+
+
+class Writer(Protocol):
+    def _write_out(self) -> None: ...
+
+
+class WriteCoalescer:
+    __slots__ = ("_pending", "_scheduled")
+
+    def __init__(self) -> None:
+        self._pending: list[Writer] = []
+        self._scheduled = False
+
+    def write_soon(self, writer: Writer) -> None:
+        """Write ``writer``'s output later in this loop iteration (the caller asks once per
+        iteration: its own flag says whether it is already in the list)."""
+        self._pending.append(writer)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._write_all)
+
+    def _write_all(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        for writer in pending:
+            try:
+                writer._write_out()
+            except Exception:  # one connection's failure must not cost the others their answers
+                log.exception("writing a connection's answers failed")
