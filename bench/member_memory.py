@@ -45,12 +45,15 @@ import sys
 import time
 import tracemalloc
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from kcoord.coordinator.core.consumer.member import MemberState
+from kcoord.coordinator.net.server import App
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from kcoord.storage.memory import MemoryStorage
 
 from .consumer_groups import ConsumerHarness
 
@@ -71,6 +74,13 @@ class MemoryBench(ConsumerHarness):
     """The consumer harness, with a log the bench empties as it goes (the records are the cluster's)."""
 
     log_bytes = 0
+
+    def __init__(self, shards: int) -> None:
+        super().__init__(shards, assignment_interval_ms=0)
+        # The settle of 50,000 members under tracemalloc takes minutes of real time: no member may
+        # time out meanwhile (a KIP-848 session is the group's, 45 s by default).
+        group = replace(self.app.settings.group, consumer_session_timeout_ms=1_800_000)
+        self.app = App(replace(self.app.settings, group=group), storage=MemoryStorage())
 
     def drop_log(self) -> None:
         assert self.app.storage is not None
@@ -212,7 +222,7 @@ async def measure(
     groups = members // group_size
     if trace:
         tracemalloc.start(1)
-    h = MemoryBench(shards, assignment_interval_ms=0)
+    h = MemoryBench(shards)
     await h.start_with_topics(1, group_size * per_member)
     topic = "t0"
     gc.collect()
