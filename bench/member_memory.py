@@ -119,7 +119,7 @@ async def settle_classic(
 
     def join(g: int, i: int, member_id: str) -> m.JoinGroupRequest:
         return m.JoinGroupRequest(
-            group_id=f"group-{g}", session_timeout_ms=60_000, rebalance_timeout_ms=60_000, member_id=member_id,
+            group_id=f"group-{g}", session_timeout_ms=1_800_000, rebalance_timeout_ms=60_000, member_id=member_id,
             group_instance_id=f"group-{g}-i{i}" if static else None, protocol_type="consumer",
             protocols=[P(name="range", metadata=meta)],
         )  # fmt: skip
@@ -279,6 +279,9 @@ def main() -> None:
         "--top", type=int, default=0, help="print the N lines that allocated the most (tracemalloc)"
     )
     p.add_argument("--no-rss", action="store_true", help="only the tracemalloc run")
+    p.add_argument(
+        "--no-trace", action="store_true", help="only the RSS run (a traced 50k settle takes minutes)"
+    )
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -304,16 +307,19 @@ def main() -> None:
     for members in args.members:
         for config in args.only or CONFIGS:
             one = argparse.Namespace(**{**vars(args), "members": [members]})
-            row = run_config(config, one, trace=True)
-            if not args.no_rss:
-                rss = run_config(config, argparse.Namespace(**{**vars(one), "top": 0}), trace=False)
-                row.update(
-                    rss_bytes_per_member=rss["rss_bytes_per_member"], rss_growth_mb=rss["rss_growth_mb"]
-                )
+            if args.no_trace:
+                row = run_config(config, argparse.Namespace(**{**vars(one), "top": 0}), trace=False)
+            else:
+                row = run_config(config, one, trace=True)
+                if not args.no_rss:
+                    rss = run_config(config, argparse.Namespace(**{**vars(one), "top": 0}), trace=False)
+                    row.update(
+                        rss_bytes_per_member=rss["rss_bytes_per_member"], rss_growth_mb=rss["rss_growth_mb"]
+                    )
             rows.append(row)
             rss_cols = (f"{row['rss_bytes_per_member']:13,.0f} {row['rss_growth_mb']:8.1f} MB"
                         if "rss_bytes_per_member" in row else f"{'-':>13s} {'-':>11s}")  # fmt: skip
-            print(f"{config:18s} {row['members']:8,d} {row['traced_bytes_per_member']:16,.0f} {rss_cols} "
+            print(f"{config:18s} {row['members']:8,d} {row.get('traced_bytes_per_member', float('nan')):16,.0f} {rss_cols} "
                   f"{row['log_bytes_per_member']:13,.0f} {row['settle_s']:6.1f} s", flush=True)  # fmt: skip
             for line in row.get("top", []):
                 print("    " + line)
