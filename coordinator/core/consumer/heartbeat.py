@@ -698,6 +698,11 @@ class ConsumerGroupManager:
     # -- timers -------------------------------------------------------------------------------------
     def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
         """Kafka's ``scheduleConsumerGroupSessionTimeout``: re-armed by every heartbeat."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            # The timer lives as long as the member: it keeps the group's id object rather than
+            # the copy this request decoded, one per member.
+            group_id = group.group_id
         key = session_timeout_key(group_id, member_id)
         deadline = self.now_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms)
         if not self.timers.push_back(key, deadline):
