@@ -51,7 +51,7 @@ from kcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, PartitionEpochs
+from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, PartitionEpochs, shared
 
 # member id -> topic id -> partitions: what the assignor wants each member to own
 TargetAssignment = Mapping[uuid.UUID, frozenset[int]]
@@ -287,7 +287,10 @@ class ConsumerGroup:
             return
         partitions: dict[uuid.UUID, set[int]] = {}
         for topic in value.topic_partitions:
-            partitions.setdefault(topic.topic_id, set()).update(topic.partitions)
+            partitions.setdefault(shared(topic.topic_id), set()).update(topic.partitions)
+        member = self.members.get(member_id)
+        if member is not None:
+            member_id = member.member_id  # one copy of the id for the member and its target
         self.target_assignment[member_id] = {topic_id: frozenset(ps) for topic_id, ps in partitions.items()}
 
     def apply_regular_expression(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:

@@ -105,6 +105,21 @@ def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, str, str]
     return ("consumer-rebalance", group_id, member_id)
 
 
+class _SessionExpiry:
+    """A member's session timer payload: one small object per member for as long as it lives
+    (a closure over the same three values took about three times the memory)."""
+
+    __slots__ = ("manager", "group_id", "member_id")
+
+    def __init__(self, manager: ConsumerGroupManager, group_id: str, member_id: str) -> None:
+        self.manager = manager
+        self.group_id = group_id
+        self.member_id = member_id
+
+    def __call__(self, out: Result) -> None:
+        self.manager._on_session_timeout(self.group_id, self.member_id, out)
+
+
 class HeartbeatError(Exception):
     """The request is refused with this error code and message (Kafka's ApiException)."""
 
@@ -683,10 +698,15 @@ class ConsumerGroupManager:
     # -- timers -------------------------------------------------------------------------------------
     def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
         """Kafka's ``scheduleConsumerGroupSessionTimeout``: re-armed by every heartbeat."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            # The timer lives as long as the member: it keeps the group's id object rather than
+            # the copy this request decoded, one per member.
+            group_id = group.group_id
         key = session_timeout_key(group_id, member_id)
         deadline = self.now_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms)
         if not self.timers.push_back(key, deadline):
-            self.timers.schedule(key, deadline, lambda out: self._on_session_timeout(group_id, member_id, out))
+            self.timers.schedule(key, deadline, _SessionExpiry(self, group_id, member_id))
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int) -> None:
         """Kafka's ``scheduleConsumerGroupRebalanceTimeout``: the member must have revoked its

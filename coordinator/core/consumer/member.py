@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from kcoord.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -52,6 +53,28 @@ UNKNOWN_REVOCATION_EPOCH = -1
 
 # topic id -> partition -> the epoch the partition was assigned to the member at
 PartitionEpochs = Mapping[uuid.UUID, Mapping[int, int]]
+# What most members hold in partitions_pending_revocation: nothing. One read-only object for all.
+NO_PARTITIONS: PartitionEpochs = MappingProxyType({})
+
+_Shared = TypeVar("_Shared", bound=Hashable)
+# Equal immutable values many members carry (a subscription, a client id or host), one object each.
+# Only a cache: cleared when full, which costs sharing, never correctness.
+_shared_values: dict[Hashable, Any] = {}
+_SHARED_VALUES_MAX = 16_384
+
+
+def shared(value: _Shared) -> _Shared:
+    """The one object kept for values equal to ``value`` (``value`` itself the first time).
+
+    Tens of thousands of members of a few deployments subscribe to the same topics from the same
+    hosts with the same client id; each replayed record decodes its own copy of those values, and
+    sharing them is about a third of a member's memory."""
+    found = _shared_values.get(value)
+    if found is None or type(found) is not type(value):
+        if len(_shared_values) >= _SHARED_VALUES_MAX:
+            _shared_values.clear()
+        _shared_values[value] = found = value
+    return found
 
 
 class MemberState(IntEnum):
@@ -141,12 +164,12 @@ class ConsumerGroupMember:
         return replace(
             self,
             instance_id=value.instance_id,
-            rack_id=value.rack_id,
-            client_id=value.client_id,
-            client_host=value.client_host,
-            subscribed_topic_names=frozenset(value.subscribed_topic_names),
+            rack_id=None if value.rack_id is None else shared(value.rack_id),
+            client_id=shared(value.client_id),
+            client_host=shared(value.client_host),
+            subscribed_topic_names=shared(frozenset(value.subscribed_topic_names)),
             subscribed_topic_regex=value.subscribed_topic_regex,
-            server_assignor=value.server_assignor,
+            server_assignor=None if value.server_assignor is None else shared(value.server_assignor),
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             classic_member_metadata=None if classic is None else ClassicMemberMetadata(
                 session_timeout_ms=classic.session_timeout_ms,
@@ -286,13 +309,15 @@ def _plain(partitions: PartitionEpochs) -> dict[str, dict[int, int]]:
 
 def partition_epochs_from_record(
     topics: Sequence[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions], default_epoch: int, group_id: str = ""
-) -> dict[uuid.UUID, dict[int, int]]:
+) -> PartitionEpochs:
     """A record's partitions with their assignment epochs (Kafka's ``Utils.assignmentFromTopicPartitions``).
 
     A topic without ``AssignmentEpochs`` (a record from before KIP-1251) takes ``default_epoch``,
     the record's member epoch, for every partition, and never a negative one (a static member that
     left is at -2). A topic whose epochs do not match its partitions one to one is a broken record:
     Kafka logs it and falls back to the default for the whole topic, and so does kcoord."""
+    if not topics:
+        return NO_PARTITIONS
     fallback = max(default_epoch, 0)
     out: dict[uuid.UUID, dict[int, int]] = {}
     for topic in topics:
@@ -304,7 +329,7 @@ def partition_epochs_from_record(
                 group_id, len(epochs), len(topic.partitions), topic.topic_id, fallback,
             )  # fmt: skip
             epochs = None
-        by_partition = out.setdefault(topic.topic_id, {})
+        by_partition = out.setdefault(shared(topic.topic_id), {})
         if epochs is None:
             by_partition.update(dict.fromkeys(topic.partitions, fallback))
         else:
