@@ -33,13 +33,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import procs
-from bench.loadgen.procstat import cpu_seconds
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import encode_batch
 
 _SIZE = struct.Struct(">i")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def user_system_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all threads (bench/loadgen/procstat.py, split):
+    system time is the kernel's share, the syscalls a relay cannot avoid in Python or C."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
 PRODUCE_VERSION = 9  # flexible, below NodeEndpoints (v10): the plain relay path
 
 
@@ -90,8 +99,8 @@ class _Pipelined(asyncio.Protocol):
 
 
 async def _small_load(address: str, frame: bytes, connections: int, depth: int, warmup: float, seconds: float,
-                      pid: int | None) -> tuple[float, float]:
-    """(answers per second, server CPU µs per answer) over the measured window."""
+                      pid: int) -> tuple[float, float, float]:
+    """(answers per second, server CPU µs per answer, of which system) over the measured window."""
     host, port = address.rsplit(":", 1)
     counter = [0]
     loop = asyncio.get_running_loop()
@@ -100,14 +109,14 @@ async def _small_load(address: str, frame: bytes, connections: int, depth: int, 
         for _ in range(connections)
     ]
     await asyncio.sleep(warmup)
-    n0, c0, t0 = counter[0], cpu_seconds(pid) if pid else 0.0, time.perf_counter()
+    n0, (u0, s0), t0 = counter[0], user_system_seconds(pid), time.perf_counter()
     await asyncio.sleep(seconds)
-    n1, c1, t1 = counter[0], cpu_seconds(pid) if pid else 0.0, time.perf_counter()
+    n1, (u1, s1), t1 = counter[0], user_system_seconds(pid), time.perf_counter()
     for c in conns:
         assert c.transport is not None
         c.transport.close()
     answers = max(n1 - n0, 1)
-    return answers / (t1 - t0), (c1 - c0) * 1e6 / answers
+    return answers / (t1 - t0), (u1 - u0 + s1 - s0) * 1e6 / answers, (s1 - s0) * 1e6 / answers
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -175,7 +184,8 @@ def _consume(bootstrap: str, topic: str, count: int) -> float:
 class Target:
     name: str
     python: str | None  # None: direct to tansu
-    small: dict[str, tuple[float, float]] = field(default_factory=dict)  # shape -> (answers/s, µs per answer)
+    # shape -> (answers/s, µs per answer, of which system)
+    small: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     throughput: dict[str, tuple[float, float]] = field(default_factory=dict)  # size label -> (produce s, consume s)
 
 
@@ -208,11 +218,11 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
             try:
                 for shape in args.shapes.split(","):
                     connections, depth = (int(x) for x in shape.split("x"))
-                    rate, cpu = t.small[shape] = asyncio.run(
+                    rate, cpu, system = t.small[shape] = asyncio.run(
                         _small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
                     who = "tansu" if t.python is None else "kcoord"
-                    print(f"small {shape:6s} {t.name:8s} {rate:10.0f} answers/s  {who} CPU {cpu:6.1f} µs/answer",
-                          flush=True)
+                    print(f"small {shape:6s} {t.name:8s} {rate:10.0f} answers/s  {who} CPU {cpu:6.1f} µs/answer"
+                          f" (system {system:5.1f})", flush=True)
             finally:
                 if child is not None:
                     child.stop()
