@@ -239,11 +239,16 @@ def run_throughput(targets: list[Target], label: str, count: int, size: int) -> 
             bootstrap = upstream
             if t.python is not None:
                 child, bootstrap, _ = _start_kcoord(t.python, upstream)
+            pid = child.pid if child is not None else tansu.pid
+            c0 = sum(user_system_seconds(pid))
             produce_s = _produce(bootstrap, "tp", count, size)
+            c1 = sum(user_system_seconds(pid))
             consume_s = _consume(bootstrap, "tp", count)
+            c2 = sum(user_system_seconds(pid))
             t.throughput[label] = (produce_s, consume_s)
-            print(f"{label} {t.name:8s} produce {count / produce_s:10.0f} rec/s  consume {count / consume_s:10.0f} rec/s",
-                  flush=True)
+            who = "tansu" if t.python is None else "kcoord"
+            print(f"{label} {t.name:8s} produce {count / produce_s:10.0f} rec/s ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
+                  f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)", flush=True)
         finally:
             if child is not None:
                 child.stop()
