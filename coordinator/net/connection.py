@@ -786,7 +786,11 @@ class ClientConnection(asyncio.Protocol):
         endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
 
         def answered(raw: bytes | None) -> None:  # runs in the upstream connection's read: never raise
-            self._relay_answered(slot, raw, endpoints)
+            try:
+                self._relay_answered(slot, raw, endpoints)
+            except Exception as exc:  # a bug here must not break the upstream read for the answers behind it
+                log.exception("%s: cannot relay an answer", self.peer)
+                self._fail(slot, f"cannot relay an answer: {exc!r}")
 
         up = self._upstream
         try:
