@@ -106,6 +106,19 @@ class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
 
+def request_body_start(frame_bytes: bytes, flexible: bool) -> int:
+    """Where a request's body starts: past the client id (not decoded: a relay has no use for it)
+    and, when ``flexible``, the header's tagged fields. A truncated header raises CodecError."""
+    end = len(frame_bytes)
+    if end < 10:
+        raise CodecError("request header truncated before client id")
+    (n,) = _INT16.unpack_from(frame_bytes, 8)
+    pos = 10 + max(n, 0)
+    if pos > end:
+        raise CodecError("client id runs past end of frame")
+    return frames.skip_tagged_fields(frame_bytes, pos) if flexible else pos
+
+
 def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
     """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset.
 
@@ -146,7 +159,12 @@ class ClientConnection(asyncio.Protocol):
         self._frame_received = 0.0
         self._upstream: UpstreamConnection | None = None
         self._upstream_opening: asyncio.Future[None] | None = None
-        self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | None]] = []
+        # Frames waiting for the upstream connection to open, each with where its answer goes.
+        self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]] = []
+        # Relayed bytes, counted without a labels() lookup per frame.
+        upstream_bytes = getattr(self.app.metrics, "upstream_bytes_total", None)
+        self._bytes_out = upstream_bytes.labels("out") if upstream_bytes is not None else None
+        self._bytes_in = upstream_bytes.labels("in") if upstream_bytes is not None else None
         self._pause_reasons = 0
         self._backlog: list[bytes] | None = None  # frames read but not dispatched while paused
         self._continue_scheduled = False
@@ -250,6 +268,8 @@ class ClientConnection(asyncio.Protocol):
         finally:
             self._dispatching = False
             self._write_out()
+            if self._upstream is not None:
+                self._upstream.flush()  # the frames of this read go upstream in one write, now
         if rest and not self._closed:  # (that write may have closed it: over connection.output.max.bytes)
             self._backlog = rest
             if not self._pause_reasons:  # resumed by that write
@@ -355,8 +375,7 @@ class ClientConnection(asyncio.Protocol):
         elif api_key == ApiKey.DESCRIBE_CLUSTER:
             self._forward_and_rewrite(payload, api_key, version, cluster.rewrite_describe_cluster)
         elif api_key == ApiKey.PRODUCE:
-            header = frames.parse_request_header(payload, flexible=version >= 9)
-            acks, offset = produce_acks(payload, header.size, version)
+            acks, offset = produce_acks(payload, request_body_start(payload, flexible=version >= 9), version)
             if acks == 0:
                 # The client expects no response. Some brokers (tansu) answer acks=0 anyway, which
                 # would shift every later response on the paired connection; asking for acks=1 and
@@ -699,15 +718,23 @@ class ClientConnection(asyncio.Protocol):
         except (TimeoutError, OSError) as exc:
             outbox, self._outbox = self._outbox, []
             for _, _, proxy in outbox:
-                if proxy is not None and not proxy.done():
+                if proxy is None:
+                    continue
+                if not isinstance(proxy, asyncio.Future):
+                    proxy(None)
+                elif not proxy.done():
                     proxy.set_exception(UpstreamClosed(f"upstream {address[0]}:{address[1]} unreachable: {exc}"))
             return
         finally:
             self._upstream_opening = None
         conn.on_close.append(self._upstream_lost)
+        conn.after_read = self._write_out  # the answers of one upstream read go out in one write, now
         self._upstream = conn
         outbox, self._outbox = self._outbox, []
         for framed, expect_response, proxy in outbox:
+            if proxy is not None and not isinstance(proxy, asyncio.Future):
+                conn.send_cb(framed, proxy)
+                continue
             fut = conn.send(framed, expect_response)
             if proxy is not None and fut is not None:
                 _chain(fut, proxy)
@@ -730,7 +757,10 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         """Relay a frame. ``api``: (key, version) of a Produce or Fetch, whose answer may carry
         KIP-951 leader endpoints that must be rewritten before the client sees them. ``observe``:
-        called with the answer's payload before it is relayed unchanged."""
+        called with the answer's payload before it is relayed unchanged (never with ``api``)."""
+        if reply and observe is None:
+            self._relay(payload, api)
+            return
         try:
             fut = self._send_upstream(frames.frame(payload), expect_response)
         except UpstreamClosed as exc:
@@ -744,31 +774,64 @@ class ClientConnection(asyncio.Protocol):
             fut.add_done_callback(_discard)
             return
         slot = self._new_slot()
-        if api is None or api[1] < NODE_ENDPOINTS_SINCE[api[0]]:
-            fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
-        else:
-            api_key, version = api
-            fut.add_done_callback(lambda f: self._relay_checking_endpoints(slot, f, api_key, version))
+        fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
 
-    def _relay_checking_endpoints(self, slot: _Slot, fut: Any, api_key: int, version: int) -> None:
-        """Relay a Produce/Fetch answer as it came unless it names a leader by address."""
-        if fut.cancelled() or fut.exception() is not None:
-            self._passthrough_done(slot, fut)
-            return
-        raw = fut.result()
+    def _relay(self, payload: bytes, api: tuple[int, int] | None) -> None:
+        """The plain pass-through (most frames): the answer comes back through a callback run
+        inside the upstream connection's read, so every answer of one read is written to the
+        client in one write, with no future or loop iteration per frame."""
+        framed = frames.frame(payload)
+        if self._bytes_out is not None:
+            self._bytes_out.inc(len(framed))
+        slot = self._new_slot()
+        endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
+
+        def answered(raw: bytes | None) -> None:  # runs in the upstream connection's read: never raise
+            try:
+                self._relay_answered(slot, raw, endpoints)
+            except Exception as exc:  # a bug here must not break the upstream read for the answers behind it
+                log.exception("%s: cannot relay an answer", self.peer)
+                self._fail(slot, f"cannot relay an answer: {exc!r}")
+
+        up = self._upstream
         try:
-            rewrite = carries_node_endpoints(api_key, version, raw)
-        except CodecError as exc:
-            # The client cannot parse it either; it is not ours to repair, but it is worth a line.
-            log.warning("%s: upstream api %d v%d response is malformed (%s); relayed as is",
-                        self.peer, api_key, version, exc)
-            rewrite = False
-        if not rewrite:
-            self._passthrough_done(slot, fut)
+            if up is not None and not up.closed and not self._outbox:
+                up.send_cb(framed, answered)
+                return
+            if up is not None and up.closed:
+                raise UpstreamClosed(f"upstream {up.address[0]}:{up.address[1]} is closed")
+        except UpstreamClosed as exc:
+            self.close_with(str(exc))
             return
-        self.app.metrics.upstream_bytes("in", len(raw) + 4)
-        task = asyncio.ensure_future(self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
-        task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
+        self._outbox.append((framed, True, answered))
+        if self._upstream_opening is None:
+            self._upstream_opening = asyncio.ensure_future(self._open_upstream())
+
+    def _relay_answered(self, slot: _Slot, raw: bytes | None, endpoints: tuple[int, int] | None) -> None:
+        """Fill ``slot`` with a relayed answer; a Produce/Fetch answer naming a leader by address is
+        rewritten first (``endpoints``: its api key and version, when it may carry them)."""
+        if raw is None:
+            self.app.metrics.upstream_error()
+            self._fail(slot, "request failed: the upstream connection closed before answering")
+            return
+        if endpoints is not None:
+            api_key, version = endpoints
+            try:
+                rewrite = carries_node_endpoints(api_key, version, raw)
+            except CodecError as exc:
+                log.warning("%s: upstream api %d v%d response is malformed (%s); relayed as is",
+                            self.peer, api_key, version, exc)
+                rewrite = False
+            if rewrite:
+                if self._bytes_in is not None:
+                    self._bytes_in.inc(len(raw) + 4)
+                task = asyncio.ensure_future(
+                    self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
+                task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
+                return
+        if self._bytes_in is not None:
+            self._bytes_in.inc(len(raw) + 4)
+        self._fill(slot, frames.frame(raw))
 
     @staticmethod
     async def _rewritten(raw: bytes, api_key: int, version: int, rewrite: Any) -> bytes:

@@ -224,3 +224,23 @@ def test_tag_section_never_reads_past_the_frame(garbage: bytes, version: int) ->
     except CodecError:
         return
     assert end is not None and 0 <= end <= len(garbage)
+
+
+@pytest.mark.parametrize("api_key,version", [(ApiKey.FETCH, 16), (ApiKey.FETCH, 17), (ApiKey.PRODUCE, 10)])
+def test_an_empty_node_endpoints_field_needs_no_rewrite(api_key: int, version: int) -> None:
+    """tansu sends NodeEndpoints on every Fetch v16+ answer, usually empty: relayed as it came."""
+    resp = m.FetchResponse(responses=[]) if api_key == ApiKey.FETCH else m.ProduceResponse(responses=[])
+    raw = frames.encode_response(api_key, version, 5, resp)[4:]
+    assert raw.endswith(b"\x00")  # no tagged fields
+    with_empty = raw[:-1] + b"\x01\x00\x01\x01"  # one tag: 0 (NodeEndpoints), 1 byte, an empty array
+    assert frames.decode_response(api_key, version, with_empty)[1].node_endpoints == []
+    assert carries_node_endpoints(api_key, version, with_empty) is False
+    with_one = frames.encode_response(api_key, version, 5, _with_one_endpoint(resp))[4:]
+    assert carries_node_endpoints(api_key, version, with_one) is True
+
+
+def _with_one_endpoint(resp: Any) -> Any:
+    cls = type(resp)
+    E = cls.NodeEndpoint
+    resp.node_endpoints = [E(node_id=1, host="h", port=9092, rack=None)]
+    return resp
