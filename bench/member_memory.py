@@ -44,7 +44,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -56,6 +55,7 @@ from kcoord.protocol.messages import ApiKey
 from kcoord.storage.memory import MemoryStorage
 
 from .consumer_groups import ConsumerHarness
+from .consumer_groups import Member as ConsumerBenchMember
 
 HB = m.ConsumerGroupHeartbeatRequest
 CHUNK = 5_000  # requests per exchange: bounds the bench's own frames and answers in memory
@@ -156,21 +156,15 @@ async def settle_classic(
 
 
 # -- consumer (KIP-848) -----------------------------------------------------------------------------
-class Member:
-    __slots__ = ("group_id", "member_id", "instance_id", "epoch", "owned")
+class Member(ConsumerBenchMember):
+    """A bench member that also knows its group and, when static, its instance id."""
+
+    __slots__ = ("group_id", "instance_id")
 
     def __init__(self, group_id: str, instance_id: str | None) -> None:
+        super().__init__()
         self.group_id = group_id
-        self.member_id = str(uuid.uuid4())
         self.instance_id = instance_id
-        self.epoch = 0
-        self.owned: dict[uuid.UUID, list[int]] = {}
-
-    def take(self, r: m.ConsumerGroupHeartbeatResponse) -> None:
-        assert r.error_code == 0, (r.error_code, r.error_message)
-        self.epoch = r.member_epoch
-        if r.assignment is not None:
-            self.owned = {tp.topic_id: list(tp.partitions) for tp in r.assignment.topic_partitions}
 
 
 async def settle_consumer(h: MemoryBench, groups: int, size: int, static: bool, topic: str) -> int:
