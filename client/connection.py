@@ -245,9 +245,7 @@ class Connection(asyncio.Protocol):
         if self._closing or self._lost is not None:
             raise self._closed_error()
         self._pending.append((_UNCHECKED, -1, None, 0, 0.0, callback))
-        if not self._wbuf:
-            self._loop.call_soon(self._write_out)
-        self._wbuf.append(framed)
+        self._write(framed)
 
     # The three senders below are the load generator's per-request path: checks and calls inlined.
     def _queue(self, request: Message, version: int, decode: bool, target: Any) -> None:

@@ -62,14 +62,7 @@ class TimerQueue:
         live = self._live.get(key)
         if live is None:
             return False
-        # ``schedule`` inlined for the hot case (every heartbeat and commit of a classic member):
-        # moving a deadline later, or to the same time, is a store; earlier arms a new entry.
-        seq = next(self._seq)
-        self._live[key] = (deadline_ms, seq, live[2])
-        armed = self._armed.get(key)
-        if armed is None or deadline_ms < armed[0]:
-            self._armed[key] = (deadline_ms, seq)
-            heapq.heappush(self._heap, (deadline_ms, seq, key))
+        self.schedule(key, deadline_ms, live[2])
         return True
 
     def cancel(self, key: Hashable) -> bool:

@@ -70,15 +70,10 @@ def _bounded(value: str, vocabulary: Iterable[str]) -> str:
     return value if value in vocabulary else "other"
 
 
-def _nested_errors(api_key: int, response: Message) -> Iterator[int]:
-    """Per-partition / per-member error codes of the responses that carry them."""
-    if api_key in _COMMIT_APIS:
-        for topic in getattr(response, "topics", None) or ():
-            for partition in topic.partitions:
-                yield partition.error_code
-    elif api_key == ApiKey.LEAVE_GROUP:
-        for member in getattr(response, "members", None) or ():
-            yield member.error_code
+def _leave_member_errors(response: Message) -> Iterator[int]:
+    """The per-member error codes of a LeaveGroup response (v3+ batches members)."""
+    for member in getattr(response, "members", None) or ():
+        yield member.error_code
 
 
 class Metrics:
@@ -174,7 +169,7 @@ class Metrics:
                     if partition_code and not fenced and partition_code in _FENCING:
                         fenced = partition_code
         elif api_key == _LEAVE_GROUP and not fenced:
-            fenced = next((c for c in _nested_errors(api_key, response) if c in _FENCING), 0)
+            fenced = next((c for c in _leave_member_errors(response) if c in _FENCING), 0)
         if fenced:
             self.fenced.labels(api_name(api_key), error_name(fenced)).inc()
 

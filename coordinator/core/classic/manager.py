@@ -55,7 +55,7 @@ S = ClassicGroupState
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("classic-heartbeat", group_id, member_id)  # offsets_committed builds it inline too
+    return ("classic-heartbeat", group_id, member_id)
 
 
 # The states in which a valid offset commit keeps its member's session alive (Kafka's commitOffset).
@@ -813,22 +813,20 @@ class ClassicGroupManager:
             # CompletingRebalance too: clients heartbeat between their JoinGroup and SyncGroup.
             out.reply(ctx, r.heartbeat_response(ErrorCode.NONE))
 
-    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int, now_ms: int | None = None) -> None:
+        """``now_ms``: the time the caller already read (a commit's timestamp), else the clock's."""
         key = heartbeat_key(group_id, member_id)
-        deadline = self.now_ms() + timeout_ms
+        deadline = (self.now_ms() if now_ms is None else now_ms) + timeout_ms
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
             self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
 
     def offsets_committed(self, group: ClassicGroup, member_id: str, now_ms: int) -> None:
         """A valid offset commit from a member keeps its session alive while the group is Stable or
         rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not). ``now_ms``: the
-        commit's own timestamp (one clock read per commit). The live session moves on with a
-        ``push_back`` (a dict store); only a member with no session timer schedules one."""
+        commit's own timestamp (one clock read per commit)."""
         member = group.members.get(member_id)
         if member is not None and group.state in _SESSION_KEPT_BY_COMMITS:
-            deadline = now_ms + member.session_timeout_ms
-            if not self.timers.push_back(("classic-heartbeat", group.group_id, member_id), deadline):
-                self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
+            self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms, now_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
         group = self.groups.get(group_id)
