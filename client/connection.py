@@ -116,6 +116,7 @@ class Connection(asyncio.Protocol):
         self._pending: deque[tuple[int, int, type[Message] | None, int, float, Any]] = deque()
         self._next_id = 1
         self._wbuf: list[bytes] = []
+        self._wbuf_large = False  # _wbuf holds a large frame's rest (_write_parts): writelines, not join
         self._transport: asyncio.Transport | None = None
         self._closing = False
         self._lost: ConnectionLost | None = None
@@ -211,6 +212,14 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._write_out)
         self._wbuf.append(data)
 
+    def _write_parts(self, head: bytes, body: bytes) -> None:
+        """A frame as its first bytes and a large rest, written as two buffers (writev), never joined."""
+        if not self._wbuf:
+            self._loop.call_soon(self._write_out)
+        self._wbuf.append(head)
+        self._wbuf.append(body)
+        self._wbuf_large = True
+
     def flush(self) -> None:
         """Write what was sent so far now rather than at the end of this loop iteration (a relay
         at the end of the read that brought the frames: one wake-up less between client and broker)."""
@@ -219,8 +228,12 @@ class Connection(asyncio.Protocol):
 
     def _write_out(self) -> None:
         buf, self._wbuf = self._wbuf, []
+        large, self._wbuf_large = self._wbuf_large, False
         if buf and self._transport is not None and self._lost is None:
-            self._transport.write(b"".join(buf) if len(buf) > 1 else buf[0])
+            if large:
+                self._transport.writelines(buf)
+            else:
+                self._transport.write(b"".join(buf) if len(buf) > 1 else buf[0])
 
     def send(self, framed: bytes, expect_response: bool = True) -> asyncio.Future[bytes] | None:
         """Write a whole frame (size prefix included) as it is; a future for the raw response payload.
@@ -236,16 +249,20 @@ class Connection(asyncio.Protocol):
         self._write(framed)
         return fut
 
-    def send_cb(self, framed: bytes, callback: Callable[[bytes | None], None]) -> None:
+    def send_cb(self, framed: bytes, callback: Callable[[bytes | None], None], rest: bytes | None = None) -> None:
         """:meth:`send`, the raw response payload going to ``callback`` (``None`` if the request fails).
 
         Why: a relay's answer then reaches the client within the read that brought it; a future
         costs an allocation, a done-callback and a loop iteration per frame. ``callback`` must not raise.
+        ``rest``: the frame's remaining bytes after ``framed``, for a large frame a relay does not copy.
         """
         if self._closing or self._lost is not None:
             raise self._closed_error()
         self._pending.append((_UNCHECKED, -1, None, 0, 0.0, callback))
-        self._write(framed)
+        if rest is None:
+            self._write(framed)
+        else:
+            self._write_parts(framed, rest)
 
     # The three senders below are the load generator's per-request path: checks and calls inlined.
     def _queue(self, request: Message, version: int, decode: bool, target: Any) -> None:

@@ -183,6 +183,7 @@ class ClientConnection(asyncio.Protocol):
         # or per loop iteration (answers that waited for the log arrive many per tick): a write
         # is a syscall, and one per response was a tenth of kcoord's CPU in a commit storm.
         self._out: list[bytes] = []
+        self._out_large = False  # _out holds a large answer's payload (see _Slot.body)
         self._writes = self.app.writes  # one write callback per loop iteration for all connections (writes.py)
         self._dispatching = False
         self._write_scheduled = False
@@ -622,12 +623,17 @@ class ClientConnection(asyncio.Protocol):
             self._pause(_INFLIGHT)
         return slot
 
-    def _fill(self, slot: _Slot, data: bytes) -> None:
-        """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is."""
+    def _fill(self, slot: _Slot, data: bytes, body: bytes | None = None) -> None:
+        """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is.
+        ``body``: a large answer's payload, written after ``data`` rather than copied into it."""
         if slot.data is not None or self._closed:
             return
         slot.data = data
-        queued = self._queued = self._queued + len(data)
+        size = len(data)
+        if body is not None:
+            slot.body = body
+            size += len(body)
+        queued = self._queued = self._queued + size
         slots = self._slots
         if slots and slots[0] is slot:  # only the head can unblock writes
             self._flush()
@@ -666,6 +672,9 @@ class ClientConnection(asyncio.Protocol):
             data = slot.data
             if data:
                 out.append(data)
+                if slot.body is not None:
+                    out.append(slot.body)
+                    self._out_large = True
                 if not now:
                     now = time.perf_counter()
                 metrics.request_done(slot.api_key, now - slot.received)
@@ -686,9 +695,14 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self._closed:
             return
-        data = b"".join(out) if len(out) > 1 else out[0]
-        self._queued -= len(data)
-        transport.write(data)
+        if self._out_large:  # large relayed answers among them: handed over as they are (writev), not joined
+            self._out_large = False
+            self._queued -= sum(map(len, out))
+            transport.writelines(out)
+        else:
+            data = b"".join(out) if len(out) > 1 else out[0]
+            self._queued -= len(data)
+            transport.write(data)
         if self._transport_backlog or self._queued or self._held:
             self._account()
 
@@ -780,9 +794,13 @@ class ClientConnection(asyncio.Protocol):
         """The plain pass-through (most frames): the answer comes back through a callback run
         inside the upstream connection's read, so every answer of one read is written to the
         client in one write, with no future or loop iteration per frame."""
-        framed = frames.frame(payload)
+        body: bytes | None = None
+        if len(payload) > frames.LARGE_FRAME:
+            framed, body = frames.size_prefix(payload), payload  # not copied into one frame
+        else:
+            framed = frames.frame(payload)
         if self._bytes_out is not None:
-            self._bytes_out.inc(len(framed))
+            self._bytes_out.inc(len(payload) + 4)
         slot = self._new_slot()
         endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
 
@@ -796,14 +814,14 @@ class ClientConnection(asyncio.Protocol):
         up = self._upstream
         try:
             if up is not None and not up.closed and not self._outbox:
-                up.send_cb(framed, answered)
+                up.send_cb(framed, answered, body)
                 return
             if up is not None and up.closed:
                 raise UpstreamClosed(f"upstream {up.address[0]}:{up.address[1]} is closed")
         except UpstreamClosed as exc:
             self.close_with(str(exc))
             return
-        self._outbox.append((framed, True, answered))
+        self._outbox.append((framed if body is None else framed + body, True, answered))
         if self._upstream_opening is None:
             self._upstream_opening = asyncio.ensure_future(self._open_upstream())
 
@@ -831,7 +849,10 @@ class ClientConnection(asyncio.Protocol):
                 return
         if self._bytes_in is not None:
             self._bytes_in.inc(len(raw) + 4)
-        self._fill(slot, frames.frame(raw))
+        if len(raw) > frames.LARGE_FRAME:
+            self._fill(slot, frames.size_prefix(raw), raw)  # not copied into one frame
+        else:
+            self._fill(slot, frames.frame(raw))
 
     @staticmethod
     async def _rewritten(raw: bytes, api_key: int, version: int, rewrite: Any) -> bytes:
@@ -957,7 +978,7 @@ class ClientConnection(asyncio.Protocol):
 class _Slot:
     """A response owed to the client, in request order."""
 
-    __slots__ = ("api_key", "received", "data", "failure")
+    __slots__ = ("api_key", "received", "data", "body", "failure")
 
     def __init__(self, api_key: int, received: float) -> None:
         self.api_key = api_key
@@ -965,6 +986,7 @@ class _Slot:
         # response written, including the wait for earlier slots.
         self.received = received
         self.data: bytes | None = None  # None: not answered yet; b"": nothing to write
+        self.body: bytes | None = None  # a large answer's payload, written after ``data`` (its size prefix)
         self.failure: str | None = None  # set: close the connection when this slot comes up
 
 

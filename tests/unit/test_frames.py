@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kcoord.coordinator.net.connection import produce_acks
 from kcoord.protocol import frames
@@ -157,3 +159,26 @@ def test_decode_request_body_skips_header_tagged_fields_and_rejects_bad_client_i
     _same_outcome(tagged)
     _same_outcome(struct.pack(">hhih", 12, 4, 9, 2) + b"\xff\xfe" + b"\x00" + body)  # not UTF-8
     _same_outcome(struct.pack(">hhih", 12, 4, 9, 2) + bytes([1, 5, 60]) + body)  # tag past the end
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 100, 64 * 1024, 64 * 1024 + 1, 200_000]), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(min_value=1, max_value=150_000), min_size=1, max_size=40),
+)
+def test_any_split_of_small_and_large_frames_yields_them_whole_and_in_order(sizes: list[int], cuts: list[int]) -> None:
+    # Large frames arriving over several reads are collected as pieces and joined once: whatever
+    # the reads' boundaries, the frames come out as sent and nothing stays buffered.
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    stream = b"".join(frames.frame(p) for p in payloads)
+    dec = frames.FrameDecoder()
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        step = cuts[i % len(cuts)]
+        i += 1
+        out += dec.feed(stream[pos : pos + step])
+        pos += step
+        assert dec.buffered == sum(len(f) + 4 for f in payloads[len(out):]) - (len(stream) - min(pos, len(stream)))
+    assert out == payloads
+    assert dec.buffered == 0
