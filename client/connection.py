@@ -109,6 +109,10 @@ class Connection(asyncio.Protocol):
         self.on_close: list[Callable[[Connection], Any]] = []
         # Called after each read's responses were all handed out (a relay writes them on at once).
         self.after_read: Callable[[], None] | None = None
+        self.reading = False  # handing out the responses of a read: after_read comes next
+        # Corked: what is sent waits for flush(), which the owner promises to call (a relay, at the
+        # end of the client read that brought the frames); no write callback per loop iteration.
+        self.corked = False
         self.closed_by_peer = False
         self._loop = asyncio.get_running_loop()
         self._decoder = frames.FrameDecoder(max_frame_size)
@@ -208,13 +212,13 @@ class Connection(asyncio.Protocol):
         return ConnectionLost(str(self._lost) if self._lost is not None else f"connection to {self.name} is closed")
 
     def _write(self, data: bytes) -> None:
-        if not self._wbuf:
+        if not self._wbuf and not self.corked:
             self._loop.call_soon(self._write_out)
         self._wbuf.append(data)
 
     def _write_parts(self, head: bytes, body: bytes) -> None:
         """A frame as its first bytes and a large rest, written as two buffers (writev), never joined."""
-        if not self._wbuf:
+        if not self._wbuf and not self.corked:
             self._loop.call_soon(self._write_out)
         self._wbuf.append(head)
         self._wbuf.append(body)
@@ -336,10 +340,11 @@ class Connection(asyncio.Protocol):
         unpack = _I32.unpack_from
         decode = sm.decode_response
         future = asyncio.Future
+        self.reading = True
         for payload in payloads:
             if not pending:
                 self._abort(ConnectionLost(f"{self.name} sent an unsolicited response; closing"))
-                return
+                break
             cid, api_key, response_cls, version, sent, target = pending.popleft()
             if cid != _UNCHECKED:
                 got = unpack(payload, 0)[0] if len(payload) >= 4 else None
@@ -347,7 +352,7 @@ class Connection(asyncio.Protocol):
                     self._fail(target, api_key, CorrelationMismatch(
                         f"{self.name}: response correlation id {got}, expected {cid}"))
                     self._abort(ConnectionLost(f"{self.name}: responses out of step with requests; closing"))
-                    return
+                    break
                 if observed is not None:
                     observed(api_key, now - sent)
             if response_cls is None:
@@ -368,9 +373,10 @@ class Connection(asyncio.Protocol):
                 target.set_result(response)
             else:
                 target(response)
-        if self.after_read is not None:
+        self.reading = False
+        if self.after_read is not None:  # also after an abort: what was handed out before it goes on
             self.after_read()
-        if self._close_when_idle and not pending:
+        if self._close_when_idle and not pending and self._lost is None:
             self.close()
 
     # -- versions -------------------------------------------------------------------------------------

@@ -680,7 +680,10 @@ class ClientConnection(asyncio.Protocol):
                 metrics.request_done(slot.api_key, now - slot.received)
         if len(out) > pending:
             self._active = now
-            if not self._dispatching and not self._write_scheduled:
+            up = self._upstream
+            if up is not None and up.reading:
+                pass  # answers of an upstream read: its after_read writes them (see _open_upstream)
+            elif not self._dispatching and not self._write_scheduled:
                 self._write_scheduled = True
                 self._writes.write_soon(self)
         if self._pause_reasons & _INFLIGHT and len(slots) <= self._max_inflight // 2:
@@ -743,6 +746,7 @@ class ClientConnection(asyncio.Protocol):
             self._upstream_opening = None
         conn.on_close.append(self._upstream_lost)
         conn.after_read = self._write_out  # the answers of one upstream read go out in one write, now
+        conn.corked = True  # frames go upstream when _run (or the outbox below) flushes, not a loop iteration later
         self._upstream = conn
         outbox, self._outbox = self._outbox, []
         for framed, expect_response, proxy in outbox:
@@ -752,6 +756,7 @@ class ClientConnection(asyncio.Protocol):
             fut = conn.send(framed, expect_response)
             if proxy is not None and fut is not None:
                 _chain(fut, proxy)
+        conn.flush()
         if self._closed:
             conn.close_when_idle()  # the client left while we connected: deliver what it sent, then close
             self._upstream = None
