@@ -9,28 +9,35 @@ machine's load:
   kcoord's CPU (/proc/PID/stat, all threads) over the window divided by the answers received is
   the cost of one small relayed request+response. The generator is a bare asyncio protocol that
   re-sends a pre-encoded frame per answer, so it stays cheap next to the server.
-- ``throughput``: confluent-kafka (librdkafka) produces ``N`` records of ``S`` bytes (acks=1), then a
-  consumer assigned to the partition reads them back; records/s direct to tansu and through each
-  kcoord. A fresh tansu per target and size, so memory storage does not pile up.
+- ``throughput``: each client of ``--clients`` produces ``N`` records of ``S`` bytes (acks=1), then
+  a consumer assigned to the partition reads them back; records/s direct to tansu and through each
+  kcoord, all targets of one client and size back to back. A fresh tansu (and kcoord) per client,
+  target and size, so memory storage does not pile up. Clients: ``librdkafka`` (confluent-kafka, in
+  this process) and ``java`` (kafka-clients 4.3, tests/peers/java/ThroughputPeer.java, one JVM per
+  produce and per consume; it times itself, so JVM start is outside the window).
 
 Targets: ``direct`` (tansu itself) and one kcoord per ``--kcoord NAME=PYTHON`` (a venv's python
 whose editable install is the tree to measure: compare a base worktree with yours in one run).
 Pinning as bench/run_all.py: kcoord on CPU 0, tansu and the clients on CPU 1.
 
     .venv/bin/python -m bench.relay --kcoord base=../wt-relay-base/.venv/bin/python \\
-        --kcoord new=.venv/bin/python
+        --kcoord new=.venv/bin/python --clients librdkafka,java
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import struct
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench import procs
 from kcoord.protocol import frames
@@ -49,6 +56,8 @@ def user_system_seconds(pid: int) -> tuple[float, float]:
         data = f.read()
     fields = data[data.rindex(b")") + 2 :].split()
     return int(fields[11]) / _TICK, int(fields[12]) / _TICK
+
+
 PRODUCE_VERSION = 9  # flexible, below NodeEndpoints (v10): the plain relay path
 
 
@@ -180,13 +189,95 @@ def _consume(bootstrap: str, topic: str, count: int) -> float:
     return elapsed
 
 
+CLIENTS = ("librdkafka", "java")
+# The peers' defaults (tests/support/java.py) suit short tests: C1 only and a 256 MB heap. A
+# throughput run wants the full JIT and room for the producer's 512 MB buffer (the last flag wins).
+JAVA_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-Xmx1536m")
+JAVA_TIMEOUT_S = 900.0
+
+
+def java_unavailable() -> str | None:
+    """Why the Java client cannot run here (None: it can): no JDK, or no kafka-clients jars."""
+    from tests.support import java
+
+    if not java.java_available():
+        return java.SKIP_REASON
+    try:
+        java.classpath("clients")
+    except FileNotFoundError as e:
+        return str(e)
+    return None
+
+
+def select_clients(spec: str | None, java_reason: str | None) -> tuple[list[str], list[str]]:
+    """The clients to measure and a note per client skipped. ``spec``: comma-separated names from
+    CLIENTS, or None for all of them; java is left out (with ``java_reason``) when it cannot run."""
+    names = list(CLIENTS) if spec is None else [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CLIENTS]
+    if unknown or not names:
+        raise ValueError(f"--clients: unknown {unknown or names}; choose from {','.join(CLIENTS)}")
+    clients, notes = [], []
+    for name in dict.fromkeys(names):  # first mention wins, duplicates dropped
+        if name == "java" and java_reason is not None:
+            notes.append(f"java client skipped: {java_reason}")
+        else:
+            clients.append(name)
+    return clients, notes
+
+
+def peer_event(stdout: str, event: str) -> dict[str, Any]:
+    """The last ``{"event": event, ...}`` line a Java peer printed (one JSON object per line)."""
+    found = None
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            candidate = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(candidate, dict) and candidate.get("event") == event:
+            found = candidate
+    if found is None:
+        raise ValueError(f"no {event!r} event in the peer's output: {stdout[-500:]!r}")
+    return found
+
+
+def _java_run(mode: str, bootstrap: str, topic: str, count: int, *extra: str) -> dict[str, Any]:
+    from tests.support.java import java_command
+
+    cmd = java_command("ThroughputPeer", [mode, "--bootstrap", bootstrap, "--topic", topic, "--count", str(count),
+                                          *extra], jvm_args=JAVA_JVM_ARGS)
+    result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+    if result.returncode != 0:
+        raise RuntimeError(f"ThroughputPeer {mode} via {bootstrap} exited {result.returncode}:\n"
+                           f"{result.stdout[-1000:]}\n{result.stderr[-3000:]}")
+    return peer_event(result.stdout, "produced" if mode == "produce" else "consumed")
+
+
+def _java_produce(bootstrap: str, topic: str, count: int, size: int) -> float:
+    return float(_java_run("produce", bootstrap, topic, count, "--size", str(size))["seconds"])
+
+
+def _java_consume(bootstrap: str, topic: str, count: int) -> float:
+    return float(_java_run("consume", bootstrap, topic, count, "--timeout-s", "600")["seconds"])
+
+
+# client -> (produce(bootstrap, topic, count, size), consume(bootstrap, topic, count)): seconds each
+_RUNS: dict[str, tuple[Callable[[str, str, int, int], float], Callable[[str, str, int], float]]] = {
+    "librdkafka": (_produce, _consume),
+    "java": (_java_produce, _java_consume),
+}
+
+
 @dataclass
 class Target:
     name: str
     python: str | None  # None: direct to tansu
     # shape -> (answers/s, µs per answer, of which system)
     small: dict[str, tuple[float, float, float]] = field(default_factory=dict)
-    throughput: dict[str, tuple[float, float]] = field(default_factory=dict)  # size label -> (produce s, consume s)
+    # (client, size label) -> (produce s, consume s)
+    throughput: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
 
 def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
@@ -230,29 +321,33 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
         tansu.stop()
 
 
-def run_throughput(targets: list[Target], label: str, count: int, size: int) -> None:
-    for t in targets:
-        tansu, upstream = procs.tansu("tansu-relay", cpu=1)
-        child = None
-        try:
-            _create_topic(upstream, "tp")
-            bootstrap = upstream
-            if t.python is not None:
-                child, bootstrap, _ = _start_kcoord(t.python, upstream)
-            pid = child.pid if child is not None else tansu.pid
-            c0 = sum(user_system_seconds(pid))
-            produce_s = _produce(bootstrap, "tp", count, size)
-            c1 = sum(user_system_seconds(pid))
-            consume_s = _consume(bootstrap, "tp", count)
-            c2 = sum(user_system_seconds(pid))
-            t.throughput[label] = (produce_s, consume_s)
-            who = "tansu" if t.python is None else "kcoord"
-            print(f"{label} {t.name:8s} produce {count / produce_s:10.0f} rec/s ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
-                  f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)", flush=True)
-        finally:
-            if child is not None:
-                child.stop()
-            tansu.stop()
+def run_throughput(targets: list[Target], clients: list[str], label: str, count: int, size: int) -> None:
+    for client in clients:
+        produce, consume = _RUNS[client]
+        for t in targets:
+            tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+            child = None
+            try:
+                _create_topic(upstream, "tp")
+                bootstrap = upstream
+                if t.python is not None:
+                    child, bootstrap, _ = _start_kcoord(t.python, upstream)
+                pid = child.pid if child is not None else tansu.pid
+                c0 = sum(user_system_seconds(pid))
+                produce_s = produce(bootstrap, "tp", count, size)
+                c1 = sum(user_system_seconds(pid))
+                consume_s = consume(bootstrap, "tp", count)
+                c2 = sum(user_system_seconds(pid))
+                t.throughput[client, label] = (produce_s, consume_s)
+                who = "tansu" if t.python is None else "kcoord"
+                print(f"{client:10s} {label} {t.name:8s} produce {count / produce_s:10.0f} rec/s"
+                      f" ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
+                      f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)",
+                      flush=True)
+            finally:
+                if child is not None:
+                    child.stop()
+                tansu.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -267,7 +362,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--large-records", type=int, default=1_000_000, help="records of 10 KB (0: skip)")
     ap.add_argument("--skip-small", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the small-request measurement")
+    ap.add_argument("--clients", default=None, metavar="NAMES",
+                    help=f"throughput clients, comma-separated from {','.join(CLIENTS)} (default: all;"
+                         " java is skipped, with the reason printed, where it cannot run)")
     args = ap.parse_args(argv)
+    wants_java = args.clients is None or "java" in (n.strip() for n in args.clients.split(","))
+    try:
+        clients, notes = select_clients(args.clients, java_unavailable() if wants_java else None)
+    except ValueError as e:
+        ap.error(str(e))
+    for note in notes:
+        print(note, flush=True)
+    if "java" in clients and (args.small_records or args.large_records):
+        from tests.support.java import compile_peers
+
+        compile_peers()  # once, before any window
     if shutil_taskset():
         os.sched_setaffinity(0, {1})  # the clients share CPU 1 with tansu; kcoord has CPU 0
     targets = [Target("direct", None)]
@@ -279,15 +388,15 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeat):
             run_small(targets, args)
     if args.small_records:
-        run_throughput(targets, "100B", args.small_records, 100)
+        run_throughput(targets, clients, "100B", args.small_records, 100)
     if args.large_records:
-        run_throughput(targets, "10KB", args.large_records, 10_240)
+        run_throughput(targets, clients, "10KB", args.large_records, 10_240)
     print(f"load average at end: {os.getloadavg()}")
     direct = targets[0]
     for t in targets[1:]:
-        for label, (p, c) in t.throughput.items():
-            dp, dc = direct.throughput[label]
-            print(f"{t.name:8s} {label}: produce {dp / p:.2f}x of direct, consume {dc / c:.2f}x of direct")
+        for (client, label), (p, c) in t.throughput.items():
+            dp, dc = direct.throughput[client, label]
+            print(f"{t.name:8s} {client:10s} {label}: produce {dp / p:.2f}x of direct, consume {dc / c:.2f}x of direct")
 
 
 def shutil_taskset() -> bool:
