@@ -4,7 +4,7 @@ It sits below ``storage`` and ``coordinator`` and imports only :mod:`protocol`.
 """
 
 from .blocking import BlockingConnection
-from .connection import Connection, Observer, connect, prepare, response_of
+from .connection import Connection, Observer, StreamingTarget, connect, prepare, response_of
 from .errors import (
     BrokerError,
     ConnectionLost,
@@ -23,6 +23,7 @@ __all__ = [
     "KafkaClientError",
     "Observer",
     "RequestTimedOut",
+    "StreamingTarget",
     "UnsupportedVersion",
     "connect",
     "prepare",

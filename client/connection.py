@@ -83,6 +83,20 @@ def prepare(request: Message, version: int, client_id: str) -> bytearray:
     return bytearray(sm.encode_request(request, version, 0, client_id))
 
 
+class StreamingTarget:
+    """A :meth:`Connection.send_cb` callback that also takes a large answer while it arrives:
+    ``stream(size, pieces)`` with each read's new pieces of its payload, then the call with the
+    whole payload as for any callback. ``stream`` must not raise."""
+
+    __slots__ = ()
+
+    def __call__(self, payload: bytes | None) -> None:
+        raise NotImplementedError
+
+    def stream(self, size: int, pieces: list[bytes]) -> None:
+        raise NotImplementedError
+
+
 class Connection(asyncio.Protocol):
     """A client connection to one Kafka broker (or to anything speaking the Kafka protocol)."""
 
@@ -120,6 +134,9 @@ class Connection(asyncio.Protocol):
         self._pending: deque[tuple[int, int, type[Message] | None, int, float, Any]] = deque()
         self._next_id = 1
         self._wbuf: list[bytes] = []
+        # The large answer whose pieces went to a StreamingTarget (the decoder's list), and how many.
+        self._streamed_frame: list[bytes] | None = None
+        self._streamed = 0
         self._wbuf_large = False  # _wbuf holds a large frame's rest (_write_parts): writelines, not join
         self._transport: asyncio.Transport | None = None
         self._closing = False
@@ -333,6 +350,9 @@ class Connection(asyncio.Protocol):
             self._abort(ConnectionLost(f"{self.name} sent a bad frame ({exc}); closing"))
             return
         if not payloads:
+            partial = self._decoder.large_partial
+            if partial is not None:
+                self._stream_partial(*partial)
             return
         pending = self._pending
         observed = self.observer.response if self.observer is not None else None
@@ -374,10 +394,29 @@ class Connection(asyncio.Protocol):
             else:
                 target(response)
         self.reading = False
+        partial = self._decoder.large_partial
+        if partial is not None:
+            if self._lost is None:
+                self._stream_partial(*partial)  # after the answers completed by this read: they come first
+        elif self._streamed_frame is not None:
+            self._streamed_frame = None  # that frame is complete: let go of its pieces
         if self.after_read is not None:  # also after an abort: what was handed out before it goes on
             self.after_read()
         if self._close_when_idle and not pending and self._lost is None:
             self.close()
+
+    def _stream_partial(self, size: int, pieces: list[bytes]) -> None:
+        """Hand the new pieces of a large answer still arriving to its target, if it takes them
+        (a :class:`StreamingTarget`: a relay forwarding the answer as it comes)."""
+        if pieces is not self._streamed_frame:  # a new frame: nothing of it handed out yet
+            self._streamed_frame, self._streamed = pieces, 0
+        if self._streamed == len(pieces) or not self._pending:
+            return
+        target = self._pending[0][5]
+        if isinstance(target, StreamingTarget):
+            new = pieces[self._streamed :]
+            self._streamed = len(pieces)
+            target.stream(size, new)
 
     # -- versions -------------------------------------------------------------------------------------
     async def negotiate(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from . import messages as m
 from .frames import skip_tagged_fields
 from .messages import RESPONSES, ApiKey
-from .primitives import CodecError, decode_uvarint
+from .primitives import CodecError, decode_uvarint, encode_uvarint
 
 NODE_ENDPOINTS_TAG = 0
 
@@ -64,3 +64,34 @@ def carries_node_endpoints(api_key: int, version: int, frame: bytes) -> bool:
     if pos > len(frame):
         raise CodecError("tagged field past end of frame")
     return False
+
+
+# An unknown root tag stands in for NodeEndpoints in an answer whose length was already sent.
+# Clients keep or skip tags they do not know (Kafka's generated readers, librdkafka).
+FILLER_TAG = 1 << 20
+
+
+def without_node_endpoints(api_key: int, version: int, frame: bytes, keep: int) -> bytes | None:
+    """``frame[keep:]`` with a non-empty NodeEndpoints replaced by a filler field of the same
+    length, or None when there is nothing to replace. For a relay that already sent the frame's
+    size and its first ``keep`` bytes: the root tagged fields, where the field lives, must all
+    lie after ``keep`` (CodecError otherwise, or when the C decoder cannot find them)."""
+    if not carries_node_endpoints(api_key, version, frame):
+        return None
+    cls = RESPONSES[api_key]
+    tags_at = cls.tag_section(frame, body_start(frame, True), version)
+    if tags_at is None:
+        raise CodecError("NodeEndpoints cannot be located without the C decoder")
+    if tags_at < keep:
+        raise CodecError(f"root tagged fields start at {tags_at}, before the {keep} bytes already sent")
+    return frame[keep:tags_at] + filler_tags(len(frame) - tags_at)
+
+
+def filler_tags(length: int) -> bytes:
+    """A tagged-field section of exactly ``length`` bytes holding one unknown field."""
+    tag = encode_uvarint(FILLER_TAG)
+    for size in range(length, -1, -1):  # the size's own varint length depends on the size
+        head = b"\x01" + tag + encode_uvarint(size)
+        if len(head) + size == length:
+            return head + bytes(size)
+    raise CodecError(f"no tagged-field section of {length} bytes")

@@ -202,6 +202,13 @@ class FrameDecoder:
             budget._release(reserved)
 
     @property
+    def large_partial(self) -> tuple[int, list[bytes]] | None:
+        """The large frame being received, if any: its size and the pieces of its payload so far
+        (the same list object until it completes; a relay forwards the pieces as they come)."""
+        pieces = self._pieces
+        return None if pieces is None else (self._large, pieces)
+
+    @property
     def buffered(self) -> int:
         """Bytes of frames begun and not complete (the size prefix of a large one included)."""
         if self._pieces is not None:

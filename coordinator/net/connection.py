@@ -44,13 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.client import Connection as UpstreamConnection
 from kcoord.client import ConnectionLost as UpstreamClosed
+from kcoord.client import StreamingTarget
 from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.runtime.router import GROUP_APIS
 from kcoord.protocol import frames, storage_messages
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
-from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints
+from kcoord.protocol.codegen import DECODER_BACKEND, Message
+from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints, without_node_endpoints
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError, decode_uvarint
@@ -68,6 +69,15 @@ Reply = Callable[[Any], None]
 
 _INT16 = struct.Struct(">h")
 _ACKS_ONE = _INT16.pack(1)
+_SIZE_PREFIX = struct.Struct(">i")
+
+# Relayed answers above this many bytes are written while they arrive (ClientConnection._relay_stream),
+# all but their last STREAM_HOLD_BACK bytes, which wait for the whole answer to be checked for
+# KIP-951 NodeEndpoints. Finding that field without decoding the records needs the C decoder.
+STREAM_ABOVE = 256 * 1024 if DECODER_BACKEND == "c" else 1 << 62
+STREAM_HOLD_BACK = 64 * 1024
+_UNDECIDED = -1  # _Slot.sent: no piece of a large answer seen yet
+_NOT_STREAMING = -2  # _Slot.sent: written when whole, as any answer
 
 
 # Why reading is paused (bits of ClientConnection._pause_reasons); _CLOSED never clears.
@@ -808,14 +818,7 @@ class ClientConnection(asyncio.Protocol):
             self._bytes_out.inc(len(payload) + 4)
         slot = self._new_slot()
         endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
-
-        def answered(raw: bytes | None) -> None:  # runs in the upstream connection's read: never raise
-            try:
-                self._relay_answered(slot, raw, endpoints)
-            except Exception as exc:  # a bug here must not break the upstream read for the answers behind it
-                log.exception("%s: cannot relay an answer", self.peer)
-                self._fail(slot, f"cannot relay an answer: {exc!r}")
-
+        answered = _RelayedAnswer(self, slot, endpoints)
         up = self._upstream
         try:
             if up is not None and not up.closed and not self._outbox:
@@ -830,12 +833,49 @@ class ClientConnection(asyncio.Protocol):
         if self._upstream_opening is None:
             self._upstream_opening = asyncio.ensure_future(self._open_upstream())
 
+    def _relay_stream(self, slot: _Slot, size: int, pieces: list[bytes]) -> None:
+        """Write the first pieces of a large relayed answer while the rest is still arriving
+        (cut-through), when its slot is the next to be written: a client fetching megabytes then
+        waits for one transfer, not for kcoord to receive the whole answer before it sends any.
+        The last STREAM_HOLD_BACK bytes wait for the whole answer, which is checked as any other
+        (see _relay_answered): KIP-951's NodeEndpoints sit at its very end."""
+        if slot.sent < 0:  # first pieces: start streaming now or never (its earlier pieces are gone)
+            transport = self.transport
+            if (slot.sent == _NOT_STREAMING or size < STREAM_ABOVE or not self._slots or self._slots[0] is not slot
+                    or transport is None or self._closed or slot.data is not None):
+                slot.sent = _NOT_STREAMING
+                return
+            self._write_out()  # answers before this one, already filled, go first
+            transport.write(_SIZE_PREFIX.pack(size))
+            slot.sent = 0
+        elif self._closed:
+            return
+        assert self.transport is not None
+        limit = size - STREAM_HOLD_BACK
+        sent = slot.sent
+        write = self.transport.write
+        for piece in pieces:
+            room = limit - sent
+            if room <= 0:
+                break
+            if len(piece) > room:
+                piece = piece[:room]
+            write(piece)
+            sent += len(piece)
+        slot.sent = sent
+        self._active = time.perf_counter()
+        if self._transport_backlog:
+            self._account()
+
     def _relay_answered(self, slot: _Slot, raw: bytes | None, endpoints: tuple[int, int] | None) -> None:
         """Fill ``slot`` with a relayed answer; a Produce/Fetch answer naming a leader by address is
         rewritten first (``endpoints``: its api key and version, when it may carry them)."""
         if raw is None:
             self.app.metrics.upstream_error()
             self._fail(slot, "request failed: the upstream connection closed before answering")
+            return
+        if slot.sent >= 0:
+            self._relay_streamed_rest(slot, raw, endpoints)
             return
         if endpoints is not None:
             api_key, version = endpoints
@@ -858,6 +898,25 @@ class ClientConnection(asyncio.Protocol):
             self._fill(slot, frames.size_prefix(raw), raw)  # not copied into one frame
         else:
             self._fill(slot, frames.frame(raw))
+
+    def _relay_streamed_rest(self, slot: _Slot, raw: bytes, endpoints: tuple[int, int] | None) -> None:
+        """The held-back end of a streamed answer. Its size prefix went out with its first bytes,
+        so a NodeEndpoints field that needs rewriting is replaced by an unknown tagged field of
+        the same length (clients skip unknown tags): the client learns the new leader from
+        Metadata, which kcoord rewrites, instead of from the answer."""
+        if self._bytes_in is not None:
+            self._bytes_in.inc(len(raw) + 4)
+        sent = slot.sent
+        rest = raw[sent:]
+        if endpoints is not None:
+            api_key, version = endpoints
+            try:
+                rest = without_node_endpoints(api_key, version, raw, sent) or rest
+            except CodecError as exc:
+                # Its first bytes are with the client already: it cannot be relayed any other way.
+                self._fail(slot, f"cannot relay a streamed api {api_key} v{version} answer: {exc}")
+                return
+        self._fill(slot, rest)
 
     @staticmethod
     async def _rewritten(raw: bytes, api_key: int, version: int, rewrite: Any) -> bytes:
@@ -983,7 +1042,7 @@ class ClientConnection(asyncio.Protocol):
 class _Slot:
     """A response owed to the client, in request order."""
 
-    __slots__ = ("api_key", "received", "data", "body", "failure")
+    __slots__ = ("api_key", "received", "data", "body", "failure", "sent")
 
     def __init__(self, api_key: int, received: float) -> None:
         self.api_key = api_key
@@ -993,6 +1052,35 @@ class _Slot:
         self.data: bytes | None = None  # None: not answered yet; b"": nothing to write
         self.body: bytes | None = None  # a large answer's payload, written after ``data`` (its size prefix)
         self.failure: str | None = None  # set: close the connection when this slot comes up
+        # Bytes of a large relayed answer's payload already written while it arrived (_relay_stream);
+        # _UNDECIDED before its first piece, _NOT_STREAMING when it waits to be whole.
+        self.sent = _UNDECIDED
+
+
+class _RelayedAnswer(StreamingTarget):
+    """Where a relayed answer goes, called within the upstream connection's read (never raises:
+    a bug here must not break that read for the answers behind it)."""
+
+    __slots__ = ("conn", "slot", "endpoints")
+
+    def __init__(self, conn: ClientConnection, slot: _Slot, endpoints: tuple[int, int] | None) -> None:
+        self.conn = conn
+        self.slot = slot
+        self.endpoints = endpoints
+
+    def __call__(self, raw: bytes | None) -> None:
+        try:
+            self.conn._relay_answered(self.slot, raw, self.endpoints)
+        except Exception as exc:
+            log.exception("%s: cannot relay an answer", self.conn.peer)
+            self.conn._fail(self.slot, f"cannot relay an answer: {exc!r}")
+
+    def stream(self, size: int, pieces: list[bytes]) -> None:
+        try:
+            self.conn._relay_stream(self.slot, size, pieces)
+        except Exception as exc:
+            log.exception("%s: cannot relay an answer", self.conn.peer)
+            self.conn._fail(self.slot, f"cannot relay an answer: {exc!r}")
 
 
 def _chain(source: asyncio.Future[bytes], target: asyncio.Future[bytes]) -> None:

@@ -154,6 +154,77 @@ def test_answers_without_endpoints_are_relayed_byte_for_byte(fake: tuple[FaultUp
     assert [p.records for p in response.responses[0].partitions] == [records] * 3
 
 
+def large_fetch(node_ids: list[int], records: bytes, partitions: int) -> Any:
+    """A Fetch answer of megabytes: records on every partition but the last, which has moved."""
+    R = m.FetchResponse
+    parts = [R.PartitionData(partition_index=p, high_watermark=10, records=records) for p in range(partitions - 1)]
+    leader = node_ids[0] if node_ids else 1
+    parts.append(R.PartitionData(partition_index=partitions - 1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 high_watermark=-1, current_leader=R.LeaderIdAndEpoch(leader_id=leader,
+                                                                                      leader_epoch=5)))
+    return R(responses=[R.FetchableTopicResponse(topic="t", topic_id=uuid.UUID(int=1), partitions=parts)],
+             node_endpoints=[R.NodeEndpoint(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1], rack="r1")
+                             for n in node_ids] if node_ids else [])  # fmt: skip
+
+
+def test_a_large_answer_is_written_while_it_arrives_byte_for_byte(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+    """Cut-through: a slow broker's 2 MB answer reaches the client as it comes, not after its end."""
+    upstream, kcoord = fake
+    records = bytes(range(256)) * 4096  # 1 MiB
+    answer = large_fetch([], records, 3)
+    upstream.responder = lambda api, v, req: answer
+    upstream.paced_writes = (64 * 1024, 0.02)  # ~32 slices: the answer takes ~0.7 s to leave the broker
+    upstream.paced_done_at = 0.0
+    try:
+        with socket.create_connection(("127.0.0.1", broker_port(kcoord)), timeout=30) as sock:
+            sock.sendall(frames.encode_request(ApiKey.FETCH, 16, 77, "cut-through", fetch_request(16)))
+            head = sock.recv(8, socket.MSG_WAITALL)
+            first_bytes_at = time.monotonic()
+            size = int.from_bytes(head[:4], "big")
+            body = bytearray(head[4:])
+            while len(body) < size:
+                chunk = sock.recv(1 << 20)
+                assert chunk, "kcoord closed the connection mid-answer"
+                body += chunk
+        deadline = time.monotonic() + 5
+        while not upstream.paced_done_at and time.monotonic() < deadline:  # set by the fake's own thread
+            time.sleep(0.01)
+        done_at = upstream.paced_done_at
+    finally:
+        upstream.paced_writes = (0, 0.0)
+    assert bytes(body) == frames.encode_response(ApiKey.FETCH, 16, 77, answer)[4:]
+    assert done_at - first_bytes_at > 0.3, (
+        f"the client's first bytes came {done_at - first_bytes_at:.3f} s before the broker's last: stored, not streamed")
+
+
+def test_a_streamed_answer_naming_a_leader_keeps_its_length_and_no_broker_address(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
+    """A streamed answer's size went out before kcoord saw its NodeEndpoints: the field gives way
+    to an unknown tag of the same length, and the client finds the leader through Metadata."""
+    upstream, kcoord = fake
+    records = bytes(range(256)) * 4096
+    answer = large_fetch([1, NEW_NODE], records, 3)
+    upstream.responder = lambda api, v, req: answer
+    upstream.paced_writes = (256 * 1024, 0.01)
+    try:
+        raw, response = exchange(kcoord, ApiKey.FETCH, 16, fetch_request(16))
+    finally:
+        upstream.paced_writes = (0, 0.0)
+    sent = frames.encode_response(ApiKey.FETCH, 16, int.from_bytes(raw[:4], "big"), answer)[4:]
+    assert len(raw) == len(sent)
+    for host in UPSTREAM_HOSTS:
+        assert host not in raw
+    assert response.node_endpoints == []
+    partitions = response.responses[0].partitions
+    assert [p.records for p in partitions[:2]] == [records, records]
+    assert partitions[2].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions[2].current_leader.leader_id == 1 and partitions[2].current_leader.leader_epoch == 5
+    # Everything before the root's tagged fields is the broker's, byte for byte.
+    tags_at = m.FetchResponse.tag_section(raw, frames.skip_tagged_fields(raw, 4), 16)
+    assert tags_at is not None and raw[:tags_at] == sent[:tags_at]
+
+
 def test_every_address_carrying_api_kcoord_advertises_is_covered(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
     """What kcoord offers a client, against an upstream offering Kafka 4.0's ranges: every API
     whose answers can hold an address is either rewritten in every offered version or offered

@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -75,6 +76,10 @@ class FaultUpstream:
         self.responder: Responder | None = None
         self.fault_produce_every = 0  # 0: never
         self.max_message_bytes: dict[str, int] = {}  # topic -> largest batch a Produce may carry
+        # (bytes, seconds): answers larger than that many bytes are written that many bytes at a
+        # time, a pause between slices (0: whole); paced_done_at: time.monotonic() of the last one's end.
+        self.paced_writes: tuple[int, float] = (0, 0.0)
+        self.paced_done_at = 0.0
         self.software_names: list[str] = []
         self.faults = Counter[str]()
         self.requests = Counter[int]()
@@ -185,7 +190,17 @@ class FaultUpstream:
             answer = await fut
             assert self._flowing is not None
             await self._flowing.wait()
-            writer.write(frames.frame(answer))
+            framed = frames.frame(answer)
+            chunk, pause = self.paced_writes
+            if chunk and len(framed) > chunk:  # a slow broker: the answer leaves in paced slices
+                for start in range(0, len(framed), chunk):
+                    if start:
+                        await asyncio.sleep(pause)
+                    writer.write(framed[start : start + chunk])
+                    await writer.drain()
+                self.paced_done_at = time.monotonic()
+                continue
+            writer.write(framed)
             await writer.drain()
 
     # -- what this server answers itself ------------------------------------------------------------
