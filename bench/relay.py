@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import struct
 import subprocess
 import sys
@@ -277,7 +278,8 @@ class Target:
     # shape -> (answers/s, µs per answer, of which system)
     small: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     # (client, size label) -> (produce s, consume s)
-    throughput: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    # (client, size label) -> (produce s, consume s) per round
+    throughput: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
@@ -321,33 +323,41 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
         tansu.stop()
 
 
-def run_throughput(targets: list[Target], clients: list[str], label: str, count: int, size: int) -> None:
-    for client in clients:
-        produce, consume = _RUNS[client]
-        for t in targets:
-            tansu, upstream = procs.tansu("tansu-relay", cpu=1)
-            child = None
-            try:
-                _create_topic(upstream, "tp")
-                bootstrap = upstream
-                if t.python is not None:
-                    child, bootstrap, _ = _start_kcoord(t.python, upstream)
-                pid = child.pid if child is not None else tansu.pid
-                c0 = sum(user_system_seconds(pid))
-                produce_s = produce(bootstrap, "tp", count, size)
-                c1 = sum(user_system_seconds(pid))
-                consume_s = consume(bootstrap, "tp", count)
-                c2 = sum(user_system_seconds(pid))
-                t.throughput[client, label] = (produce_s, consume_s)
-                who = "tansu" if t.python is None else "kcoord"
-                print(f"{client:10s} {label} {t.name:8s} produce {count / produce_s:10.0f} rec/s"
-                      f" ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
-                      f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)",
-                      flush=True)
-            finally:
-                if child is not None:
-                    child.stop()
-                tansu.stop()
+def run_throughput(targets: list[Target], clients: list[str], label: str, count: int, size: int,
+                   rounds: int = 1) -> None:
+    """Each round runs every target once per client, the order reversed every other round, so
+    the ratios of one round share the machine's load (this one is shared and noisy)."""
+    for r in range(rounds):
+        for client in clients:
+            for t in targets if r % 2 == 0 else targets[::-1]:
+                _throughput_once(t, client, label, count, size)
+
+
+def _throughput_once(t: Target, client: str, label: str, count: int, size: int) -> None:
+    produce, consume = _RUNS[client]
+    tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+    child = None
+    try:
+        _create_topic(upstream, "tp")
+        bootstrap = upstream
+        if t.python is not None:
+            child, bootstrap, _ = _start_kcoord(t.python, upstream)
+        pid = child.pid if child is not None else tansu.pid
+        c0 = sum(user_system_seconds(pid))
+        produce_s = produce(bootstrap, "tp", count, size)
+        c1 = sum(user_system_seconds(pid))
+        consume_s = consume(bootstrap, "tp", count)
+        c2 = sum(user_system_seconds(pid))
+        t.throughput.setdefault((client, label), []).append((produce_s, consume_s))
+        who = "tansu" if t.python is None else "kcoord"
+        print(f"{client:10s} {label} {t.name:8s} produce {count / produce_s:10.0f} rec/s"
+              f" ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
+              f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)",
+              flush=True)
+    finally:
+        if child is not None:
+            child.stop()
+        tansu.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -362,6 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--large-records", type=int, default=1_000_000, help="records of 10 KB (0: skip)")
     ap.add_argument("--skip-small", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the small-request measurement")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the throughput measurement (ratios: median)")
     ap.add_argument("--clients", default=None, metavar="NAMES",
                     help=f"throughput clients, comma-separated from {','.join(CLIENTS)} (default: all;"
                          " java is skipped, with the reason printed, where it cannot run)")
@@ -388,15 +399,22 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeat):
             run_small(targets, args)
     if args.small_records:
-        run_throughput(targets, clients, "100B", args.small_records, 100)
+        run_throughput(targets, clients, "100B", args.small_records, 100, args.rounds)
     if args.large_records:
-        run_throughput(targets, clients, "10KB", args.large_records, 10_240)
+        run_throughput(targets, clients, "10KB", args.large_records, 10_240, args.rounds)
     print(f"load average at end: {os.getloadavg()}")
     direct = targets[0]
     for t in targets[1:]:
-        for (client, label), (p, c) in t.throughput.items():
-            dp, dc = direct.throughput[client, label]
-            print(f"{t.name:8s} {client:10s} {label}: produce {dp / p:.2f}x of direct, consume {dc / c:.2f}x of direct")
+        for (client, label), runs in t.throughput.items():
+            # Ratio per round (seconds direct / seconds through kcoord), then their median.
+            pairs = list(zip(direct.throughput[client, label], runs, strict=True))
+            produce = sorted(dp / p for (dp, _), (p, _) in pairs)
+            consume = sorted(dc / c for (_, dc), (_, c) in pairs)
+            each = "" if len(pairs) == 1 else (
+                f"  (rounds: produce {' '.join(f'{x:.2f}' for x in produce)};"
+                f" consume {' '.join(f'{x:.2f}' for x in consume)})")
+            print(f"{t.name:8s} {client:10s} {label}: produce {statistics.median(produce):.2f}x of direct,"
+                  f" consume {statistics.median(consume):.2f}x of direct{each}")
 
 
 def shutil_taskset() -> bool:
