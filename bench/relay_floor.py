@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--kcoord-python", default=sys.executable, help="the python whose kcoord tree to measure")
+    ap.add_argument("--kcoord", action="append", default=[], metavar="NAME=PYTHON",
+                    help="a kcoord to measure: a name and the python of the venv whose tree it runs"
+                         " (default: kcoord=this python)")
     ap.add_argument("--serve-python-pump", nargs=2, metavar=("PORT", "UPSTREAM"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve_python_pump:
@@ -114,15 +117,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _create_topic(upstream, "small")
         frame = small_produce_frame("small", 100)
-        targets = ["direct", "kcoord", "python"] + (["c"] if c_binary else [])
+        kcoords = dict(spec.partition("=")[::2] for spec in args.kcoord) or {"kcoord": sys.executable}
+        targets = ["direct", *kcoords, "python"] + (["c"] if c_binary else [])
         for r in range(args.rounds):
             order = targets if r % 2 == 0 else list(reversed(targets))
             for target in order:
                 child: procs.Child | None = None
                 if target == "direct":
                     address, pid = upstream, tansu.pid
-                elif target == "kcoord":
-                    child, _, address = _start_kcoord(args.kcoord_python, upstream)
+                elif target in kcoords:
+                    child, _, address = _start_kcoord(str(Path(kcoords[target]).absolute()), upstream)
                     pid = child.pid
                 else:
                     port = procs.free_port_block(1)
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
                         rate, cpu, system = asyncio.run(
                             _small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
                         results.setdefault((shape, target), []).append(cpu)
-                        print(f"round {r + 1} {shape:6s} {target:7s} {rate:9.0f} answers/s  CPU {cpu:6.1f} µs/answer"
+                        print(f"round {r + 1} {shape:6s} {target:8s} {rate:9.0f} answers/s  CPU {cpu:6.1f} µs/answer"
                               f" (system {system:5.1f})  load {os.getloadavg()[0]:.1f}", flush=True)
                 finally:
                     if child is not None:
@@ -146,8 +150,9 @@ def main(argv: list[str] | None = None) -> None:
         tansu.stop()
     print(f"load average at end: {os.getloadavg()}")
     for shape in args.shapes.split(","):
-        row = {t: min(v) for (s, t), v in results.items() if s == shape}
-        print(f"{shape:6s} best µs/answer: " + ", ".join(f"{t} {v:.1f}" for t, v in row.items()))
+        row = {t: v for (s, t), v in results.items() if s == shape}
+        print(f"{shape:6s} µs/answer, median (best): "
+              + ", ".join(f"{t} {statistics.median(v):.1f} ({min(v):.1f})" for t, v in row.items()))
 
 
 if __name__ == "__main__":
