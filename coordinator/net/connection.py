@@ -172,9 +172,8 @@ class ClientConnection(asyncio.Protocol):
         # Frames waiting for the upstream connection to open, each with where its answer goes.
         self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]] = []
         # Relayed bytes, counted without a labels() lookup per frame.
-        upstream_bytes = getattr(self.app.metrics, "upstream_bytes_total", None)
-        self._bytes_out = upstream_bytes.labels("out") if upstream_bytes is not None else None
-        self._bytes_in = upstream_bytes.labels("in") if upstream_bytes is not None else None
+        # [out, in], added to per relayed frame (Metrics.upstream_byte_counts); a dummy without metrics.
+        self._relayed_bytes: list[int] = getattr(self.app.metrics, "upstream_byte_counts", None) or [0, 0]
         self._pause_reasons = 0
         self._backlog: list[bytes] | None = None  # frames read but not dispatched while paused
         self._continue_scheduled = False
@@ -814,8 +813,7 @@ class ClientConnection(asyncio.Protocol):
             framed, body = frames.size_prefix(payload), payload  # not copied into one frame
         else:
             framed = frames.frame(payload)
-        if self._bytes_out is not None:
-            self._bytes_out.inc(len(payload) + 4)
+        self._relayed_bytes[0] += len(payload) + 4
         slot = self._new_slot()
         endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
         answered = _RelayedAnswer(self, slot, endpoints)
@@ -886,14 +884,12 @@ class ClientConnection(asyncio.Protocol):
                             self.peer, api_key, version, exc)
                 rewrite = False
             if rewrite:
-                if self._bytes_in is not None:
-                    self._bytes_in.inc(len(raw) + 4)
+                self._relayed_bytes[1] += len(raw) + 4
                 task = asyncio.ensure_future(
                     self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
                 task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
                 return
-        if self._bytes_in is not None:
-            self._bytes_in.inc(len(raw) + 4)
+        self._relayed_bytes[1] += len(raw) + 4
         if len(raw) > frames.LARGE_FRAME:
             self._fill(slot, frames.size_prefix(raw), raw)  # not copied into one frame
         else:
@@ -904,8 +900,7 @@ class ClientConnection(asyncio.Protocol):
         so a NodeEndpoints field that needs rewriting is replaced by an unknown tagged field of
         the same length (clients skip unknown tags): the client learns the new leader from
         Metadata, which kcoord rewrites, instead of from the answer."""
-        if self._bytes_in is not None:
-            self._bytes_in.inc(len(raw) + 4)
+        self._relayed_bytes[1] += len(raw) + 4
         sent = slot.sent
         rest = raw[sent:]
         if endpoints is not None:

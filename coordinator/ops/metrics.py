@@ -99,9 +99,9 @@ class Metrics:
         # connections and the gateway
         self.connections = Gauge("kcoord_connections", "Open client connections", registry=r)
         self.connections_total = Counter("kcoord_connections_accepted", "Client connections accepted", registry=r)
-        self.upstream_bytes_total = Counter(
-            "kcoord_upstream_bytes", "Bytes passed to (out) and from (in) upstream brokers", ["direction"], registry=r
-        )
+        # Relayed bytes, [out, in]: a relay adds to the list per frame (no labels() or lock), and
+        # RequestTallyCollector exports it as kcoord_upstream_bytes_total.
+        self.upstream_byte_counts = self.tally.upstream_bytes
         self.upstream_errors = Counter("kcoord_upstream_errors", "Pass-through requests that failed", registry=r)
         closed = Counter(
             "kcoord_connections_closed", "Client connections closed by a limit, by reason", ["reason"], registry=r
@@ -181,7 +181,7 @@ class Metrics:
         latency[1 + bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
     def upstream_bytes(self, direction: str, n: int) -> None:
-        self.upstream_bytes_total.labels(direction).inc(n)
+        self.upstream_byte_counts[direction == "in"] += n
 
     def upstream_error(self) -> None:
         self.upstream_errors.inc()
@@ -232,7 +232,7 @@ class Metrics:
 class RequestTally:
     """Plain counts behind the per-request series, keyed by the raw ints (names at scrape time)."""
 
-    __slots__ = ("requests", "responses", "commits", "latency")
+    __slots__ = ("requests", "responses", "commits", "latency", "upstream_bytes")
 
     def __init__(self) -> None:
         self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, version)
@@ -240,6 +240,7 @@ class RequestTally:
         self.commits: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, partition error code)
         # api key -> [sum of seconds, count per bucket..., count above the last bucket]
         self.latency: dict[int, list[Any]] = {}
+        self.upstream_bytes = [0, 0]  # relayed to (out) and from (in) the brokers: a list a relay adds to
 
 
 class RequestTallyCollector(Collector):
@@ -280,10 +281,16 @@ class RequestTallyCollector(Collector):
         for api_key, (seconds, *counts) in sorted(t.latency.items()):
             cumulative = list(accumulate(counts))
             latency.add_metric([api_name(api_key)], list(zip(bounds, cumulative, strict=True)), seconds)
+        relayed = CounterMetricFamily(
+            "kcoord_upstream_bytes", "Bytes passed to (out) and from (in) upstream brokers", labels=["direction"]
+        )
+        relayed.add_metric(["out"], t.upstream_bytes[0])
+        relayed.add_metric(["in"], t.upstream_bytes[1])
         yield requests
         yield responses
         yield commits
         yield latency
+        yield relayed
 
 
 class BufferCollector(Collector):
