@@ -31,8 +31,12 @@ pytestmark = pytest.mark.integration
 SHARDS = 6
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster(tansu: TansuBroker) -> Iterator[KcoordCluster]:
+    """One 2-node cluster for the tests that leave it as they found it: a refused process never joins
+    (the refused-duplicate test waits until the cluster has settled on the same shards again), and
+    the others only read it or use groups and topics of their own. The cut-off test mutates its
+    cluster, so it starts its own."""
     nodes = KcoordCluster(tansu.bootstrap, size=2, shards=SHARDS, session_timeout_ms=4000).start()
     try:
         yield nodes

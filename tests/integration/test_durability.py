@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -71,6 +72,13 @@ class SimpleCommitter(threading.Thread):
         return {tp: acks[-1][1] for tp, acks in self.acked.items() if acks}
 
 
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
 def fetch_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -118,7 +126,8 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(tansu: TansuBr
         py_group = unique("durable-py")
         committer = SimpleCommitter(kcoord.bootstrap, py_group, topic, 4)
         committer.start()
-        time.sleep(3)  # commits flowing from both clients
+        # commits flowing from both clients: the Java peers' already are (above); the committer's after 20
+        wait_until(lambda: min(len(a) for a in committer.acked.values()) >= 20, 60, "the committer's commits")
 
         killed_at = time.monotonic()
         kcoord.kill()
@@ -131,7 +140,12 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(tansu: TansuBr
         assert all(o > 0 for o in python_acked.values())
 
         kcoord = start_kcoord(tansu, offsets_topic, port=kcoord.port)
-        time.sleep(5)  # clients find the coordinator again and keep committing
+        # clients find the coordinator again and keep committing: each has a commit acknowledged by
+        # the restarted kcoord (a static member it did not know would have rejoined, not committed)
+        restarted, restarted_wall = time.monotonic(), time.time()
+        wait_until(lambda: all(a and a[-1][0] > restarted for a in committer.acked.values()) and all(
+            any(e["event"] == "committed" and e["ts"] / 1000 > restarted_wall for e in list(p.events)) for p in peers
+        ), 60, "commits acknowledged by the restarted kcoord")
         committer.stop_flag.set()
         committer.join(60)
 
