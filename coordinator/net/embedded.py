@@ -77,6 +77,19 @@ class EmbeddedBroker:
         self.stop()
         raise RuntimeError(f"embedded broker did not start within {timeout}s; see {self.log_path}")
 
+    async def stop_async(self, timeout: float = 5.0) -> None:
+        """:meth:`stop` without blocking the event loop: tansu's graceful exit waits for its
+        clients' connections, which here are kcoord's own, closing on this very loop (a blocking
+        wait held them open and every shutdown took the whole timeout)."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self.stop()  # killed if it is still there
+
     def stop(self) -> None:
         proc = self.process
         if proc is None or proc.poll() is not None:

@@ -331,7 +331,7 @@ class App:
             except (TimeoutError, OSError) as exc:
                 log.warning("storage did not close cleanly: %r", exc)
         if self.embedded is not None:
-            self.embedded.stop()
+            await self.embedded.stop_async()
         if self.metrics_server is not None:
             await self.metrics_server.close()
         self.stopped.set()

@@ -155,6 +155,37 @@ def test_sigterm_exits_zero() -> None:
     assert code == 0, proc.log_tail()
 
 
+def test_sigterm_on_the_embedded_broker_with_clients_connected_exits_promptly() -> None:
+    # The embedded tansu exits gracefully once its clients (kcoord's relay and storage connections)
+    # are closed; a stop that blocked kcoord's event loop waiting for it held those open, and every
+    # shutdown with a client still connected took the full 5 s kill timeout.
+    from confluent_kafka import Consumer, Producer
+
+    proc = KcoordProcess().start()
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "log_level": 0})
+    try:
+        producer.produce("gateway-stop", b"x")
+        assert producer.flush(30) == 0  # connected to a relayed broker port, and stays so
+        consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "gateway-stop",
+                             "auto.offset.reset": "earliest", "log_level": 0})
+        consumer.subscribe(["gateway-stop"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                consumer.commit(msg, asynchronous=False)
+                break
+        else:
+            raise AssertionError("the record was not consumed")
+        consumer.close()
+    finally:
+        started = time.monotonic()
+        code = proc.stop()
+        took = time.monotonic() - started
+    assert code == 0, proc.log_tail()
+    assert took < 3.0, f"kcoord took {took:.1f} s to stop"
+
+
 def test_through_an_upstream_given_with_bootstrap_server(tansu) -> None:
     with KcoordProcess("--shards", "4", "--storage", "memory", bootstrap=tansu.bootstrap) as proc:
         move_records(proc.bootstrap, "gateway-external")
