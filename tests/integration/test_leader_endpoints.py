@@ -225,6 +225,48 @@ def test_a_streamed_answer_naming_a_leader_keeps_its_length_and_no_broker_addres
     assert tags_at is not None and raw[:tags_at] == sent[:tags_at]
 
 
+def read_frame(sock: socket.socket) -> bytes:
+    size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+    body = bytearray()
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        assert chunk, "kcoord closed the connection mid-answer"
+        body += chunk
+    return bytes(body)
+
+
+def test_a_large_answer_behind_a_parked_join_waits_its_turn_whole_and_rewritten(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
+    """Only the next answer to be written is streamed: one that arrives behind a parked JoinGroup
+    waits whole, in order, and its endpoints are rewritten to kcoord's as any small answer's."""
+    upstream, kcoord = fake
+    records = bytes(range(256)) * 4096
+    answer = large_fetch([1, NEW_NODE], records, 3)
+    upstream.responder = lambda api, v, req: answer
+    upstream.paced_writes = (256 * 1024, 0.01)
+    join = m.JoinGroupRequest(group_id="parked-before-fetch", session_timeout_ms=10_000, member_id="",
+                              protocol_type="consumer", rebalance_timeout_ms=10_000, protocols=[
+                                  m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])  # fmt: skip
+    try:
+        with socket.create_connection(("127.0.0.1", broker_port(kcoord)), timeout=30) as sock:
+            # v3: no member-id round trip (KIP-394), so the join parks for the initial rebalance delay.
+            sock.sendall(frames.encode_request(ApiKey.JOIN_GROUP, 3, 1, "parked", join)
+                         + frames.encode_request(ApiKey.FETCH, 16, 2, "parked", fetch_request(16)))
+            first, second = read_frame(sock), read_frame(sock)
+    finally:
+        upstream.paced_writes = (0, 0.0)
+    cid, joined = frames.decode_response(ApiKey.JOIN_GROUP, 3, first)
+    assert cid == 1 and joined.error_code == 0
+    cid, fetched = frames.decode_response(ApiKey.FETCH, 16, second)
+    assert cid == 2
+    for host in UPSTREAM_HOSTS:
+        assert host not in second
+    assert {e.node_id for e in fetched.node_endpoints} == {1, NEW_NODE}  # rewritten, not dropped
+    assert all(e.host == "127.0.0.1" for e in fetched.node_endpoints)
+    assert [p.records for p in fetched.responses[0].partitions[:2]] == [records, records]
+
+
 def test_every_address_carrying_api_kcoord_advertises_is_covered(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
     """What kcoord offers a client, against an upstream offering Kafka 4.0's ranges: every API
     whose answers can hold an address is either rewritten in every offered version or offered
