@@ -35,7 +35,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,6 +296,15 @@ def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     return child, listen, f"{relayed[0].host}:{relayed[0].port}"
 
 
+def small_shapes(address: str, frame: bytes, pid: int,
+                 args: argparse.Namespace) -> Iterator[tuple[str, float, float, float]]:
+    """Each of ``args.shapes`` against one relay in turn: (shape, answers/s, CPU µs per answer of
+    process ``pid``, of which system)."""
+    for shape in args.shapes.split(","):
+        connections, depth = (int(x) for x in shape.split("x"))
+        yield shape, *asyncio.run(_small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
+
+
 def run_small(targets: list[Target], args: argparse.Namespace) -> None:
     tansu, upstream = procs.tansu("tansu-relay", cpu=1)
     try:
@@ -309,10 +318,8 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
                 child, _listen, address = _start_kcoord(t.python, upstream)
                 pid = child.pid
             try:
-                for shape in args.shapes.split(","):
-                    connections, depth = (int(x) for x in shape.split("x"))
-                    rate, cpu, system = t.small[shape] = asyncio.run(
-                        _small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
+                for shape, rate, cpu, system in small_shapes(address, frame, pid, args):
+                    t.small[shape] = (rate, cpu, system)
                     who = "tansu" if t.python is None else "kcoord"
                     print(f"small {shape:6s} {t.name:8s} {rate:10.0f} answers/s  {who} CPU {cpu:6.1f} µs/answer"
                           f" (system {system:5.1f})", flush=True)

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from bench import procs
-from bench.relay import _create_topic, _small_load, _start_kcoord, small_produce_frame
+from bench.relay import _create_topic, _start_kcoord, small_produce_frame, small_shapes
 
 HERE = Path(__file__).resolve().parent
 
@@ -136,10 +136,7 @@ def main(argv: list[str] | None = None) -> None:
                     child.wait_for_log("serving", 30)
                     address, pid = f"127.0.0.1:{port}", child.pid
                 try:
-                    for shape in args.shapes.split(","):
-                        connections, depth = (int(x) for x in shape.split("x"))
-                        rate, cpu, system = asyncio.run(
-                            _small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
+                    for shape, rate, cpu, system in small_shapes(address, frame, pid, args):
                         results.setdefault((shape, target), []).append(cpu)
                         print(f"round {r + 1} {shape:6s} {target:8s} {rate:9.0f} answers/s  CPU {cpu:6.1f} µs/answer"
                               f" (system {system:5.1f})  load {os.getloadavg()[0]:.1f}", flush=True)
