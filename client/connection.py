@@ -235,9 +235,7 @@ class Connection(asyncio.Protocol):
 
     def _write_parts(self, head: bytes, body: bytes) -> None:
         """A frame as its first bytes and a large rest, written as two buffers (writev), never joined."""
-        if not self._wbuf and not self.corked:
-            self._loop.call_soon(self._write_out)
-        self._wbuf.append(head)
+        self._write(head)
         self._wbuf.append(body)
         self._wbuf_large = True
 

@@ -220,9 +220,10 @@ def frame(payload: bytes) -> bytes:
     return _SIZE.pack(len(payload)) + payload
 
 
-def size_prefix(payload: bytes) -> bytes:
-    """The 4 bytes that frame ``payload``: a relay writes them and a large payload as two buffers."""
-    return _SIZE.pack(len(payload))
+def size_prefix(size: int) -> bytes:
+    """The 4 bytes that frame a payload of ``size`` bytes: a relay writes them and a large payload
+    as two buffers, or ahead of an answer it streams."""
+    return _SIZE.pack(size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,6 @@ Reply = Callable[[Any], None]
 
 _INT16 = struct.Struct(">h")
 _ACKS_ONE = _INT16.pack(1)
-_SIZE_PREFIX = struct.Struct(">i")
 
 # Relayed answers above this many bytes are written while they arrive (ClientConnection._relay_stream),
 # all but their last STREAM_HOLD_BACK bytes, which wait for the whole answer to be checked for
@@ -171,8 +170,7 @@ class ClientConnection(asyncio.Protocol):
         self._upstream_opening: asyncio.Future[None] | None = None
         # Frames waiting for the upstream connection to open, each with where its answer goes.
         self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]] = []
-        # Relayed bytes, counted without a labels() lookup per frame.
-        # [out, in], added to per relayed frame (Metrics.upstream_byte_counts); a dummy without metrics.
+        # Relayed bytes [out, in], added to per relayed frame (Metrics.upstream_byte_counts); a dummy without metrics.
         self._relayed_bytes: list[int] = getattr(self.app.metrics, "upstream_byte_counts", None) or [0, 0]
         self._pause_reasons = 0
         self._backlog: list[bytes] | None = None  # frames read but not dispatched while paused
@@ -810,7 +808,7 @@ class ClientConnection(asyncio.Protocol):
         client in one write, with no future or loop iteration per frame."""
         body: bytes | None = None
         if len(payload) > frames.LARGE_FRAME:
-            framed, body = frames.size_prefix(payload), payload  # not copied into one frame
+            framed, body = frames.size_prefix(len(payload)), payload  # not copied into one frame
         else:
             framed = frames.frame(payload)
         self._relayed_bytes[0] += len(payload) + 4
@@ -844,7 +842,7 @@ class ClientConnection(asyncio.Protocol):
                 slot.sent = _NOT_STREAMING
                 return
             self._write_out()  # answers before this one, already filled, go first
-            transport.write(_SIZE_PREFIX.pack(size))
+            transport.write(frames.size_prefix(size))
             slot.sent = 0
         elif self._closed:
             return
@@ -872,6 +870,7 @@ class ClientConnection(asyncio.Protocol):
             self.app.metrics.upstream_error()
             self._fail(slot, "request failed: the upstream connection closed before answering")
             return
+        self._relayed_bytes[1] += len(raw) + 4
         if slot.sent >= 0:
             self._relay_streamed_rest(slot, raw, endpoints)
             return
@@ -884,14 +883,12 @@ class ClientConnection(asyncio.Protocol):
                             self.peer, api_key, version, exc)
                 rewrite = False
             if rewrite:
-                self._relayed_bytes[1] += len(raw) + 4
                 task = asyncio.ensure_future(
                     self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
                 task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
                 return
-        self._relayed_bytes[1] += len(raw) + 4
         if len(raw) > frames.LARGE_FRAME:
-            self._fill(slot, frames.size_prefix(raw), raw)  # not copied into one frame
+            self._fill(slot, frames.size_prefix(len(raw)), raw)  # not copied into one frame
         else:
             self._fill(slot, frames.frame(raw))
 
@@ -900,7 +897,6 @@ class ClientConnection(asyncio.Protocol):
         so a NodeEndpoints field that needs rewriting is replaced by an unknown tagged field of
         the same length (clients skip unknown tags): the client learns the new leader from
         Metadata, which kcoord rewrites, instead of from the answer."""
-        self._relayed_bytes[1] += len(raw) + 4
         sent = slot.sent
         rest = raw[sent:]
         if endpoints is not None:
