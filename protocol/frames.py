@@ -226,6 +226,14 @@ def size_prefix(size: int) -> bytes:
     return _SIZE.pack(size)
 
 
+def frame_parts(payload: bytes) -> tuple[bytes, bytes | None]:
+    """``payload`` framed for writing: one buffer, or for a large payload its size prefix and the
+    payload itself, written as two buffers (writev) rather than copied into one frame."""
+    if len(payload) > LARGE_FRAME:
+        return _SIZE.pack(len(payload)), payload
+    return _SIZE.pack(len(payload)) + payload, None
+
+
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     api_key: int

@@ -170,8 +170,8 @@ class ClientConnection(asyncio.Protocol):
         self._upstream_opening: asyncio.Future[None] | None = None
         # Frames waiting for the upstream connection to open, each with where its answer goes.
         self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]] = []
-        # Relayed bytes [out, in], added to per relayed frame (Metrics.upstream_byte_counts); a dummy without metrics.
-        self._relayed_bytes: list[int] = getattr(self.app.metrics, "upstream_byte_counts", None) or [0, 0]
+        # Relayed bytes [out, in], added to per relayed frame (Metrics.upstream_byte_counts).
+        self._relayed_bytes: list[int] = self.app.metrics.upstream_byte_counts
         self._pause_reasons = 0
         self._backlog: list[bytes] | None = None  # frames read but not dispatched while paused
         self._continue_scheduled = False
@@ -723,7 +723,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _send_upstream(self, framed: bytes, expect_response: bool) -> asyncio.Future[bytes] | None:
         """Send now, or queue behind earlier frames; the future resolves with the response payload."""
-        self.app.metrics.upstream_bytes("out", len(framed))
+        self._relayed_bytes[0] += len(framed)
         up = self._upstream
         if up is not None and not up.closed and not self._outbox:
             return up.send(framed, expect_response)
@@ -806,11 +806,7 @@ class ClientConnection(asyncio.Protocol):
         """The plain pass-through (most frames): the answer comes back through a callback run
         inside the upstream connection's read, so every answer of one read is written to the
         client in one write, with no future or loop iteration per frame."""
-        body: bytes | None = None
-        if len(payload) > frames.LARGE_FRAME:
-            framed, body = frames.size_prefix(len(payload)), payload  # not copied into one frame
-        else:
-            framed = frames.frame(payload)
+        framed, body = frames.frame_parts(payload)
         self._relayed_bytes[0] += len(payload) + 4
         slot = self._new_slot()
         endpoints = api if api is not None and api[1] >= NODE_ENDPOINTS_SINCE[api[0]] else None
@@ -887,10 +883,7 @@ class ClientConnection(asyncio.Protocol):
                     self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
                 task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
                 return
-        if len(raw) > frames.LARGE_FRAME:
-            self._fill(slot, frames.size_prefix(len(raw)), raw)  # not copied into one frame
-        else:
-            self._fill(slot, frames.frame(raw))
+        self._fill(slot, *frames.frame_parts(raw))
 
     def _relay_streamed_rest(self, slot: _Slot, raw: bytes, endpoints: tuple[int, int] | None) -> None:
         """The held-back end of a streamed answer. Its size prefix went out with its first bytes,
@@ -927,8 +920,8 @@ class ClientConnection(asyncio.Protocol):
             self._fill(slot, fut.result())
         else:
             payload = fut.result()
-            self.app.metrics.upstream_bytes("in", len(payload) + 4)
-            self._fill(slot, frames.frame(payload))
+            self._relayed_bytes[1] += len(payload) + 4
+            self._fill(slot, *frames.frame_parts(payload))
 
     def _forward_and_rewrite(self, payload: bytes, api_key: int, version: int, rewrite: Any) -> None:
         try:
@@ -941,7 +934,7 @@ class ClientConnection(asyncio.Protocol):
 
         async def run() -> bytes:
             raw = await fut
-            self.app.metrics.upstream_bytes("in", len(raw) + 4)
+            self._relayed_bytes[1] += len(raw) + 4
             return await self._rewritten(raw, api_key, version, rewrite)
 
         task = asyncio.ensure_future(run())
@@ -1060,15 +1053,14 @@ class _RelayedAnswer(StreamingTarget):
         self.endpoints = endpoints
 
     def __call__(self, raw: bytes | None) -> None:
-        try:
-            self.conn._relay_answered(self.slot, raw, self.endpoints)
-        except Exception as exc:
-            log.exception("%s: cannot relay an answer", self.conn.peer)
-            self.conn._fail(self.slot, f"cannot relay an answer: {exc!r}")
+        self._guarded(self.conn._relay_answered, raw, self.endpoints)
 
     def stream(self, size: int, pieces: list[bytes]) -> None:
+        self._guarded(self.conn._relay_stream, size, pieces)
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
         try:
-            self.conn._relay_stream(self.slot, size, pieces)
+            step(self.slot, *args)
         except Exception as exc:
             log.exception("%s: cannot relay an answer", self.conn.peer)
             self.conn._fail(self.slot, f"cannot relay an answer: {exc!r}")

@@ -180,9 +180,6 @@ class Metrics:
         latency[0] += seconds
         latency[1 + bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
-    def upstream_bytes(self, direction: str, n: int) -> None:
-        self.upstream_byte_counts[direction == "in"] += n
-
     def upstream_error(self) -> None:
         self.upstream_errors.inc()
 

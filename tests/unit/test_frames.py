@@ -27,6 +27,17 @@ def test_frames_split_across_feeds() -> None:
     assert dec.buffered == 0
 
 
+@pytest.mark.parametrize("size", [0, 1, frames.LARGE_FRAME, frames.LARGE_FRAME + 1, 3 * frames.LARGE_FRAME])
+def test_frame_parts_are_the_frame_and_keep_a_large_payload_uncopied(size: int) -> None:
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    head, body = frames.frame_parts(payload)
+    assert head + (body or b"") == frames.frame(payload)
+    if size > frames.LARGE_FRAME:
+        assert body is payload and len(head) == 4
+    else:
+        assert body is None
+
+
 def test_oversized_prefix_rejected_before_body_arrives() -> None:
     dec = frames.FrameDecoder(max_frame_size=1024)
     with pytest.raises(frames.FrameTooLarge):
