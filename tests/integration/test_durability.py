@@ -1,6 +1,6 @@
 """kcoord loses nothing a client was told is done (durable storage on the real cluster).
 
-kcoord runs with ``--storage kafka`` against a tansu broker that outlives it; kcoord itself is
+kcoord runs with ``--storage kafka`` against an upstream broker (tansu and Apache Kafka, each in turn) that outlives it; kcoord itself is
 killed with SIGKILL — no shutdown, no flush — and restarted on the same port.
 """
 
@@ -16,7 +16,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicParti
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from tests.support.broker import TansuBroker
+from tests.support.fixtures import Upstream
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
@@ -25,9 +25,9 @@ from tests.support.workload import create_topic, produce_numbered, unique
 pytestmark = pytest.mark.integration
 
 
-def start_kcoord(tansu: TansuBroker, topic: str, port: int | None = None) -> KcoordProcess:
+def start_kcoord(upstream: Upstream, topic: str, port: int | None = None) -> KcoordProcess:
     return KcoordProcess(
-        "--shards", "4", "--storage", "kafka", "--internal-topic", topic, bootstrap=tansu.bootstrap, port=port
+        "--shards", "4", "--storage", "kafka", "--internal-topic", topic, bootstrap=upstream.bootstrap, port=port
     ).start()
 
 
@@ -88,9 +88,9 @@ def fetch_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
     return {tp: om.offset for tp, om in result.items()}
 
 
-def test_kill9_keeps_every_acknowledged_commit_and_static_members(tansu: TansuBroker, java_peer) -> None:
+def test_kill9_keeps_every_acknowledged_commit_and_static_members(upstream: Upstream, java_peer) -> None:
     topic, offsets_topic = unique("durable"), internal_topic()
-    kcoord = start_kcoord(tansu, offsets_topic)
+    kcoord = start_kcoord(upstream, offsets_topic)
     try:
         create_topic(kcoord.bootstrap, topic, 4)
         produce_numbered(kcoord.bootstrap, topic, 4000, 4)
@@ -139,7 +139,7 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(tansu: TansuBr
         python_acked = committer.acked_before(killed_at)
         assert all(o > 0 for o in python_acked.values())
 
-        kcoord = start_kcoord(tansu, offsets_topic, port=kcoord.port)
+        kcoord = start_kcoord(upstream, offsets_topic, port=kcoord.port)
         # clients find the coordinator again and keep committing: each has a commit acknowledged by
         # the restarted kcoord (a static member it did not know would have rejoined, not committed)
         restarted, restarted_wall = time.monotonic(), time.time()
@@ -167,9 +167,9 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(tansu: TansuBr
         kcoord.kill()
 
 
-def test_restart_during_rebalance_completes_with_single_owners(tansu: TansuBroker, java_peer) -> None:
+def test_restart_during_rebalance_completes_with_single_owners(upstream: Upstream, java_peer) -> None:
     topic, offsets_topic, group = unique("rebal"), internal_topic(), unique("rebal-group")
-    kcoord = start_kcoord(tansu, offsets_topic)
+    kcoord = start_kcoord(upstream, offsets_topic)
     try:
         create_topic(kcoord.bootstrap, topic, 6)
         common = ["--bootstrap", kcoord.bootstrap, "--group", group, "--topic", topic, "--session-timeout-ms",
@@ -181,7 +181,7 @@ def test_restart_during_rebalance_completes_with_single_owners(tansu: TansuBroke
         peers[2].wait_for("started", timeout=30)
         time.sleep(1.0)  # the newcomer's JoinGroup has put the group into a rebalance
         kcoord.kill()
-        kcoord = start_kcoord(tansu, offsets_topic, port=kcoord.port)
+        kcoord = start_kcoord(upstream, offsets_topic, port=kcoord.port)
 
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -218,15 +218,15 @@ def fetch_once(address: str, group: str, topic: str) -> int:
     return response.topics[0].partitions[0].committed_offset
 
 
-def test_a_second_kcoord_on_the_same_topic_fences_the_first(tansu: TansuBroker) -> None:
+def test_a_second_kcoord_on_the_same_topic_fences_the_first(upstream: Upstream) -> None:
     offsets_topic, group = internal_topic(), unique("fence-group")
-    first = start_kcoord(tansu, offsets_topic)
+    first = start_kcoord(upstream, offsets_topic)
     second: KcoordProcess | None = None
     try:
         topic = unique("fenced")
         create_topic(first.bootstrap, topic, 1)  # commits name topics that exist
         assert commit_once(first.bootstrap, group, 42, topic) == 0
-        second = start_kcoord(tansu, offsets_topic)  # takes ownership of every shard: epoch bump + fence write
+        second = start_kcoord(upstream, offsets_topic)  # takes ownership of every shard: epoch bump + fence write
         assert fetch_once(second.bootstrap, group, topic) == 42  # it loaded what the first acknowledged
         # The zombie's next write is rejected by the cluster, so it must not acknowledge it.
         assert commit_once(first.bootstrap, group, 99, topic) == ErrorCode.NOT_COORDINATOR

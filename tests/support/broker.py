@@ -111,6 +111,8 @@ class TansuBroker:
     after stop() so a failed test can be debugged. ``api_versions`` is what it reported at start.
     """
 
+    kind = "tansu"
+
     def __init__(
         self,
         port: int | None = None,

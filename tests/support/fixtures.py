@@ -1,8 +1,14 @@
 """pytest fixtures for tests with real processes; tests/conftest.py does
 ``from tests.support.fixtures import *``.
 
-- ``tansu``: one TansuBroker per test session (memory storage, free loopback port). Tests share it,
-  so they must use unique topic and group names (tests.support.workload.unique).
+- ``tansu``: one TansuBroker per test session (memory storage, free loopback port).
+- ``kafka``: one Apache Kafka 4.0 KRaft node per test session (tests.support.kafka_broker); skips
+  with the reason where Java or a Kafka distribution cannot be had.
+- ``upstream``: the same test once per upstream broker, ``[tansu]`` and ``[kafka]``: the suites that
+  define kcoord run against both, with the same assertions. ``KCOORD_TEST_UPSTREAMS=tansu`` (or
+  ``kafka``) narrows a local run to one; the default is both, and CI runs both.
+  Brokers are shared by the whole session, so tests must use unique topic and group names
+  (tests.support.workload.unique).
 - ``java_peers``: the compiled peer classes directory; skips the test when java/javac are missing.
 - ``java_peer``: a factory that starts a JavaPeer with its stderr under the test's tmp_path and
   stops every peer it started when the test ends, pass or fail.
@@ -10,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -17,8 +24,12 @@ import pytest
 
 from tests.support.broker import TansuBroker
 from tests.support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
+from tests.support.kafka_broker import KafkaBroker, KafkaUnavailable
 
-__all__ = ["java_peer", "java_peers", "tansu"]
+__all__ = ["java_peer", "java_peers", "kafka", "tansu", "upstream", "Upstream"]
+
+Upstream = TansuBroker | KafkaBroker
+UPSTREAMS = [u.strip() for u in os.environ.get("KCOORD_TEST_UPSTREAMS", "tansu,kafka").split(",") if u.strip()]
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +40,27 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    try:
+        broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka"))
+        broker.start()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session", params=UPSTREAMS)
+def upstream(request: pytest.FixtureRequest) -> Upstream:
+    if request.param not in ("tansu", "kafka"):
+        raise ValueError(f"KCOORD_TEST_UPSTREAMS names {request.param!r}; known: tansu, kafka")
+    broker: Upstream = request.getfixturevalue(request.param)
+    return broker
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,310 @@
+"""Start and stop Apache Kafka 4.0 as a process: the reference upstream behind kcoord in tests.
+
+Kafka is the truth where tansu differs (docs/tansu.md), so the suites that define kcoord run
+against both. One KRaft node (broker and controller in one JVM) per test session, on free loopback
+ports, with its data in a temporary folder.
+
+Where the distribution comes from, in this order (never silently tansu instead):
+1. ``$KAFKA_HOME``;
+2. ``../shared/kafka`` beside the repository (these machines carry a runnable 4.0.0 there);
+3. the official release ``kafka_2.13-4.0.0.tgz`` from Apache's archive, checked against the SHA-512
+   Apache publishes beside it, unpacked once into ``~/.cache/kcoord/``.
+
+The broker is "up" after the log says ``Kafka Server started`` and a Metadata round trip
+advertises our own address, the same readiness rule as tests.support.broker.TansuBroker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.request
+import uuid
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.support import procs
+from tests.support.broker import BrokerStartError, probe_api_versions, probe_metadata_brokers
+from tests.support.kcoord_process import REPO, free_port_block
+
+KAFKA_VERSION = "4.0.0"
+SCALA_VERSION = "2.13"
+RELEASE = f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}"
+RELEASE_URL = f"https://archive.apache.org/dist/kafka/{KAFKA_VERSION}/{RELEASE}.tgz"
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kcoord"
+# Start-up takes ~10 s on a quiet machine and 25 s or more under load (../shared/kafka/README.md).
+START_TIMEOUT_S = 120.0
+
+
+class KafkaUnavailable(RuntimeError):
+    """No Kafka distribution or no Java: the message says which, and a test skips with it."""
+
+
+def _is_distribution(path: Path) -> bool:
+    return (path / "bin" / "kafka-server-start.sh").is_file() and (path / "libs").is_dir()
+
+
+def _sha512_of(path: Path) -> str:
+    digest = hashlib.sha512()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _published_sha512(url: str) -> str:
+    """Apache's ``.sha512`` file: ``NAME: HEX HEX ...`` (gpg --print-md layout) or ``HEX  NAME``."""
+    with urllib.request.urlopen(url + ".sha512", timeout=60) as answer:
+        text = answer.read().decode()
+    text = text.split(":", 1)[1] if ":" in text else text.split()[0]
+    return "".join(text.split()).lower()
+
+
+def _download_release() -> Path:
+    """The official release, unpacked under CACHE_DIR after its SHA-512 matched Apache's."""
+    home = CACHE_DIR / RELEASE
+    if _is_distribution(home):
+        return home
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tgz = CACHE_DIR / f"{RELEASE}.tgz"
+    try:
+        expected = _published_sha512(RELEASE_URL)
+        if not tgz.exists() or _sha512_of(tgz) != expected:
+            with urllib.request.urlopen(RELEASE_URL, timeout=600) as answer, open(tgz, "wb") as out:
+                shutil.copyfileobj(answer, out)
+    except OSError as exc:
+        raise KafkaUnavailable(f"no Kafka distribution: $KAFKA_HOME unset, none beside the repository, "
+                               f"and {RELEASE_URL} could not be fetched ({exc})") from exc  # fmt: skip
+    actual = _sha512_of(tgz)
+    if actual != expected:
+        tgz.unlink()
+        raise KafkaUnavailable(f"{tgz.name}: SHA-512 {actual[:16]}... is not the published {expected[:16]}...")
+    with tempfile.TemporaryDirectory(dir=CACHE_DIR) as scratch, tarfile.open(tgz) as archive:
+        archive.extractall(scratch, filter="data")
+        shutil.move(str(Path(scratch) / RELEASE), home)
+    return home
+
+
+def kafka_home() -> Path:
+    """The Kafka distribution to run (see the module docstring for the order)."""
+    configured = os.environ.get("KAFKA_HOME")
+    if configured:
+        if not _is_distribution(Path(configured)):
+            raise KafkaUnavailable(f"KAFKA_HOME={configured} is not a Kafka distribution (no bin/kafka-server-start.sh)")
+        return Path(configured)
+    beside = REPO.parent / "shared" / "kafka"
+    if _is_distribution(beside):
+        return beside
+    return _download_release()
+
+
+def require_java() -> None:
+    if shutil.which("java") is None:
+        raise KafkaUnavailable("Apache Kafka needs Java (java not on PATH)")
+
+
+def _stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Finalizer target: must not reference the KafkaBroker, or it would never be collected."""
+    procs.terminate(proc, timeout=20.0)
+
+
+class KafkaBroker:
+    """One Apache Kafka KRaft node on loopback; a context manager with TansuBroker's interface.
+
+    ``bootstrap`` is "127.0.0.1:PORT"; ``log_path`` holds the server's stdout+stderr and is kept after
+    stop(). ``tool(name, *args)`` runs one of Kafka's own command-line tools against this broker.
+    ``overrides`` are extra server.properties settings (e.g. for SASL or ACL tests).
+    """
+
+    kind = "kafka"
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.home = kafka_home()
+        self.host = host
+        self.port = 0
+        self.controller_port = 0
+        self.overrides = dict(overrides or {})
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kcoord-kafka-"))
+        self.log_path = self.log_dir / "kafka.log"
+        self.data_dir = self.log_dir / "data"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _properties(self) -> dict[str, str]:
+        listen = f"PLAINTEXT://{self.host}:{self.port}"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
+            "listeners": f"{listen},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": listen,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            # Fewer internal partitions than the default 50: created on first use, each one costs
+            # start-up time on a 2-core machine and nothing here needs more.
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.coordinator.rebalance.protocols": "classic,consumer",
+            # Kafka's own groups (kcoord's cluster membership, Kafka-coordinated reference groups)
+            # need not wait 3 s for more members in tests.
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+        }
+        props.update(self.overrides)
+        return props
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KAFKA_HEAP_OPTS": "-Xmx768M -Xms256M",
+            "LOG_DIR": str(self.log_dir / "logs"),
+            # The stock kafka-run-class.sh would otherwise open a remote JMX port on all interfaces.
+            "KAFKA_JMX_OPTS": "-Dcom.sun.management.jmxremote.local.only=true",
+        }
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> KafkaBroker:
+        """Format a fresh log dir and start; retries with new ports if ours were taken meanwhile."""
+        if self.running:
+            return self
+        require_java()
+        for attempt in range(3):
+            self.port = free_port_block(2, self.host)
+            self.controller_port = self.port + 1
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self._format()
+            self._spawn()
+            try:
+                self._wait_ready(timeout)
+                return self
+            except BrokerStartError:
+                port_race = "Address already in use" in self.log_tail(200)
+                self.stop()
+                if not port_race or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _write_config(self) -> Path:
+        config = self.log_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
+        return config
+
+    def _format(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        cluster_id = _kraft_cluster_id()
+        args = [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", cluster_id,
+                "-c", str(config), "--feature", "transaction.version=2", "--feature", "group.version=1"]  # fmt: skip
+        done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise BrokerStartError(f"kafka-storage.sh format failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+
+    def _spawn(self) -> None:
+        args = [str(self.home / "bin" / "kafka-server-start.sh"), str(self.log_dir / "server.properties")]
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== {' '.join(args)}\n".encode())
+            log.flush()
+            self.process = procs.spawn(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env()
+            )
+        self._finalizer = weakref.finalize(self, _stop_process, self.process)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                self._fail(f"Kafka exited with code {self.process.returncode} during start-up")
+            if "Kafka Server started" in self._log_text():
+                try:
+                    self.api_versions = probe_api_versions(self.host, self.port)
+                    brokers = probe_metadata_brokers(self.host, self.port)
+                    if any(h == self.host and p == self.port for _, h, p in brokers):
+                        return
+                    last_error = RuntimeError(f"Metadata advertises {brokers}, not {self.bootstrap}")
+                except (OSError, ConnectionError, struct.error) as exc:
+                    last_error = exc
+            time.sleep(0.2)
+        self._fail(f"Kafka not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
+
+    def _log_text(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
+
+    def _fail(self, reason: str) -> None:
+        raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server log, for assertion messages."""
+        return "\n".join(self._log_text().splitlines()[-lines:]) or "<no log>"
+
+    def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run ``bin/NAME`` (e.g. ``kafka-consumer-groups.sh``) with ARGS; stdout and stderr captured."""
+        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256M", "LOG_DIR": str(self.log_dir / "logs")}
+        done = subprocess.run([str(self.home / "bin" / name), *args], env=env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+        if check and done.returncode != 0:
+            raise AssertionError(f"{name} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def stop(self) -> int | None:
+        """SIGTERM (a controlled shutdown), wait, then SIGKILL. Idempotent; returns the exit code."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        proc, self.process = self.process, None
+        if proc is None:
+            return None
+        return procs.terminate(proc, timeout=20.0)
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"KafkaBroker({self.bootstrap}, {state}, home={self.home}, log={self.log_path})"
+
+
+def _kraft_cluster_id() -> str:
+    """What ``kafka-storage.sh random-uuid`` prints: a random UUID, URL-safe base64, no padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
