@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Bring up a Docker engine for the container tests (issue 25), or say why there is none.
+#
+#   ./scripts/docker_engine.sh        # exit 0: `docker info` answers; non-zero: the reason is on stderr
+#
+# An engine that already answers is used as it is. Otherwise, as root with apt-get: install Debian's
+# docker.io (dockerd 20.10, API 1.41), docker-compose (compose v1.29: the v2 plugin is not packaged) and
+# debootstrap (scripts/build_images.sh builds the base image with it: no image registry is reachable),
+# then start dockerd in the background and wait until it answers.
+#
+# Client/daemon versions: a newer client (a 28.x /usr/local/bin/docker may come first in PATH)
+# negotiates down to the daemon's API on its own; what must not happen is a pinned DOCKER_API_VERSION
+# above the daemon's. The scripts and tests call Debian's /usr/bin/docker when it exists (see
+# tests/support/docker_images.py), which matches the daemon it came with.
+set -euo pipefail
+
+log=${KCOORD_DOCKERD_LOG:-/var/log/kcoord-dockerd.log}
+
+docker_cli() {
+  if [ -x /usr/bin/docker ]; then echo /usr/bin/docker; else command -v docker || true; fi
+}
+
+answers() {
+  local cli
+  cli=$(docker_cli)
+  [ -n "$cli" ] && timeout 10 "$cli" info >/dev/null 2>&1
+}
+
+if answers; then
+  echo "docker engine: up ($($(docker_cli) version --format '{{.Server.Version}} API {{.Server.APIVersion}}'))"
+  exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+  echo "no Docker engine: none answers and starting one needs root (running as uid $(id -u))" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "no Docker engine: none answers and there is no apt-get to install one" >&2
+  exit 1
+fi
+
+need=()
+[ -x /usr/sbin/dockerd ] || need+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "docker engine: installing ${need[*]} (apt-get)"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${need[@]}" >/dev/null; }; then
+    echo "no Docker engine: apt-get could not install ${need[*]}" >&2
+    exit 1
+  fi
+fi
+
+if ! pgrep -x dockerd >/dev/null 2>&1; then
+  echo "docker engine: starting dockerd (log: $log)"
+  # setsid + nohup: the daemon outlives this script and the test run that called it; it starts
+  # its own containerd. overlay2 is the storage driver that works on this kernel.
+  setsid nohup /usr/sbin/dockerd --storage-driver=overlay2 >"$log" 2>&1 </dev/null &
+fi
+
+for _ in $(seq 1 60); do
+  if answers; then
+    echo "docker engine: up ($($(docker_cli) version --format '{{.Server.Version}} API {{.Server.APIVersion}}'))"
+    exit 0
+  fi
+  sleep 1
+done
+echo "no Docker engine: dockerd did not answer within 60 s; last lines of $log:" >&2
+tail -n 15 "$log" >&2 || true
+exit 1
