@@ -170,9 +170,15 @@ def test_cluster_compose_survives_a_killed_and_a_cut_off_node() -> None:
     env = cluster_ports()
     node_port = {n: int(env[f"HOST_PORTS_KCOORD{n}"] + "92") for n in (1, 2, 3)}
     project = ComposeProject(REPO / "deploy" / "docker-compose.cluster.yml", env)
+    started = time.monotonic()
+
+    def phase(what: str) -> None:  # where the minutes go (shown with pytest -s or on failure)
+        print(f"cluster test: {what} at {time.monotonic() - started:.0f}s", flush=True)
+
     with project.up():
         kcoords = {f"kcoord{n}": project.container(f"kcoord{n}") for n in (1, 2, 3)}
         wait_healthy(kcoords, timeout=420, logs=project.logs)
+        phase("3 Kafka brokers and 3 kcoord nodes healthy")
         every_node = ",".join(f"localhost:{p}" for p in node_port.values())
         topic = _unique("cluster-topic")
         create_topic(every_node, topic, PARTITIONS, 3)
@@ -202,6 +208,7 @@ def test_cluster_compose_survives_a_killed_and_a_cut_off_node() -> None:
                 acked[group] = consume_and_commit(every_node, topic, group, count)
                 assert sum(acked[group].values()) == count, (group, acked[group])
 
+        phase(f"{len(acked)} groups committed")
         # Faults: node 1 dies; node 2 keeps running but loses Kafka (and with that its published ports).
         docker("kill", kcoords["kcoord1"])
         docker("network", "disconnect", project.network(), kcoords["kcoord2"])
@@ -224,9 +231,11 @@ def test_cluster_compose_survives_a_killed_and_a_cut_off_node() -> None:
             if pending:
                 assert time.monotonic() < deadline, f"not served by node 3 after the faults: {sorted(pending)}"
                 time.sleep(1)
+        phase("every group served by node 3 with its acknowledged offsets")
         # And served for real: a member of a group node 1 had resumes from its commit and commits again.
         group = groups[1][0]
         produce(survivor, topic, 30, PARTITIONS)
         after = consume_and_commit(survivor, topic, group, count + 30 - sum(acked[group].values()))
         assert sum(after.values()) == count + 30
         assert all(after[p] >= acked[group][p] for p in acked[group])
+        phase("a group of node 1 consumed and committed on node 3")
