@@ -15,6 +15,16 @@
 set -euo pipefail
 
 log=${KCOORD_DOCKERD_LOG:-/var/log/kcoord-dockerd.log}
+# Why there is no engine, for the tests' skip reasons (tests/support/containers.py reads it).
+reason_file="$(cd "$(dirname "$0")/.." && pwd)/.cache/docker-engine.reason"
+mkdir -p "$(dirname "$reason_file")" 2>/dev/null || true
+rm -f "$reason_file" 2>/dev/null || true
+
+fail() {
+  echo "no Docker engine: $*" >&2
+  echo "$*" 2>/dev/null >"$reason_file" || true
+  exit 1
+}
 
 docker_cli() {
   if [ -x /usr/bin/docker ]; then echo /usr/bin/docker; else command -v docker || true; fi
@@ -32,12 +42,10 @@ if answers; then
 fi
 
 if [ "$(id -u)" != 0 ]; then
-  echo "no Docker engine: none answers and starting one needs root (running as uid $(id -u))" >&2
-  exit 1
+  fail "none answers and starting one needs root (running as uid $(id -u))"
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "no Docker engine: none answers and there is no apt-get to install one" >&2
-  exit 1
+  fail "none answers and there is no apt-get to install one"
 fi
 
 need=()
@@ -48,8 +56,7 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "docker engine: installing ${need[*]} (apt-get)"
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       "${need[@]}" >/dev/null; }; then
-    echo "no Docker engine: apt-get could not install ${need[*]}" >&2
-    exit 1
+    fail "apt-get could not install ${need[*]}"
   fi
 fi
 
@@ -67,6 +74,5 @@ for _ in $(seq 1 60); do
   fi
   sleep 1
 done
-echo "no Docker engine: dockerd did not answer within 60 s; last lines of $log:" >&2
 tail -n 15 "$log" >&2 || true
-exit 1
+fail "dockerd did not answer within 60 s (its log: $log)"

@@ -22,10 +22,20 @@ from typing import Any
 
 import pytest
 
+from .docker_images import REASON_FILE as BUILD_REASON_FILE
 from .docker_images import docker_cli, missing_images
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_HINT = "run scripts/docker_engine.sh and scripts/build_images.sh"
+ENGINE_REASON_FILE = REPO / ".cache" / "docker-engine.reason"
+
+
+def _script_said(path: Path) -> str:
+    """What scripts/docker_engine.sh or build_images.sh last gave as its reason for failing, if anything."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def engine_problem() -> str | None:
@@ -46,14 +56,17 @@ def engine_problem() -> str | None:
 def require_engine() -> None:
     problem = engine_problem()
     if problem is not None:
-        pytest.skip(f"no Docker engine: {problem} ({BUILD_HINT})")
+        said = _script_said(ENGINE_REASON_FILE)
+        pytest.skip(f"no Docker engine: {said}" if said else f"no Docker engine: {problem} ({BUILD_HINT})")
 
 
 def require_images(*tags: str) -> None:
     require_engine()
     missing = missing_images(tags)
     if missing:
-        pytest.skip(f"images not built: {', '.join(missing)} ({BUILD_HINT})")
+        said = _script_said(BUILD_REASON_FILE)
+        why = f"scripts/build_images.sh failed: {said}" if said else BUILD_HINT
+        pytest.skip(f"images not built: {', '.join(missing)} ({why})")
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> str:

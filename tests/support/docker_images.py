@@ -317,12 +317,19 @@ def build_all() -> None:
     build_kcoord(digests["python:3.11-slim"])
 
 
+# Why the last build failed, for the tests' skip reasons (tests/support/containers.py reads it).
+REASON_FILE = REPO / ".cache" / "build-images.reason"
+
+
 def main() -> int:
     started = time.monotonic()
+    REASON_FILE.parent.mkdir(parents=True, exist_ok=True)
+    REASON_FILE.unlink(missing_ok=True)
     try:
         build_all()
     except (BuildError, subprocess.SubprocessError, OSError) as exc:
         print(f"build_images: {exc}", file=sys.stderr)
+        REASON_FILE.write_text(str(exc).strip().splitlines()[0][:500] + "\n" if str(exc).strip() else "failed\n")
         return 1
     _say(f"all images ready in {time.monotonic() - started:.0f}s")
     return 0
