@@ -54,7 +54,9 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   echo "docker engine: installing ${need[*]} (apt-get)"
-  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  # With recommends, as tested: apparmor (hosts whose kernel enforces it), cgroupfs-mount (hosts
+  # without cgroups mounted), debian-archive-keyring (debootstrap checks the release signature).
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       "${need[@]}" >/dev/null; }; then
     fail "apt-get could not install ${need[*]}"
   fi
