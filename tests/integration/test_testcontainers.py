@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from textwrap import dedent
 import pytest
 
 from tests.support.containers import require_images
-from tests.support.kcoord_process import REPO, KcoordProcess
+from tests.support.kcoord_process import REPO, KcoordProcess, free_port_block
 from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
@@ -134,28 +133,16 @@ def test_consumer_group_round_trip_against_apache_kafka(kafka: object) -> None:
         round_trip(kcoord.bootstrap)
 
 
-def _free_port_pair() -> int:
-    for _ in range(100):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-        try:
-            with socket.socket() as b:
-                b.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
-
-
 def test_kcoord_image_serves_a_group_next_to_kafka(docker_engine: None) -> None:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.image import DockerImage
     from testcontainers.core.network import Network
 
     # Port per broker: clients are told kcoord's listen port, so the host port must equal it.
-    port = _free_port_pair()
-    metrics_port = port + 2 if port + 2 < 65536 else port - 1
+    # Three free ports below the ephemeral range (a port picked by binding port 0 is in that range,
+    # where any outgoing connection can take it before the container publishes it).
+    port = free_port_block(3)
+    metrics_port = port + 2
     with Network() as network, DockerImage(path=str(REPO), tag="kcoord:test") as image:
         kafka = _apache_kafka_container(network, alias="kafka")
         kafka.start(timeout=120)  # type: ignore[attr-defined]
