@@ -45,11 +45,16 @@ def _local(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
 
 
-def run_health(args: argparse.Namespace) -> int:
-    from kcoord.coordinator.cli import build_parser
+def _serve_parser() -> argparse.ArgumentParser:
+    # The same option table `kcoord serve` parses (tools sit below the CLI: no import of cli here).
+    parser = argparse.ArgumentParser(prog="kcoord serve", add_help=False)
+    config.add_serve_arguments(parser)
+    return parser
 
+
+def run_health(args: argparse.Namespace) -> int:
     try:
-        serve_args = build_parser().parse_args(serve_argv(args.pid))
+        serve_args = _serve_parser().parse_args(serve_argv(args.pid)[1:])
         settings = config.resolve(serve_args).settings
     except (config.ConfigError, SystemExit) as exc:
         print(f"kcoord health: cannot read kcoord's configuration: {exc}", file=sys.stderr)
