@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .tools.groups import add_groups_parser
 
     add_groups_parser(sub)
+    from .tools.health import add_health_parser
+
+    add_health_parser(sub)
     from kcoord.analytics.run import add_parser as add_analytics_parser
 
     add_analytics_parser(sub)
@@ -90,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         from .tools.groups import run_groups
 
         return run_groups(args)
+    if args.command == "health":
+        from .tools.health import run_health
+
+        return run_health(args)
     if args.command == "analytics":
         from kcoord.analytics.run import run_cli
 

@@ -14,4 +14,5 @@ fi
 .venv/bin/ruff check .
 # Type-check the codec and the group-state modules (the file list is [tool.mypy] in pyproject.toml).
 .venv/bin/mypy
+./scripts/docker_engine.sh && ./scripts/build_images.sh || echo "note: no Docker engine or images (reason above); the container tests will be skipped"
 exec .venv/bin/pytest "$@"

@@ -6,6 +6,7 @@ through kcoord's own configuration code, so a flag typo in a deploy file fails h
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 from pathlib import Path
@@ -16,6 +17,8 @@ import yaml
 
 from kcoord.coordinator.cli import build_parser
 from kcoord.coordinator.ops import config
+from tests.support.compose_files import load_compose
+from tests.support.docker_images import context_files, dockerignore_rules, in_build_context
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +50,30 @@ def resolve_serve(argv: list[str], env: dict[str, str] | None = None) -> config.
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    # As docker-compose reads it with none of its HOST_PORT_* variables set: the documented defaults.
+    return load_compose(REPO / "docker-compose.yml")
+
+
+def setup_py_roots() -> dict[str, str]:
+    """setup.py's ROOTS (package name -> folder), read without running setup()."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets):
+            roots: dict[str, str] = ast.literal_eval(node.value)
+            return roots
+    raise AssertionError("setup.py has no ROOTS")
+
+
+def build_stage_copy_sources() -> list[str]:
+    """Sources of the build stage's COPY instructions (the stage that runs pip wheel)."""
+    instructions = dockerfile_instructions((REPO / "Dockerfile").read_text())
+    stages: list[list[tuple[str, str]]] = []
+    for instruction, args in instructions:
+        if instruction == "FROM":
+            stages.append([])
+        stages[-1].append((instruction, args))
+    [build] = [st for st in stages if any(i == "RUN" and "pip wheel" in a for i, a in st)]
+    return [src for i, a in build if i == "COPY" and not a.startswith("--from=") for src in a.split()[:-1]]
 
 
 def test_dockerfile_is_small_non_root_with_kcoord_as_entrypoint() -> None:
@@ -63,6 +89,8 @@ def test_dockerfile_is_small_non_root_with_kcoord_as_entrypoint() -> None:
     runs = " ".join(a for i, a in instructions if i == "RUN")
     assert "pip install" in runs and f"useradd --create-home --uid 10001 --user-group {users[-1]}" in runs
     assert "DECODER_BACKEND == 'c'" in runs
+    # The installed entry point must start: a module the CLI imports but the wheel lacks fails the build.
+    assert "kcoord --help" in runs and "kcoord serve --help" in runs
     for i, a in instructions:
         if i == "COPY" and not a.startswith("--from="):
             for source in a.split()[:-1]:
@@ -78,8 +106,41 @@ def test_dockerfile_is_small_non_root_with_kcoord_as_entrypoint() -> None:
 
 def test_dockerignore_keeps_the_context_small() -> None:
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
-    assert {".git", ".venv", "tests"} <= ignored
+    assert {".git", ".venv", "tests", "bench"} <= ignored
     assert "README.md" not in ignored  # pyproject.toml names it as the readme
+    rules = dockerignore_rules(REPO)
+    for rel in (".venv/bin/python", "tests/unit/test_deploy_files.py", "protocol/__pycache__/x.pyc", "bench/x.py"):
+        assert not in_build_context(rel, rules), rel
+
+
+def test_every_package_folder_setup_py_maps_gets_into_the_wheel_the_image_builds() -> None:
+    """The bug of issue 25: cli.py imported kcoord.analytics, the Dockerfile's COPY list lacked analytics/.
+
+    Whatever the build stage copies, every folder in setup.py's ROOTS must reach pip wheel: either
+    the stage copies the whole context, or it names the folder, and .dockerignore keeps its files.
+    """
+    roots = setup_py_roots()
+    assert "kcoord.analytics" in roots  # the folder that went missing
+    sources = {src.rstrip("/") for src in build_stage_copy_sources()}
+    context = context_files(REPO)
+    for folder in roots.values():
+        assert "." in sources or folder in sources, f"the build stage does not copy {folder}/"
+        inside = [f for f in context if f.startswith(folder + "/") and f.endswith(".py")]
+        assert f"{folder}/__init__.py" in inside, f".dockerignore leaves {folder}/ out of the build context"
+        tracked_modules = {p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*.py")
+                           if "__pycache__" not in p.parts}  # fmt: skip
+        assert tracked_modules <= set(inside), f"{folder}/: {sorted(tracked_modules - set(inside))[:5]}"
+    for needed in ("pyproject.toml", "setup.py", "README.md", "protocol/_cdecode.c"):
+        assert needed in context, needed
+
+
+def test_healthcheck_follows_the_configured_metrics_address() -> None:
+    instructions = dockerfile_instructions((REPO / "Dockerfile").read_text())
+    [check] = [a for i, a in instructions if i == "HEALTHCHECK"]
+    command = json.loads(check[check.index("CMD") + 3:].strip())
+    # `kcoord health` resolves --metrics / KCOORD_METRICS / the config file as `kcoord serve` does.
+    assert command == ["kcoord", "health"]
+    assert build_parser().parse_args(command[1:]).command == "health"
 
 
 def test_compose_has_apache_kafka_in_kraft_mode_for_one_node(compose: dict[str, Any]) -> None:
@@ -125,3 +186,15 @@ def test_prometheus_scrapes_kcoords_metrics_port(compose: dict[str, Any]) -> Non
     metrics = resolve_serve([*map(str, command)]).settings.metrics
     assert metrics is not None
     assert targets == [f"kcoord:{metrics[1]}"]
+
+
+def test_compose_host_ports_move_together_when_overridden() -> None:
+    """The container tests move the host ports; kcoord must listen where it publishes (port per broker)."""
+    env = {"HOST_PORT_KCOORD": "21092", "HOST_PORT_BROKER": "21093", "HOST_PORT_METRICS": "21100",
+           "HOST_PORT_PROMETHEUS": "21090"}  # fmt: skip
+    services = load_compose(REPO / "docker-compose.yml", env)["services"]
+    s = resolve_serve([*map(str, services["kcoord"]["command"])]).settings
+    assert s.listen == ("0.0.0.0", 21092) and s.broker_ports == [21093]
+    published = set(services["kcoord"]["ports"])
+    assert published == {"21092:21092", "21093:21093", f"21100:{s.metrics[1] if s.metrics else 0}"}
+    assert services["prometheus"]["ports"] == ["21090:9090"]
