@@ -25,7 +25,10 @@ PARTITIONS = 6
 
 @pytest.fixture(scope="module")
 def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
-    with KcoordProcess("--shards", "8", bootstrap=upstream.bootstrap) as proc:
+    # An internal topic of its own: the upstream is shared by the whole session, and two kcoords on
+    # one topic fence each other (or refuse to start on another shard count).
+    args = ("--shards", "8", "--internal-topic", unique("__kcoord_java"))
+    with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 

@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(kcat_path() is None, r
 def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # No initial rebalance delay (Kafka's default waits 3 s for more members): each -G run is the
     # group's only member, so there is nobody to wait for.
-    args = ("--shards", "4", "--group-initial-rebalance-delay-ms", "0")
+    # An internal topic of its own: the upstream is shared by the whole session.
+    args = ("--shards", "4", "--group-initial-rebalance-delay-ms", "0", "--internal-topic", unique("__kcoord_kcat"))
     with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 

@@ -32,7 +32,8 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # A 0.5 s initial rebalance delay instead of Kafka's 3 s (waited twice when members keep arriving):
     # the three members start together and join well within it; a late one would only add a rebalance,
     # which these tests make anyway when a member leaves.
-    args = ("--shards", "8", "--group-initial-rebalance-delay-ms", "500")
+    # An internal topic of its own: the upstream is shared by the whole session.
+    args = ("--shards", "8", "--group-initial-rebalance-delay-ms", "500", "--internal-topic", unique("__kcoord_py"))
     with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
