@@ -1,5 +1,5 @@
 """The stock Java client (kafka-clients 4.3.0, classic protocol) and Kafka Connect's group member
-use kcoord as their coordinator: commitSync, KIP-345 static membership (restart without a
+use kcoord as their coordinator, in front of tansu and of Apache Kafka in turn: commitSync, KIP-345 static membership (restart without a
 rebalance, fencing of a duplicate instance id, removal by instance id through the AdminClient)
 and KIP-415 incremental cooperative rebalancing between Connect workers.
 """
@@ -7,11 +7,13 @@ and KIP-415 incremental cooperative rebalancing between Connect workers.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support.connect_scenario import two_workers_share_work
+from tests.support.fixtures import Upstream
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -22,8 +24,11 @@ PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def kcoord():
-    with KcoordProcess("--shards", "8") as proc:
+def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
+    # An internal topic of its own: the upstream is shared by the whole session, and two kcoords on
+    # one topic fence each other (or refuse to start on another shard count).
+    args = ("--shards", "8", "--internal-topic", unique("__kcoord_java"))
+    with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 

@@ -1,13 +1,16 @@
 """kcat (librdkafka 2.0, an older client than confluent-kafka's) through kcoord: metadata, produce,
-consume, and a balanced consumer group (-G) that commits through kcoord."""
+consume, and a balanced consumer group (-G) that commits through kcoord; in front of tansu and of
+Apache Kafka in turn."""
 
 from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support.fixtures import Upstream
 from tests.support.kcat import SKIP_REASON, kcat_path
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.workload import create_topic, unique
@@ -16,10 +19,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(kcat_path() is None, r
 
 
 @pytest.fixture(scope="module")
-def kcoord():
+def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # No initial rebalance delay (Kafka's default waits 3 s for more members): each -G run is the
     # group's only member, so there is nobody to wait for.
-    with KcoordProcess("--shards", "4", "--group-initial-rebalance-delay-ms", "0") as proc:
+    # An internal topic of its own: the upstream is shared by the whole session.
+    args = ("--shards", "4", "--group-initial-rebalance-delay-ms", "0", "--internal-topic", unique("__kcoord_kcat"))
+    with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 

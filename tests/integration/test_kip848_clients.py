@@ -1,7 +1,8 @@
 """KIP-848's consumer protocol through kcoord with stock clients: librdkafka (confluent-kafka,
 ``group.protocol=consumer``) and the Java consumer 4.3 (``group.protocol=consumer``). The
 coordinator assigns (server-side uniform assignor), members revoke before others get partitions, and
-every record is delivered once across a member leaving.
+every record is delivered once across a member leaving. kcoord stores its state on the upstream,
+tansu and Apache Kafka in turn.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import TansuBroker
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -29,9 +30,9 @@ PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
-def kcoord(tansu: TansuBroker) -> Iterator[KcoordProcess]:
+def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     with KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", unique("__kcoord_cgh"),
-                       bootstrap=tansu.bootstrap) as proc:
+                       bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 
@@ -184,13 +185,13 @@ def test_a_regular_expression_subscription_is_resolved_by_the_coordinator(kcoord
 
 
 def test_a_join_right_after_the_topic_was_created_around_kcoord_gets_its_partitions(
-    kcoord: KcoordProcess, tansu: TansuBroker
+    kcoord: KcoordProcess, upstream: Upstream
 ) -> None:
     """A topic created on the cluster directly (kcoord relayed no Metadata about it) and joined at
     once by name: kcoord looks the name up before it serves the join, so the first answer carries
     every partition, as Kafka's coordinator (which reads the metadata image) would give them."""
     topic = unique("fresh")
-    create_topic(tansu.bootstrap, topic, 4)
+    create_topic(upstream.bootstrap, topic, 4)
     with WireClient(kcoord.bootstrap) as client:
         response = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, m.ConsumerGroupHeartbeatRequest(
             group_id=unique("g-fresh"), member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000,

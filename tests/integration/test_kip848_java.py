@@ -1,7 +1,8 @@
 """The stock Java consumer 4.3 with ``group.protocol=consumer`` (KIP-848) against kcoord: topic
 pattern subscriptions, a member killed and replaced (session timeout, no record lost), static
 members restarted without disturbing the others, and the AdminClient's view of such a group
-(describe, list-groups, list-offsets, delete-groups).
+(describe, list-groups, list-offsets, delete-groups). kcoord stores its state on the upstream, tansu and
+Apache Kafka in turn.
 
 kcoord runs with a 6 s consumer session timeout and a 1 s heartbeat interval so a dead member is
 noticed quickly.
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.broker import TansuBroker
+from tests.support.fixtures import Upstream
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
@@ -27,11 +28,11 @@ SESSION_MS = 6000
 
 
 @pytest.fixture(scope="module")
-def kcoord(tansu: TansuBroker) -> Iterator[KcoordProcess]:
+def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     with KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", unique("__kcoord_j848"),
                        "--group-consumer-session-timeout-ms", str(SESSION_MS),
                        "--group-consumer-heartbeat-interval-ms", "1000",
-                       bootstrap=tansu.bootstrap) as proc:  # fmt: skip
+                       bootstrap=upstream.bootstrap) as proc:  # fmt: skip
         yield proc
 
 

@@ -1,4 +1,5 @@
-"""Stock Python clients use kcoord as their group coordinator, unmodified.
+"""Stock Python clients use kcoord as their group coordinator, unmodified, in front of tansu and of
+Apache Kafka in turn.
 
 Three consumers share a six-partition topic; one leaves part-way; every record is consumed exactly
 once because each consumer commits synchronously after processing a batch and before polling again
@@ -11,10 +12,12 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer
 
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.workload import create_topic, produce_numbered, unique
 
@@ -25,11 +28,13 @@ PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def kcoord():
+def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # A 0.5 s initial rebalance delay instead of Kafka's 3 s (waited twice when members keep arriving):
     # the three members start together and join well within it; a late one would only add a rebalance,
     # which these tests make anyway when a member leaves.
-    with KcoordProcess("--shards", "8", "--group-initial-rebalance-delay-ms", "500") as proc:
+    # An internal topic of its own: the upstream is shared by the whole session.
+    args = ("--shards", "8", "--group-initial-rebalance-delay-ms", "500", "--internal-topic", unique("__kcoord_py"))
+    with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 
