@@ -8,7 +8,10 @@ that commit after every record:
   (generation 1, 40 commits), then dynamic member d1 joins (generation 2: 2 partitions each, 2 moved);
 - KIP-848 group ``kg`` (``group.protocol=consumer``, Kafka's uniform assignor): k1 joins and consumes
   all 40 (assignment epoch 1, 40 commits), k2 joins (epoch 2: 2 + 2, 2 moved), k1 leaves (epoch 3:
-  k2 owns all 4, 2 moved).
+  k2 owns all 4, 2 moved);
+- group ``tx``: a transactional producer commits offset 5 on every partition (TxnOffsetCommit,
+  committed), then offset 9 in a transaction it aborts: Kafka keeps 5, and so must the pipeline
+  (Kafka's topic holds both, the aborted ones followed by an abort marker).
 What the pipeline reports from Kafka's records must match: the groups, their members (static or
 not), each generation's owners and partitions, the commits and the last committed offsets.
 """
@@ -66,6 +69,20 @@ class Member:
         self.thread.join(30)
 
 
+def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("ak-txn")})
+    meta = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        producer.init_transactions(30)
+        for offset, commit in ((5, True), (9, False)):
+            producer.begin_transaction()
+            tps = [confluent_kafka.TopicPartition(topic, p, offset) for p in range(PARTITIONS)]
+            producer.send_offsets_to_transaction(tps, meta.consumer_group_metadata(), 30)
+            (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    finally:
+        meta.close()
+
+
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -75,7 +92,7 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> No
 
 @pytest.fixture(scope="module")
 def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    topic, cl, kg = unique("ak-t"), unique("ak-cl"), unique("ak-kg")
+    topic, cl, kg, tx = unique("ak-t"), unique("ak-cl"), unique("ak-kg"), unique("ak-tx")
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     produce_numbered(kafka.bootstrap, topic, RECORDS, PARTITIONS)
     classic = {"partition.assignment.strategy": "range", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
@@ -95,6 +112,7 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
     finally:
         for mb in members.values():
             mb.close()
+    transactional_commits(kafka.bootstrap, tx, topic)
     out = tmp_path_factory.mktemp("analytics-kafka")
     from kcoord.analytics.run import run
 
@@ -103,7 +121,7 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
         offsets_topic="__consumer_offsets", source="python", input_parquet=None, no_report=False, lag_points=3,
     ))  # fmt: skip
     tables = {name: spark.read.parquet(str(out / name)).toPandas() for name in summary["rows"]}
-    return {"summary": summary, "tables": tables, "topic": topic, "cl": cl, "kg": kg, "ids": ids, "out": out}
+    return {"summary": summary, "tables": tables, "topic": topic, "cl": cl, "kg": kg, "tx": tx, "ids": ids, "out": out}
 
 
 def test_every_record_of_kafkas_topic_decodes(report: dict[str, Any]) -> None:
@@ -121,6 +139,12 @@ def test_commits_and_last_committed_offsets(report: dict[str, Any]) -> None:
     lag = report["tables"]["lag"]
     final = lag[lag["group"].isin([report["cl"], report["kg"]])].sort_values("ts").groupby(["group", "partition"]).tail(1)
     assert len(final) == 2 * PARTITIONS and set(final["lag"]) == {0}
+
+
+def test_aborted_transactional_commits_are_no_commits(report: dict[str, Any]) -> None:
+    commits = report["tables"]["offset_commits"]
+    mine = commits[commits["group"] == report["tx"]]
+    assert sorted(zip(mine["partition"], mine["offset"], strict=True)) == [(p, 5) for p in range(PARTITIONS)]
 
 
 def test_classic_generations_with_a_static_member(report: dict[str, Any]) -> None:
