@@ -334,3 +334,35 @@ def test_kafka_formatters_read_kcoords_records(workload: Workload) -> None:
     # KIP-848 records have no formatter in Kafka 4.0 (each of these two prints only its own types)
     assert w.kip848 not in last
 
+
+
+def test_kafka_decodes_kcoords_kip848_records(workload: Workload) -> None:
+    """Kafka 4.0 has no console formatter for KIP-848 records (types 3-8), but ``kafka-dump-log.sh
+    --offsets-decoder`` decodes every record type of a ``__consumer_offsets`` segment with Kafka's
+    own coordinator serde: run on the segment of kcoord's internal topic on the Kafka upstream."""
+    w = workload
+    if not isinstance(w.upstream, KafkaBroker):
+        pytest.skip("reads the upstream's log segment files; tansu keeps its log in memory")
+    segment = w.upstream.data_dir / f"{w.internal_topic}-0" / "00000000000000000000.log"
+    out = w.tools.tool("kafka-dump-log.sh", "--files", str(segment), "--offsets-decoder").stdout
+    last: dict[tuple[str, str], dict[str, Any]] = {}  # (type, member id or "") → the last value printed
+    for line in out.splitlines():
+        if not line.startswith("| offset:") or f'"groupId":"{w.kip848}"' not in line:
+            continue
+        key_text, _, value_text = line.split(" key: ", 1)[1].partition(" payload: ")
+        key, value = json.loads(key_text), json.loads(value_text)
+        assert value["version"] == "0", line
+        last[(key["type"], key["data"].get("memberId", ""))] = value["data"]
+    member = w.members["kip848"]
+    partitions = sorted(member.assigned)
+    metadata = last[("5", member.member_id)]
+    assert (metadata["clientId"], metadata["clientHost"]) == ("tools-kip848-client", "/127.0.0.1")
+    assert metadata["subscribedTopicNames"] == [w.topic] and metadata["classicMemberMetadata"] is None
+    epoch = last[("3", "")]["epoch"]
+    assert epoch >= 1 and last[("6", "")]["assignmentEpoch"] == epoch
+    (target,) = last[("7", member.member_id)]["topicPartitions"]
+    assert target["partitions"] == partitions
+    current = last[("8", member.member_id)]
+    assert current["memberEpoch"] == epoch and current["state"] == 0  # STABLE
+    assert [tp["partitions"] for tp in current["assignedPartitions"]] == [partitions]
+    assert current["partitionsPendingRevocation"] == []
