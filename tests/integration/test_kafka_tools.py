@@ -271,6 +271,10 @@ def test_groups_list_with_type_and_protocol_filters(workload: Workload) -> None:
                             "--group-type", "consumer").stdout  # fmt: skip
     names = {r["GROUP"] for r in table(only_new, "GROUP")}
     assert w.kip848 in names and w.classic not in names and w.reset not in names
+    # --consumer: consumer groups of both protocols (classic ones by their protocol type "consumer")
+    consumers = w.tools.tool("kafka-groups.sh", "--bootstrap-server", w.kcoord.bootstrap, "--list", "--consumer").stdout
+    names = {r["GROUP"] for r in table(consumers, "GROUP")}
+    assert {w.kip848, w.classic, w.reset} <= names
 
 
 def console_consumer(w: Workload, formatter: str) -> list[dict[str, Any]]:
