@@ -7,11 +7,11 @@ workers (each reads one topic partition). Each call opens its own connections an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.record_batch import decode_batches
+from kcoord.protocol.record_batch import CONTROL_COMMIT, RecordBatch, decode_batches
 from kcoord.storage.kafka_client import KafkaCluster, request
 
 EARLIEST, LATEST = -2, -1
@@ -142,14 +142,46 @@ async def _fetch(
     return b"", -1, 0
 
 
+Row = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value
+
+
+def take_committed(
+    batches: Iterable[RecordBatch], offset: int, end: int | None, queue: list[Row], open_txns: dict[int, list[Row]]
+) -> int:
+    """Append the committed records of ``batches`` at or after ``offset`` (and below ``end``) to
+    ``queue``; a transaction's records wait in ``open_txns`` (by producer id) for its marker: given
+    out at a commit, dropped at an abort. Returns the offset after the last batch."""
+    nxt = offset
+    for batch in batches:
+        if batch.next_offset <= offset:
+            continue
+        if batch.is_control:
+            held = open_txns.pop(batch.producer_id, [])
+            if batch.control_type() == CONTROL_COMMIT:
+                queue.extend(held)
+        else:
+            into = open_txns.setdefault(batch.producer_id, []) if batch.is_transactional else queue
+            for r in batch.records:
+                if r.offset >= offset and (end is None or r.offset < end):
+                    into.append((r.offset, r.timestamp, r.key, r.value))
+        nxt = max(nxt, batch.next_offset)
+    return nxt
+
+
 def read_partition(
     bootstrap: str, topic: str, partition: int, start: int, end: int | None
 ) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, timestamp, key, value) of ``partition`` from ``start`` up to ``end`` (exclusive;
-    None: up to the high watermark the fetches report). Control records are skipped. A fetch that
-    brings nothing below the high watermark is retried; after MAX_STALLS in a row the read fails
-    rather than returning less than the partition holds."""
-    queue: list[tuple[int, int, bytes | None, bytes | None]] = []
+    None: up to the high watermark the fetches report). A fetch that brings nothing below the high
+    watermark is retried; after MAX_STALLS in a row the read fails rather than returning less than
+    the partition holds.
+
+    Read committed, by the markers in the log rather than the broker's aborted-transaction list
+    (tansu sends none, docs/tansu.md): a transaction's records are held until its control batch,
+    given out at a commit and dropped at an abort, as Kafka's group coordinator replays its own
+    topic (an aborted TxnOffsetCommit is no commit). A transaction still open at ``end`` is left out."""
+    queue: list[Row] = []
+    open_txns: dict[int, list[Row]] = {}  # producer id → its records, until the transaction's marker
     stalls = [0]  # fetches in a row that brought nothing below the high watermark
 
     async def chunk(cluster: KafkaCluster, leader: int, offset: int) -> tuple[int, bool]:
@@ -158,15 +190,7 @@ def read_partition(
             if error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 return offset, True
             raise RuntimeError(f"Fetch {topic}[{partition}] at {offset}: error {error}")
-        nxt = offset
-        for batch in decode_batches(data):
-            if batch.next_offset <= offset:
-                continue
-            if not batch.is_control:
-                for r in batch.records:
-                    if r.offset >= offset and (end is None or r.offset < end):
-                        queue.append((r.offset, r.timestamp, r.key, r.value))
-            nxt = max(nxt, batch.next_offset)
+        nxt = take_committed(decode_batches(data), offset, end, queue, open_txns)
         done = nxt >= end if end is not None else (hwm >= 0 and nxt >= hwm)
         if nxt == offset and not done:
             # No progress below the high watermark: tansu sometimes answers a Fetch with nothing

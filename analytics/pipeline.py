@@ -274,10 +274,60 @@ def churn(events: DataFrame) -> DataFrame:
 
 
 # -- the offsets topic (Kafka's __consumer_offsets formats) -------------------------------------------
+class _ConsumerGroups:
+    """KIP-848 consumer groups replayed from their records, one topic partition in offset order
+    (a group's records are all in one partition): each new target assignment epoch (type 6) is a
+    generation, with the target assignment (type 7) of every member then.
+
+    Owners are named as for classic groups (instance id if static, else member id; type 5), and
+    partitions as ``topic:partition`` with the topic's name where a subscription metadata record
+    (type 4, Kafka 4.0) named its id, else its id."""
+
+    def __init__(self) -> None:
+        self.instance: dict[tuple[str, str], str | None] = {}
+        self.target: dict[str, dict[str, list[tuple[str, int]]]] = {}
+        self.topic_names: dict[str, str] = {}
+
+    def apply(self, key: Any, value: Any, ts: int) -> Iterator[tuple[Any, ...]]:
+        name, group = type(key).__name__, key.group_id
+        if name == "ConsumerGroupMetadataKey" and value is None:  # the group is deleted
+            self.target.pop(group, None)
+            for k in [k for k in self.instance if k[0] == group]:
+                del self.instance[k]
+        elif name == "ConsumerGroupMemberMetadataKey":
+            if value is None:
+                self.instance.pop((group, key.member_id), None)
+            else:
+                self.instance[(group, key.member_id)] = value.instance_id or None
+        elif name == "ConsumerGroupPartitionMetadataKey" and value is not None:
+            self.topic_names.update((str(t.topic_id), t.topic_name) for t in value.topics)
+        elif name == "ConsumerGroupTargetAssignmentMemberKey":
+            members = self.target.setdefault(group, {})
+            if value is None:
+                members.pop(key.member_id, None)
+            else:
+                members[key.member_id] = [
+                    (self.topic_names.get(str(t.topic_id), str(t.topic_id)), p)
+                    for t in value.topic_partitions for p in t.partitions
+                ]
+        elif name == "ConsumerGroupTargetAssignmentMetadataKey" and value is not None:
+            when = value.assignment_timestamp if value.assignment_timestamp > 0 else ts
+            members = self.target.get(group, {})
+            if not members:
+                yield ("group", group, None, None, None, when, value.assignment_epoch, "kip848", None,
+                       None, None, None, None)
+            for member_id, parts in sorted(members.items()):
+                instance = self.instance.get((group, member_id))
+                for t, p in parts or [(None, None)]:
+                    yield ("group", group, None, None, None, when, value.assignment_epoch, "kip848", None,
+                           instance or member_id, instance is not None, None if t is None else f"{t}:{p}", None)
+
+
 def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
     from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
-    from kcoord.protocol.records import decode_record
+    from kcoord.protocol.records import CONSUMER_GROUP_KEYS, decode_record
 
+    consumer_groups = _ConsumerGroups()
     for row in rows:
         key, value, ts = row["key"], row["value"], row["timestamp"]
         if key is None:
@@ -288,8 +338,13 @@ def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
             yield ("bad", None, None, None, None, ts, None, None, None, None, None, None,
                    f"{type(exc).__name__}: {bytes(key)[:40].hex()}")
             continue
-        if rec is None or rec.value is None:
-            continue  # a record type kcoord does not read, or a tombstone
+        if rec is None:
+            continue  # a record type kcoord does not read
+        if isinstance(rec.key, CONSUMER_GROUP_KEYS):
+            yield from consumer_groups.apply(rec.key, rec.value, ts)
+            continue
+        if rec.value is None:
+            continue  # a tombstone
         name = type(rec.key).__name__
         if name == "OffsetCommitKey":
             v = rec.value

@@ -271,7 +271,7 @@ static int compile_op(PyObject *spec, Op *op)
     }
     if (kind == OP_STRUCT) {
         PyObject *sub;
-        if (!PyArg_ParseTuple(spec, "ipO!", &kind, &op->nullable, &PyTuple_Type, &sub))
+        if (!PyArg_ParseTuple(spec, "iiO!", &kind, &op->nullable, &PyTuple_Type, &sub))
             return -1;
         op->sub = compile_struct(sub);
         return op->sub == NULL ? -1 : 0;
@@ -545,7 +545,19 @@ static PyObject *read_value(Reader *r, const Op *op)
         }
     }
     case OP_STRUCT:
-        if (op->nullable) {
+        if (op->nullable == 2) {
+            /* In a tagged field Kafka's generator writes the presence as an unsigned varint, 0 null. */
+            uint64_t present;
+            /* kcoord wrote an int8 -1 here before it matched Kafka: a lone 0xff still means null. */
+            if (r->end - r->pos == 1 && r->b[r->pos] == 0xff) {
+                r->pos++;
+                Py_RETURN_NONE;
+            }
+            if (read_uvarint(r, &present) < 0)
+                return NULL;
+            if (present == 0)
+                Py_RETURN_NONE;
+        } else if (op->nullable) {
             /* Nullable structs carry a presence byte: negative (-1) is null, anything else present. */
             NEED(r, 1);
             if ((int8_t)r->b[r->pos++] < 0)

@@ -387,7 +387,7 @@ class _Generator:
                 src.emit(f"{kw} tag == {f.tag}:")
                 src.indent += 1
                 src.emit(f"{outer}, blen = blen, {te}")
-                self.decode_field(src, f, var[f.name], version, flexible)
+                self.decode_field(src, f, var[f.name], version, flexible, tagged=True)
                 src.emit(f"blen = {outer}")
                 # A known tagged field must fill exactly the size it declared: fixed-size reads are
                 # not bounded by ``blen``, so an overrun is only visible here.
@@ -420,7 +420,9 @@ class _Generator:
             return f"_C_{cls.__name__}()"
         return f"_D_{id(f)}"
 
-    def decode_field(self, src: _Source, f: Field, target: str, version: int, flexible: bool) -> None:
+    def decode_field(
+        self, src: _Source, f: Field, target: str, version: int, flexible: bool, tagged: bool = False
+    ) -> None:
         nullable = version in f.nullable
         if f.flexible_override is not None:
             flexible = flexible and version in f.flexible_override
@@ -452,7 +454,7 @@ class _Generator:
                 src.emit(f"{target} = {lst}")
             src.indent -= 1
         else:
-            self._decode_scalar(src, f, target, version, flexible, nullable)
+            self._decode_scalar(src, f, target, version, flexible, nullable, tagged)
 
     def _read_length(self, src: _Source, var: str, flexible: bool, array: bool, wide: bool = False) -> None:
         """Leave the element count/byte length in ``var``, -1 for null."""
@@ -468,7 +470,9 @@ class _Generator:
             src.emit(f"({var},) = _U16(buf, pos)")
             src.emit("pos += 2")
 
-    def _decode_scalar(self, src: _Source, f: Field, target: str, version: int, flexible: bool, nullable: bool) -> None:
+    def _decode_scalar(
+        self, src: _Source, f: Field, target: str, version: int, flexible: bool, nullable: bool, tagged: bool = False
+    ) -> None:
         t = f.type
         if t in _FIXED_FORMATS:
             ch = _FIXED_FORMATS[t]
@@ -507,7 +511,18 @@ class _Generator:
         else:  # struct, decoded inline
             cls = self.struct_class(f)
             self.ns[f"_C_{cls.__name__}"] = cls
-            if nullable and not f.is_array:
+            if nullable and not f.is_array and tagged:
+                # In a tagged field Kafka's generator writes the presence as an unsigned varint:
+                # 0 null, 1 present (Kafka 4.0 writes a null ClassicMemberMetadata so).
+                # kcoord wrote an int8 -1 there before it matched Kafka: a lone 0xff still means null.
+                src.emit("if blen - pos == 1 and buf[pos] == 255: pres = 0; pos += 1")
+                src.emit("else: pres, pos = _uv(buf, pos)")
+                src.emit(f"if pres == 0: {target} = None")
+                src.emit("else:")
+                src.indent += 1
+                self.decode_struct(src, cls.__name__, f.fields, version, flexible, target)
+                src.indent -= 1
+            elif nullable and not f.is_array:
                 # Nullable structs carry a presence byte (-1 null, 1 present).
                 src.emit("(pres,) = _UF_int8(buf, pos)")
                 src.emit("pos += 1")
@@ -529,7 +544,7 @@ class _Generator:
         tagged = [f for f in fields if flexible and f.present_in(version) and f.tagged_in(version)]
         on_wire = {id(f) for f in regular}  # by identity, as decode_struct does: Fields compare by value
         ops = tuple((f.name, self.field_op(f, version, flexible)) for f in regular)
-        tags = tuple((f.tag, f.name, self.field_op(f, version, flexible)) for f in tagged)
+        tags = tuple((f.tag, f.name, self.field_op(f, version, flexible, tagged=True)) for f in tagged)
         # Absent fields and tagged fields (when the wire does not carry them) get _default_expr's value.
         defaults = tuple((f.name, *self._default_spec(f)) for f in fields if id(f) not in on_wire)
         return (cls, flexible, ops, tags, defaults)
@@ -543,7 +558,7 @@ class _Generator:
             return (_cdecode.DEF_CALL, self.struct_class(f))
         return (_cdecode.DEF_CONST, self.ns[f"_D_{id(f)}"])
 
-    def field_op(self, f: Field, version: int, flexible: bool) -> tuple[Any, ...]:
+    def field_op(self, f: Field, version: int, flexible: bool, tagged: bool = False) -> tuple[Any, ...]:
         assert _cdecode is not None
         nullable = version in f.nullable
         if f.flexible_override is not None:
@@ -552,9 +567,11 @@ class _Generator:
             count = _cdecode.LEN_COMPACT if flexible else _cdecode.LEN_INT32
             elem = self._scalar_op(f, version, flexible, nullable=False)
             return (_cdecode.OP_ARRAY, count, nullable, f"array {f.kafka_name}", elem)
-        return self._scalar_op(f, version, flexible, nullable)
+        return self._scalar_op(f, version, flexible, nullable, tagged)
 
-    def _scalar_op(self, f: Field, version: int, flexible: bool, nullable: bool) -> tuple[Any, ...]:
+    def _scalar_op(
+        self, f: Field, version: int, flexible: bool, nullable: bool, tagged: bool = False
+    ) -> tuple[Any, ...]:
         assert _cdecode is not None
         t = f.type
         if t in _FIXED_FORMATS:
@@ -569,7 +586,8 @@ class _Generator:
             kind = _cdecode.OP_STRING if t == "string" else _cdecode.OP_BYTES
             return (kind, length, nullable, f"{t} {f.kafka_name}")
         cls = self.struct_class(f)
-        presence = nullable and not f.is_array
+        # 0: no presence marker; 1: an int8 (-1 null); 2: an unsigned varint (0 null), in a tagged field
+        presence = 0 if not nullable or f.is_array else 2 if tagged else 1
         return (_cdecode.OP_STRUCT, presence, self.struct_program(cls, f.fields, version, flexible))
 
     # -- encoders ----------------------------------------------------------------------------------
@@ -618,7 +636,7 @@ class _Generator:
                     src.emit(f"if o.{f.name} != {dconst}:")
                     src.indent += 1
                     src.emit("tb = bytearray()")
-                    self.encode_field(src, f, f"o.{f.name}", "tb", version, flexible)
+                    self.encode_field(src, f, f"o.{f.name}", "tb", version, flexible, tagged=True)
                     src.emit(f"tags.append(({f.tag}, tb))")
                     src.indent -= 1
                 src.emit("tags.sort(key=_itemgetter0)")
@@ -647,7 +665,9 @@ class _Generator:
             return ZERO_UUID
         return f.default
 
-    def encode_field(self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool) -> None:
+    def encode_field(
+        self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool, tagged: bool = False
+    ) -> None:
         nullable = version in f.nullable
         if f.flexible_override is not None:
             flexible = flexible and version in f.flexible_override
@@ -678,10 +698,11 @@ class _Generator:
                 src.indent -= 1
             src.indent -= 1
         else:
-            self._encode_scalar(src, f, expr, out, version, flexible, nullable)
+            self._encode_scalar(src, f, expr, out, version, flexible, nullable, tagged)
 
     def _encode_scalar(
-        self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool, nullable: bool
+        self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool, nullable: bool,
+        tagged: bool = False,
     ) -> None:
         t = f.type
         if t in _FIXED_FORMATS:
@@ -723,7 +744,8 @@ class _Generator:
             if nullable and not f.is_array:
                 v = src.tmp("st")
                 src.emit(f"{v} = {expr}")
-                src.emit(f"if {v} is None: {out}.append(255)")
+                # presence: int8 -1/1, or in a tagged field an unsigned varint 0/1 (as Kafka's generator)
+                src.emit(f"if {v} is None: {out}.append({0 if tagged else 255})")
                 src.emit(f"else: {out}.append(1); {sub}({v}, {out})")
             else:
                 src.emit(f"{sub}({expr}, {out})")

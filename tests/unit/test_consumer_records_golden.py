@@ -171,8 +171,11 @@ def test_partition_metadata_value_as_kafka_4_0_wrote_it_decodes() -> None:
 
 def test_member_subscription_record_golden_consumer_protocol_member() -> None:
     """newConsumerGroupMemberSubscriptionRecord for a member of the consumer protocol: every
-    nullable string as given, topics in order, and ClassicMemberMetadata (tag 0) written as null
-    (presence byte -1), as Kafka's generated writer does for a null with an empty default."""
+    nullable string as given, topics in order, and ClassicMemberMetadata (tag 0) written as null,
+    as Kafka's generated writer does for a null with an empty default. In a tagged field the
+    generator writes a nullable struct's presence as an unsigned varint (0 null, 1 present), not
+    the int8 -1 of a regular field: the bytes below are what Kafka 4.0 wrote for such a member
+    (read back from its __consumer_offsets, 2026-11-26)."""
     member = ConsumerGroupMember(
         "m-1",
         instance_id="inst-1",
@@ -194,7 +197,7 @@ def test_member_subscription_record_golden_consumer_protocol_member() -> None:
         + cstring("")
         + i32(300_000)
         + cstring("uniform")
-        + tags((0, i8(-1)))
+        + tags((0, b"\x00"))
     )
     record = builders.consumer_group_member_subscription_record("grp", member)
     decoded = roundtrip(record, i16(5) + string("grp") + string("m-1"), expected)
@@ -203,7 +206,7 @@ def test_member_subscription_record_golden_consumer_protocol_member() -> None:
 
 def test_member_subscription_record_golden_classic_protocol_member() -> None:
     """A member that joined with JoinGroup: its session timeout and protocols in tag 0, after the
-    struct's presence byte (1)."""
+    struct's presence (1, an unsigned varint in a tagged field)."""
     member = ConsumerGroupMember(
         "m-2",
         client_id="c",
@@ -213,7 +216,7 @@ def test_member_subscription_record_golden_classic_protocol_member() -> None:
         rebalance_timeout_ms=1000,
         classic_member_metadata=ClassicMemberMetadata(30_000, (("range", b"\x01\x02"),)),
     )
-    classic = i8(1) + i32(30_000) + carray([cstring("range") + cbytes(b"\x01\x02") + NO_TAGS]) + NO_TAGS
+    classic = b"\x01" + i32(30_000) + carray([cstring("range") + cbytes(b"\x01\x02") + NO_TAGS]) + NO_TAGS
     expected = (
         i16(0)
         + cstring(None)
@@ -344,3 +347,40 @@ def test_unknown_record_types_are_skipped() -> None:
     """Share and streams group records (types 9-15, 17+) are not kcoord's: skipped on load."""
     for rtype in (9, 10, 15, 17, 22):
         assert decode_record(i16(rtype) + string("grp"), i16(0)) is None
+
+
+# What Kafka 4.0 wrote to its own __consumer_offsets for a librdkafka member of the consumer protocol
+# (group "kg", read back 2026-11-26): ClassicMemberMetadata null as tag 0, size 1, varint 0.
+KAFKA_4_0_MEMBER_KEY = bytes.fromhex("000500026b6700165739745970534b71544c654d68666c712f5734586441")
+KAFKA_4_0_MEMBER_VALUE = bytes.fromhex("00000000036b320b2f3132372e302e302e3102027401000493e00001000100")
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_member_metadata_value_as_kafka_4_0_wrote_it_decodes_and_reencodes(backend: str) -> None:
+    """A null tagged nullable struct is presence varint 0; reading it as the int8 of a regular field
+    took 0 for "present" and ran off the end (kcoord's analytics failed on Kafka's topic so)."""
+    cls = records.ConsumerGroupMemberMetadataValue
+    decoders = cls._PY_DECODERS if backend == "python" else cls._C_DECODERS
+    if not decoders:
+        pytest.skip("the C extension is not built here")
+    value, end = decoders[0](KAFKA_4_0_MEMBER_VALUE, 2, len(KAFKA_4_0_MEMBER_VALUE))
+    assert end == len(KAFKA_4_0_MEMBER_VALUE)
+    assert value.classic_member_metadata is None
+    assert (value.instance_id, value.client_id, value.client_host) == (None, "k2", "/127.0.0.1")
+    assert (value.subscribed_topic_names, value.subscribed_topic_regex) == (["t"], "")
+    assert (value.rebalance_timeout_ms, value.server_assignor) == (300_000, None)
+    record = decode_record(KAFKA_4_0_MEMBER_KEY, KAFKA_4_0_MEMBER_VALUE)
+    assert record is not None
+    assert encode_record(record) == (KAFKA_4_0_MEMBER_KEY, KAFKA_4_0_MEMBER_VALUE)
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_member_metadata_value_kcoord_wrote_before_matching_kafka_still_loads(backend: str) -> None:
+    """kcoord's internal topics written before the fix hold an int8 -1 (0xff) as that presence."""
+    cls = records.ConsumerGroupMemberMetadataValue
+    decoders = cls._PY_DECODERS if backend == "python" else cls._C_DECODERS
+    if not decoders:
+        pytest.skip("the C extension is not built here")
+    old = KAFKA_4_0_MEMBER_VALUE[:-1] + b"\xff"
+    value, end = decoders[0](old, 2, len(old))
+    assert end == len(old) and value.classic_member_metadata is None and value.client_id == "k2"

@@ -1,0 +1,178 @@
+"""kcoord's analytics over Apache Kafka's own ``__consumer_offsets``: groups coordinated by Kafka 4.0
+itself (clients bootstrapped straight to Kafka, no kcoord), then ``kcoord analytics
+--offsets-topic __consumer_offsets --events-topic ''`` against that cluster.
+
+The workload, on one 4-partition topic of 40 records, with confluent-kafka (librdkafka) consumers
+that commit after every record:
+- classic group ``cl`` (range): static member s1 (group.instance.id ``s1``) joins and consumes all 40
+  (generation 1, 40 commits), then dynamic member d1 joins (generation 2: 2 partitions each, 2 moved);
+- KIP-848 group ``kg`` (``group.protocol=consumer``, Kafka's uniform assignor): k1 joins and consumes
+  all 40 (assignment epoch 1, 40 commits), k2 joins (epoch 2: 2 + 2, 2 moved), k1 leaves (epoch 3:
+  k2 owns all 4, 2 moved);
+- group ``tx``: a transactional producer commits offset 5 on every partition (TxnOffsetCommit,
+  committed), then offset 9 in a transaction it aborts: Kafka keeps 5, and so must the pipeline
+  (Kafka's topic holds both, the aborted ones followed by an abort marker).
+What the pipeline reports from Kafka's records must match: the groups, their members (static or
+not), each generation's owners and partitions, the commits and the last committed offsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.workload import create_topic, produce_numbered, unique
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test extra")
+
+PARTITIONS = 4
+RECORDS = 40
+
+
+class Member:
+    """A confluent-kafka consumer polled on its own thread, committing after every record."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str, conf: dict[str, Any]) -> None:
+        self.consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf,
+        })  # fmt: skip
+        self.consumed = 0
+        self.member_id = ""
+        self.assigned: set[int] = set()
+        self.stop = threading.Event()
+        self.consumer.subscribe([topic])
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.1)
+            self.assigned = {tp.partition for tp in self.consumer.assignment()}
+            self.member_id = str(self.consumer.memberid())
+            if message is not None and not message.error():
+                self.consumed += 1
+                self.consumer.commit(message=message, asynchronous=False)
+        self.consumer.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("ak-txn")})
+    meta = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        producer.init_transactions(30)
+        for offset, commit in ((5, True), (9, False)):
+            producer.begin_transaction()
+            tps = [confluent_kafka.TopicPartition(topic, p, offset) for p in range(PARTITIONS)]
+            producer.send_offsets_to_transaction(tps, meta.consumer_group_metadata(), 30)
+            (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    finally:
+        meta.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    topic, cl, kg, tx = unique("ak-t"), unique("ak-cl"), unique("ak-kg"), unique("ak-tx")
+    create_topic(kafka.bootstrap, topic, PARTITIONS)
+    produce_numbered(kafka.bootstrap, topic, RECORDS, PARTITIONS)
+    classic = {"partition.assignment.strategy": "range", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
+    members: dict[str, Member] = {}
+    try:
+        members["s1"] = Member(kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"})
+        members["k1"] = Member(kafka.bootstrap, kg, topic, "k1", {"group.protocol": "consumer"})
+        wait_until(lambda: members["s1"].consumed == RECORDS and members["k1"].consumed == RECORDS, 60,
+                   "s1 and k1 consuming everything")  # fmt: skip
+        members["d1"] = Member(kafka.bootstrap, cl, topic, "d1", classic)
+        members["k2"] = Member(kafka.bootstrap, kg, topic, "k2", {"group.protocol": "consumer"})
+        wait_until(lambda: all(len(members[m].assigned) == 2 for m in ("s1", "d1", "k1", "k2")), 60,
+                   "2 partitions each in both groups")  # fmt: skip
+        members["k1"].close()
+        wait_until(lambda: len(members["k2"].assigned) == PARTITIONS, 60, "k2 owning all after k1 left")
+        ids = {name: mb.member_id for name, mb in members.items()}
+    finally:
+        for mb in members.values():
+            mb.close()
+    transactional_commits(kafka.bootstrap, tx, topic)
+    out = tmp_path_factory.mktemp("analytics-kafka")
+    from kcoord.analytics.run import run
+
+    summary = run(argparse.Namespace(
+        bootstrap_server=kafka.bootstrap, out=str(out), since=None, master="local[2]", events_topic="",
+        offsets_topic="__consumer_offsets", source="python", input_parquet=None, no_report=False, lag_points=3,
+    ))  # fmt: skip
+    tables = {name: spark.read.parquet(str(out / name)).toPandas() for name in summary["rows"]}
+    return {"summary": summary, "tables": tables, "topic": topic, "cl": cl, "kg": kg, "tx": tx, "ids": ids, "out": out}
+
+
+def test_every_record_of_kafkas_topic_decodes(report: dict[str, Any]) -> None:
+    assert report["summary"]["rows"]["bad_offset_records"] == 0
+    assert (Path(report["out"]) / "report.html").is_file()
+
+
+def test_commits_and_last_committed_offsets(report: dict[str, Any]) -> None:
+    commits, topic = report["tables"]["offset_commits"], report["topic"]
+    for group in (report["cl"], report["kg"]):
+        mine = commits[(commits["group"] == group) & (commits["topic"] == topic)]
+        assert len(mine) == RECORDS  # one commit per record consumed
+        last = mine.sort_values("ts").groupby("partition")["offset"].last().to_dict()
+        assert last == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    lag = report["tables"]["lag"]
+    final = lag[lag["group"].isin([report["cl"], report["kg"]])].sort_values("ts").groupby(["group", "partition"]).tail(1)
+    assert len(final) == 2 * PARTITIONS and set(final["lag"]) == {0}
+
+
+def test_aborted_transactional_commits_are_no_commits(report: dict[str, Any]) -> None:
+    commits = report["tables"]["offset_commits"]
+    mine = commits[commits["group"] == report["tx"]]
+    assert sorted(zip(mine["partition"], mine["offset"], strict=True)) == [(p, 5) for p in range(PARTITIONS)]
+
+
+def test_classic_generations_with_a_static_member(report: dict[str, Any]) -> None:
+    ids, cl = report["ids"], report["cl"]
+    moves = report["tables"]["generation_movement"]
+    mine = moves[moves["group"] == cl].set_index("generation")
+    assert mine.loc[1, "members_after"] == 1 and mine.loc[1, "static_members"] == 1
+    assert mine.loc[1, "partitions_after"] == PARTITIONS
+    two = mine.loc[2]
+    assert (two["members_after"], two["members_in"], two["static_members"], two["moved"]) == (2, 1, 1, 2)
+    assert two["protocol_class"] == "eager" and two["protocol"] == "range"
+    gens = report["tables"]["generations"]
+    row = gens[(gens["group"] == cl) & (gens["generation"] == 2)].iloc[0]
+    assert (row["members"], row["partitions"], row["protocol_type"]) == (2, PARTITIONS, "consumer")
+    assert ids["s1"].startswith("s1-") and ids["d1"].startswith("d1-")  # librdkafka's ids: client id + uuid
+
+
+def test_kip848_assignment_epochs_as_generations(report: dict[str, Any]) -> None:
+    kg = report["kg"]
+    moves = report["tables"]["generation_movement"]
+    mine = moves[moves["group"] == kg].sort_values("generation")
+    first3 = mine[mine["generation"] <= 3]
+    assert list(first3["generation"]) == [1, 2, 3]
+    assert list(first3["members_after"]) == [1, 2, 1]
+    assert list(first3["partitions_after"]) == [PARTITIONS] * 3
+    assert list(first3["moved"]) == [0, 2, 2]
+    assert set(first3["protocol_class"]) == {"kip848"}
+    # When k2 left too, Kafka bumped the group epoch (4) but wrote no target assignment for an empty
+    # group: the pipeline's generations are target assignment epochs, so 3 is the last.
+    gens = report["tables"]["generations"]
+    assert sorted(gens[gens["group"] == kg]["generation"]) == [1, 2, 3]
