@@ -1,5 +1,6 @@
 """A kcoord cluster (issue #14): three nodes on one upstream share the shards, and a node's death or
 restart costs its groups a few seconds, no acknowledged commit, and no rebalance of static members.
+Each test runs against tansu and against Apache Kafka (the ``upstream`` fixture).
 
 The nodes join the upstream group with dynamic membership (``--cluster-static-membership false``):
 tansu 0.6's coordinator mishandles static members (docs/tansu.md). Ownership intervals come from
@@ -20,7 +21,7 @@ from confluent_kafka import Consumer, KafkaException
 from kafka import KafkaConsumer
 
 from kcoord.coordinator.runtime.router import shard_for_group
-from tests.support.broker import TansuBroker
+from tests.support.fixtures import Upstream
 from tests.support.java import JavaPeer
 from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets, coordinator_of
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -30,15 +31,17 @@ pytestmark = pytest.mark.integration
 SHARDS = 6
 PARTITIONS = 4
 RECORDS = 40_000
-CLUSTER_SESSION_MS = 4000
-# Node death -> the cluster's group expires it (session) -> tansu holds the rejoin (session / 2)
-# -> the new owner loads the shard -> the client rediscovers and retries (about a second each).
+# Apache Kafka's group.min.session.timeout.ms: below it Kafka refuses the JoinGroup (tansu takes any).
+CLUSTER_SESSION_MS = 6000
+# Node death -> the cluster's group expires it (session) -> tansu holds the rejoin (session / 2;
+# Kafka waits for the live members' rejoin, a heartbeat interval) -> the new owner loads the shard
+# -> the client rediscovers and retries (about a second each).
 FAILOVER_BOUND_S = CLUSTER_SESSION_MS / 1000 * 1.5 + 12
 
 
 @pytest.fixture
-def cluster(tansu: TansuBroker) -> Iterator[KcoordCluster]:
-    nodes = KcoordCluster(tansu.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS).start()
+def cluster(upstream: Upstream) -> Iterator[KcoordCluster]:
+    nodes = KcoordCluster(upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS).start()
     try:
         yield nodes
     finally:

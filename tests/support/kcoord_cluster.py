@@ -42,7 +42,7 @@ class ShardEvent:
 class KcoordCluster:
     """``size`` kcoord nodes sharing ``shards`` shards of a fresh internal topic on ``upstream``."""
 
-    def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 4000,
+    def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 6000,
                  extra: tuple[str, ...] = (), upstreams: dict[int, str] | None = None) -> None:
         self.upstream = upstream
         self.upstreams = upstreams or {}  # node id -> its own upstream address (a proxy a test controls)
@@ -69,9 +69,15 @@ class KcoordCluster:
         return ",".join(p.bootstrap for p in self.nodes.values() if p.alive)
 
     def start(self, timeout: float = 60.0) -> KcoordCluster:
-        for proc in self.nodes.values():
-            proc.start()
-        self.wait_for_members(set(self.nodes), timeout)
+        """Start every node and wait until they share the shards; stops them all if that fails
+        (a fixture whose start raises never reaches its teardown)."""
+        try:
+            for proc in self.nodes.values():
+                proc.start()
+            self.wait_for_members(set(self.nodes), timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
