@@ -7,6 +7,7 @@ receive, KafkaStorage.read() must return exactly what MemoryStorage(compacted_re
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Any
@@ -432,6 +433,12 @@ async def test_a_write_acknowledged_below_the_loaded_end_is_not_acknowledged(bro
         admin.delete_topics([topic])
     finally:
         admin.close()
+    # Kafka's DeleteTopics answers once the controller decided; the broker drops the partition a
+    # moment later and acknowledges a Produce until then (into a log about to go): wait for that.
+    deadline = time.monotonic() + 10
+    while not await a.topic_gone():
+        assert time.monotonic() < deadline, "the deleted topic is still in the cluster's metadata"
+        await asyncio.sleep(0.05)
     try:
         with pytest.raises(StorageError, match="was lost"):
             await a.shard_log(0).append([offset("g", 0, 9)])
