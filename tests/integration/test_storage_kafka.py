@@ -20,7 +20,7 @@ from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.coordinator.ops.settings import Settings
 from kcoord.coordinator.runtime.shard import replay_transaction_entry
 from kcoord.protocol import storage_messages as sm
-from kcoord.protocol.record_batch import encode_batch
+from kcoord.protocol.record_batch import decode_batches, encode_batch
 from kcoord.protocol.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -105,6 +105,19 @@ def loaded_offsets(entries: list[LogEntry]) -> dict[str, Any]:
 async def request(storage: KafkaStorage, body: object) -> object:
     conn = await storage.cluster.any_node()
     return await conn.request(body, timeout=10.0)  # type: ignore[arg-type]
+
+
+async def wait_for_marker(log: KafkaShardLog, producer_id: int) -> None:
+    """Apache Kafka answers EndTxn once its transaction coordinator has decided, and writes the
+    markers to the partitions after that (tansu writes them before answering): wait for this
+    producer's marker in the shard's partition."""
+    deadline = time.monotonic() + 10
+    while True:
+        records, _ = await log._fetch(0)
+        if any(b.is_control and b.producer_id == producer_id for b in decode_batches(records or b"")):
+            return
+        assert time.monotonic() < deadline, f"no transaction marker of producer {producer_id} after 10 s"
+        await asyncio.sleep(0.02)
 
 
 async def begin_transaction(storage: KafkaStorage, topic: str, txn_id: str, records: list[Record]) -> tuple[int, int]:
@@ -263,6 +276,7 @@ async def test_transactional_data_counts_only_when_committed(broker: Upstream) -
                 ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
                                                                 producer_epoch=epoch, committed=end))
                 assert ended.error_code == 0  # type: ignore[attr-defined]
+                await wait_for_marker(storage.shard_log(0), pid)
 
         await transaction("test-abort", [offset("aborted", 0, 1)], end=False)
         await transaction("test-commit", [offset("committed", 0, 2)], end=True)
@@ -299,6 +313,7 @@ async def test_transactions_load_as_the_memory_oracle_replays_them(broker: Upstr
         ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
                                                         producer_epoch=epoch, committed=commit))
         assert ended.error_code == 0  # type: ignore[attr-defined]
+        await wait_for_marker(kafka_log, pid)
         oracle.write_marker(pid, epoch, commit)
 
     async def check() -> dict[str, Any]:
