@@ -375,17 +375,20 @@ class KafkaStorage:
                     self._last_check_warning = now
                     log.warning("internal topic %s: ownership check failed: %s", self.topic, exc)
 
+    async def topic_gone(self) -> str:
+        """Why the internal topic kcoord opened is gone upstream (deleted or re-created), or ""."""
+        current = await self._current_topic_id()
+        if current is MISSING:
+            return "the topic no longer exists upstream"
+        if current is not None and self.topic_id is not None and current != self.topic_id:
+            return f"the topic was re-created upstream (topic id {self.topic_id} is now {current})"
+        return ""
+
     async def check_once(self) -> None:
         owned = [lg for lg in self.logs.values() if lg.serving]
         if not owned:
             return
-        current = await self._current_topic_id()
-        if current is MISSING:
-            why = "the topic no longer exists upstream"
-        elif current is not None and self.topic_id is not None and current != self.topic_id:
-            why = f"the topic was re-created upstream (topic id {self.topic_id} is now {current})"
-        else:
-            why = ""
+        why = await self.topic_gone()
         if why:
             for shard_log in owned:
                 shard_log.lose(why)
@@ -727,6 +730,10 @@ class KafkaShardLog:
                 )  # fmt: skip
             attempt += 1
             last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
+            if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (gone := await self._topic_gone()):
+                # Apache Kafka refuses a Produce to a deleted topic with this (tansu acknowledges it,
+                # which _written catches): retrying until append_timeout would only hold the client.
+                raise self.lose(f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {gone}")
             if err in LEADERSHIP_ERRORS:
                 await self._after_leadership_error(backoff)
             elif err in TRANSIENT_ERRORS:
@@ -830,6 +837,8 @@ class KafkaShardLog:
                 raise self._fence(f"Produce error {err}")
             attempt += 1
             last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
+            if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (gone := await self._topic_gone()):
+                raise self.lose(f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {gone}")
             if err in LEADERSHIP_ERRORS:
                 await self._after_leadership_error(backoff)
             elif err in TRANSIENT_ERRORS:
@@ -852,6 +861,14 @@ class KafkaShardLog:
         if self.checked == base_offset:
             self.checked = base_offset + count  # our own batch right after what was checked: nothing to read
         self.log_end = base_offset + count
+
+    async def _topic_gone(self) -> str:
+        """:meth:`KafkaStorage.topic_gone`, with a failed Metadata round trip counted as "not gone"
+        (the write path then retries as for any leadership error)."""
+        try:
+            return await self.storage.topic_gone()
+        except StorageError:
+            return ""
 
     async def _after_leadership_error(self, backoff: float) -> None:
         await asyncio.sleep(backoff)

@@ -283,6 +283,13 @@ class ClusterMembership:
                 f"another process joined the kcoord cluster with this node's id {self.node_id} "
                 f"(group.instance.id {self.instance_id}): {api} answered FENCED_INSTANCE_ID"
             )
+        if error == ErrorCode.INVALID_SESSION_TIMEOUT:
+            # Apache Kafka refuses a session outside group.min/max.session.timeout.ms (6 s..30 min by
+            # default; tansu 0.6 takes any): no retry can succeed, so say so instead of looping.
+            raise _Fatal(
+                f"the upstream refuses cluster.session.timeout.ms={self.session_timeout_ms}: {api} answered "
+                "INVALID_SESSION_TIMEOUT (outside its group.min.session.timeout.ms..group.max.session.timeout.ms)"
+            )
         # NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and the like: the coordinator moved; anything
         # else is retried the same way, with back-off, and logged each time.
         raise _Rediscover(f"{api} error {error}")

@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, Producer
 
 from kcoord.coordinator.cli import main as kcoord_main
 from kcoord.coordinator.runtime.router import shard_for_group
-from tests.support.broker import TansuBroker
 from tests.support.fault_upstream import FaultUpstream
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.workload import create_topic, produce_numbered, unique
@@ -29,15 +29,17 @@ from tests.support.workload import create_topic, produce_numbered, unique
 pytestmark = pytest.mark.integration
 
 SHARDS = 6
+# Apache Kafka's group.min.session.timeout.ms (tansu takes less, Kafka answers INVALID_SESSION_TIMEOUT).
+CLUSTER_SESSION_MS = 6000
 
 
 @pytest.fixture(scope="module")
-def cluster(tansu: TansuBroker) -> Iterator[KcoordCluster]:
+def cluster(upstream: Upstream) -> Iterator[KcoordCluster]:
     """One 2-node cluster for the tests that leave it as they found it: a refused process never joins
     (the refused-duplicate test waits until the cluster has settled on the same shards again), and
     the others only read it or use groups and topics of their own. The cut-off test mutates its
     cluster, so it starts its own."""
-    nodes = KcoordCluster(tansu.bootstrap, size=2, shards=SHARDS, session_timeout_ms=4000).start()
+    nodes = KcoordCluster(upstream.bootstrap, size=2, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS).start()
     try:
         yield nodes
     finally:
@@ -96,11 +98,11 @@ def test_groups_shards_shows_which_node_serves_each_shard(cluster: KcoordCluster
     assert all(r["address"] == f"127.0.0.1:{ports[r['node']]}" for r in rows)
 
 
-def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its_shards(tansu: TansuBroker) -> None:
-    host, port = tansu.bootstrap.rsplit(":", 1)
+def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its_shards(upstream: Upstream) -> None:
+    host, port = upstream.bootstrap.rsplit(":", 1)
     cut = BASE_NODE_ID + 2
     with FaultUpstream(target=(host, int(port))) as proxy:
-        nodes = KcoordCluster(tansu.bootstrap, size=3, shards=SHARDS, session_timeout_ms=4000,
+        nodes = KcoordCluster(upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS,
                               upstreams={cut: proxy.address})
         try:
             nodes.start()

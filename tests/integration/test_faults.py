@@ -3,7 +3,8 @@
 Committers write increasing offsets through kcoord as fast as it answers and remember the last
 offset kcoord acknowledged for each group. Whatever happens to kcoord or its upstream, an
 acknowledged offset must be the one a restarted kcoord serves (or a later one). The random
-moments come from a seed printed with each run (``KCOORD_FAULT_SEED`` repeats one).
+moments come from a seed printed with each run (``KCOORD_FAULT_SEED`` repeats one). Each test runs
+against tansu and against Apache Kafka (the ``upstream`` fixture).
 
 The hostile-client faults (a client that never reads, slowloris) are in test_connection_limits.py.
 """
@@ -19,8 +20,8 @@ import uuid
 import pytest
 
 from kcoord.protocol.errors import ErrorCode
-from tests.support.broker import TansuBroker
 from tests.support.fault_upstream import FaultUpstream
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient, fetch_offset, offset_commit_request
 from tests.support.workload import create_topic, unique
@@ -32,8 +33,8 @@ GROUPS = 6
 
 
 @pytest.fixture(scope="module")
-def data_topic(tansu: TansuBroker) -> str:
-    create_topic(tansu.bootstrap, TOPIC, 1)
+def data_topic(upstream: Upstream) -> str:
+    create_topic(upstream.bootstrap, TOPIC, 1)
     return TOPIC
 
 
@@ -92,11 +93,11 @@ def _seed() -> int:
     return seed
 
 
-def test_kill9_at_random_moments_loses_no_acknowledged_commit(tansu: TansuBroker, data_topic: str) -> None:
+def test_kill9_at_random_moments_loses_no_acknowledged_commit(upstream: Upstream, data_topic: str) -> None:
     rng = random.Random(_seed())
     offsets_topic = f"__kcoord_faults_{uuid.uuid4().hex[:8]}"
     args = ("--shards", "3", "--storage", "kafka", "--internal-topic", offsets_topic)
-    kcoord = KcoordProcess(*args, bootstrap=tansu.bootstrap).start()
+    kcoord = KcoordProcess(*args, bootstrap=upstream.bootstrap).start()
     committers = [Committer(kcoord.bootstrap, unique(f"kill9-{i}")) for i in range(GROUPS)]
     for c in committers:
         c.start()
@@ -105,7 +106,7 @@ def test_kill9_at_random_moments_loses_no_acknowledged_commit(tansu: TansuBroker
             time.sleep(rng.uniform(0.3, 1.5))
             kcoord.kill()
             stopped = [c.acked for c in committers]
-            kcoord = KcoordProcess(*args, bootstrap=tansu.bootstrap, port=kcoord.port).start()
+            kcoord = KcoordProcess(*args, bootstrap=upstream.bootstrap, port=kcoord.port).start()
             for c, acked in zip(committers, stopped, strict=True):
                 error, offset = fetch(kcoord.bootstrap, c.group)
                 assert error == ErrorCode.NONE and offset >= acked, (c.group, acked, error, offset)
@@ -114,19 +115,19 @@ def test_kill9_at_random_moments_loses_no_acknowledged_commit(tansu: TansuBroker
         for c in committers:
             c.stop()
         kcoord.kill()
-    restarted = KcoordProcess(*args, bootstrap=tansu.bootstrap).start()
+    restarted = KcoordProcess(*args, bootstrap=upstream.bootstrap).start()
     try:
         _durable(restarted.bootstrap, committers)
     finally:
         restarted.kill()
 
 
-def test_an_upstream_stall_loses_no_acknowledged_commit(tansu: TansuBroker, data_topic: str) -> None:
+def test_an_upstream_stall_loses_no_acknowledged_commit(upstream: Upstream, data_topic: str) -> None:
     """The upstream stops answering (a partition, a stuck broker) for a few seconds, at a random
     moment, twice. Commits wait or fail meanwhile; every one acknowledged is durable."""
     rng = random.Random(_seed())
     offsets_topic = f"__kcoord_faults_{uuid.uuid4().hex[:8]}"
-    host, port = tansu.bootstrap.rsplit(":", 1)
+    host, port = upstream.bootstrap.rsplit(":", 1)
     with FaultUpstream(target=(host, int(port))) as proxy:
         kcoord = KcoordProcess(
             "--shards", "3", "--storage", "kafka", "--internal-topic", offsets_topic, bootstrap=proxy.address
@@ -154,7 +155,7 @@ def test_an_upstream_stall_loses_no_acknowledged_commit(tansu: TansuBroker, data
                 c.stop()
             kcoord.kill()
     restarted = KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", offsets_topic,
-                              bootstrap=tansu.bootstrap).start()
+                              bootstrap=upstream.bootstrap).start()
     try:
         _durable(restarted.bootstrap, committers)
     finally:

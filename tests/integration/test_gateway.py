@@ -1,14 +1,18 @@
-"""Black-box checks of the foundation: kcoord as a process, the tansu broker upstream, stock clients.
+"""Black-box checks of the foundation: kcoord as a process, its upstream broker, stock clients.
 
 What every client meets first: ApiVersions as a client sees it, a
 producer and an ``assign()`` consumer moving 10,000 records through kcoord with the bytes intact,
-Metadata naming only kcoord's addresses, and a clean exit on SIGTERM.
+Metadata, DescribeCluster and FindCoordinator naming only kcoord's addresses, and a clean exit on
+SIGTERM. What goes through the upstream runs against tansu and Apache Kafka (``kcoord_upstream``);
+the rest against kcoord's embedded tansu.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import time
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -16,8 +20,11 @@ from kafka.admin import NewTopic
 
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
+from tests.support.workload import unique
 
 pytestmark = pytest.mark.integration
 
@@ -62,8 +69,15 @@ def move_records(bootstrap: str, topic: str, count: int = 10_000, partitions: in
 
 
 @pytest.fixture(scope="module")
-def kcoord_embedded():
+def kcoord_embedded() -> Iterator[KcoordProcess]:
     with KcoordProcess() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def kcoord_upstream(upstream: Upstream) -> Iterator[KcoordProcess]:
+    """kcoord in front of the session's upstream (tansu, then Kafka), given with --bootstrap-server."""
+    with KcoordProcess("--shards", "4", "--storage", "memory", bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 
@@ -117,32 +131,60 @@ def test_sasl_is_not_offered_and_a_sasl_request_closes_the_connection(
     assert f"unsupported api {api_key} v{version}" in kcoord_embedded.log_path.read_text()
 
 
-def test_ten_thousand_records_through_kcoord(kcoord_embedded: KcoordProcess) -> None:
-    move_records(kcoord_embedded.bootstrap, "gateway-roundtrip")
+def test_ten_thousand_records_through_kcoord(kcoord_upstream: KcoordProcess) -> None:
+    move_records(kcoord_upstream.bootstrap, unique("gateway-roundtrip"))
 
 
-def test_metadata_lists_only_kcoord_addresses(kcoord_embedded: KcoordProcess) -> None:
-    host, port = kcoord_embedded.bootstrap.split(":")
+def kcoord_ports(proc: KcoordProcess) -> set[int]:
+    """kcoord's own port and the ports it serves upstream brokers on (one per broker)."""
+    served = re.findall(r"broker \d+ \(.*?\) is served on [\d.]+:(\d+)", proc.log_path.read_text())
+    return {proc.port, *(int(p) for p in served)}
+
+
+def test_metadata_lists_only_kcoord_addresses(kcoord_upstream: KcoordProcess, upstream: Upstream) -> None:
+    host, port = kcoord_upstream.bootstrap.split(":")
     for version in (1, 9, 12):
-        with WireClient(kcoord_embedded.bootstrap) as client:
+        with WireClient(kcoord_upstream.bootstrap) as client:
             resp = client.request(3, version, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         assert resp.brokers, version
         for b in resp.brokers:
             assert b.host == host, (version, b)
-            assert int(port) <= b.port <= int(port) + 10, (version, b)
+            assert b.port in kcoord_ports(kcoord_upstream) and b.port != upstream.port, (version, b)
         assert any(b.port == int(port) for b in resp.brokers)  # kcoord's coordinator node is listed
 
 
-def test_find_coordinator_returns_kcoord(kcoord_embedded: KcoordProcess) -> None:
-    host, port = kcoord_embedded.bootstrap.split(":")
-    with WireClient(kcoord_embedded.bootstrap) as client:
+def test_describe_cluster_lists_only_kcoord_addresses(kcoord_upstream: KcoordProcess, upstream: Upstream) -> None:
+    host = kcoord_upstream.bootstrap.split(":")[0]
+    with WireClient(kcoord_upstream.bootstrap) as client:
+        resp = client.request(60, 0, m.DescribeClusterRequest())
+    assert resp.error_code == 0 and resp.brokers
+    for b in resp.brokers:
+        assert b.host == host and b.port in kcoord_ports(kcoord_upstream) and b.port != upstream.port, b
+    if upstream.kind == "kafka":
+        assert resp.cluster_id  # relayed as Kafka gave it
+
+
+def test_find_coordinator_returns_kcoord(kcoord_upstream: KcoordProcess) -> None:
+    host, port = kcoord_upstream.bootstrap.split(":")
+    with WireClient(kcoord_upstream.bootstrap) as client:
         old = client.request(10, 3, m.FindCoordinatorRequest(key="g1", key_type=0))
         new = client.request(10, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=["g1", "g2"]))
+        # A transaction coordinator is the upstream's: relayed, with the broker's address rewritten.
+        # Kafka answers COORDINATOR_NOT_AVAILABLE while it creates __transaction_state on first use.
+        txn_key, deadline = unique("txn"), time.monotonic() + 60
+        while True:
+            txn = client.request(10, 4, m.FindCoordinatorRequest(key_type=1, coordinator_keys=[txn_key]))
+            [t] = txn.coordinators
+            if t.error_code != ErrorCode.COORDINATOR_NOT_AVAILABLE or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     assert (old.error_code, old.host, old.port) == (0, host, int(port))
     assert [(c.key, c.host, c.port, c.error_code) for c in new.coordinators] == [
         ("g1", host, int(port), 0),
         ("g2", host, int(port), 0),
     ]
+    assert t.error_code == 0, t
+    assert (t.host, t.port in kcoord_ports(kcoord_upstream), t.port != int(port)) == (host, True, True), t
 
 
 def test_sigterm_exits_zero() -> None:
@@ -186,30 +228,26 @@ def test_sigterm_on_the_embedded_broker_with_clients_connected_exits_promptly() 
     assert took < 3.0, f"kcoord took {took:.1f} s to stop"
 
 
-def test_through_an_upstream_given_with_bootstrap_server(tansu) -> None:
-    with KcoordProcess("--shards", "4", "--storage", "memory", bootstrap=tansu.bootstrap) as proc:
-        move_records(proc.bootstrap, "gateway-external")
-        host, port = proc.bootstrap.split(":")
-        with WireClient(proc.bootstrap) as client:
-            meta = client.request(3, 9, m.MetadataRequest(topics=None))
-        assert {b.host for b in meta.brokers} == {host}
-        assert tansu.port not in {b.port for b in meta.brokers}
-
-
-def test_acks_zero_produce_does_not_stall_later_responses(kcoord_embedded: KcoordProcess) -> None:
+def test_acks_zero_produce_does_not_stall_later_responses(kcoord_upstream: KcoordProcess) -> None:
     from kafka import KafkaAdminClient
 
     from kcoord.protocol.record_batch import encode_batch
     from kcoord.protocol.storage_messages import ProduceRequest as P
 
-    topic = "gateway-acks0"
-    admin = KafkaAdminClient(bootstrap_servers=kcoord_embedded.bootstrap)
+    topic = unique("gateway-acks0")
+    admin = KafkaAdminClient(bootstrap_servers=kcoord_upstream.bootstrap)
     try:
         admin.create_topics([NewTopic(topic, 1, 1)])
     finally:
         admin.close()
-    with WireClient(kcoord_embedded.bootstrap) as probe:  # find the broker port that leads the partition
-        meta = probe.request(3, 9, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+    deadline = time.monotonic() + 30
+    with WireClient(kcoord_upstream.bootstrap) as probe:  # find the broker port that leads the partition
+        # Kafka's CreateTopics answers before every broker's metadata has the new topic's leader.
+        while True:
+            meta = probe.request(3, 9, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+            if (meta.topics[0].partitions and meta.topics[0].partitions[0].leader_id >= 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     leader = meta.topics[0].partitions[0].leader_id
     broker = next(b for b in meta.brokers if b.node_id == leader)
     batch = encode_batch([(None, b"fire-and-forget-%d" % i) for i in range(10)], timestamp=int(time.time() * 1000))
@@ -221,7 +259,7 @@ def test_acks_zero_produce_does_not_stall_later_responses(kcoord_embedded: Kcoor
             client.send_bytes(frames.encode_request(0, 8, 99, "t", produce))  # no response will come
         # The next request on the same connection is answered at once: acks=0 took no response slot.
         assert client.api_versions().error_code == 0
-    consumer = KafkaConsumer(bootstrap_servers=kcoord_embedded.bootstrap, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(bootstrap_servers=kcoord_upstream.bootstrap, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, 0)])
     got: list[bytes] = []
     deadline = time.monotonic() + 30

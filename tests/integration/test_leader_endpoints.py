@@ -6,20 +6,32 @@ these tests put :class:`~tests.support.fault_upstream.FaultUpstream` behind kcoo
 broker scripted per request) or in front of tansu (real data, with every Nth Produce refused the
 way Kafka refuses it). The upstream listens on 127.0.0.2, kcoord on 127.0.0.1, so an upstream
 address in what a client receives is visible in the bytes.
+
+The last tests do the same against Apache Kafka itself: two brokers (tests.support.kafka_broker.
+KafkaCluster, started by this module only) whose partitions change leader under kcoord while
+librdkafka and Java idempotent producers go through it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import socket
+import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import NewTopic
 
 from kcoord.coordinator.net.gateway import ADDRESS_HANDLING
 from kcoord.protocol import frames
@@ -28,6 +40,8 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from tests.support.broker import probe_metadata_brokers
 from tests.support.fault_upstream import KAFKA_40_VERSIONS, FaultUpstream
+from tests.support.fixtures import UPSTREAMS
+from tests.support.kafka_broker import KafkaCluster, KafkaUnavailable
 from tests.support.kcoord_process import KcoordProcess, free_port_block
 from tests.support.wire import WireClient
 from tests.support.workload import create_topic
@@ -507,3 +521,231 @@ def test_java_producer_through_leader_changes_stores_each_record_once(
     produced = peer.latest("produced")
     assert produced is not None and produced["acked"] == RECORDS and produced["failed"] == 0, produced
     assert_exactly_once(upstream, kcoord, topic, "j")
+
+
+# -- Apache Kafka: two brokers, a partition's leadership moved while clients go through kcoord ----
+# The brokers listen on 127.0.0.2 and 127.0.0.3 (KafkaCluster), kcoord on 127.0.0.1: an upstream
+# address reaching a client is visible in its bytes, its librdkafka statistics or its sockets.
+
+KAFKA_HOSTS = ("127.0.0.2", "127.0.0.3")
+FLIP_RECORDS = 30_000
+
+
+@pytest.fixture(scope="module")
+def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KcoordProcess]]:
+    """Two Kafka brokers (started only for these tests, ~10 s) and kcoord relaying to them."""
+    if "kafka" not in UPSTREAMS:
+        pytest.skip(f"KCOORD_TEST_UPSTREAMS={','.join(UPSTREAMS)} leaves Apache Kafka out")
+    try:
+        cluster = KafkaCluster(2, log_dir=tmp_path_factory.mktemp("kafka-pair"), hosts=KAFKA_HOSTS)
+        cluster.start()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=cluster.brokers[0].bootstrap) as kcoord:
+            yield cluster, kcoord
+    finally:
+        cluster.stop()
+
+
+class LeaderFlipper(threading.Thread):
+    """Moves the leadership of every partition of ``topic`` to its other replica, again and again
+    (the replica order reversed, then a preferred-leader election), straight on the cluster."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str, partitions: int, interval: float = 0.3) -> None:
+        super().__init__(daemon=True)
+        self.admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        self.topic, self.partitions, self.interval = topic, partitions, interval
+        self.replicas = {p: [1 + p % 2, 2 - p % 2] for p in range(partitions)}
+        self.stop_flag = threading.Event()
+        self.moves = 0  # partition leader changes the cluster's metadata showed
+        self.failure: BaseException | None = None
+
+    def flip(self, timeout: float = 10.0) -> None:
+        """One move of every partition; returns once the cluster's metadata shows each new leader
+        (the election is repeated until then: it fails while the reordering is still being applied)."""
+        for p in self.replicas:
+            self.replicas[p].reverse()
+        self.admin.alter_partition_reassignments({TopicPartition(self.topic, p): r for p, r in self.replicas.items()})
+        wanted = {p: r[0] for p, r in self.replicas.items()}
+        deadline = time.monotonic() + timeout
+        while True:
+            self.admin.elect_leaders(0, {self.topic: list(self.replicas)}, raise_errors=False)
+            leaders = self.leaders()
+            if leaders == wanted:
+                break
+            assert time.monotonic() < deadline, f"leaders {leaders}, wanted {wanted}"
+            time.sleep(0.1)
+        self.moves += len(wanted)
+
+    def leaders(self) -> dict[int, int]:
+        [described] = self.admin.describe_topics([self.topic])
+        return {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
+
+    def run(self) -> None:
+        try:
+            while not self.stop_flag.wait(self.interval):
+                self.flip()
+        except BaseException as exc:  # reported by the test
+            self.failure = exc
+
+    def finish(self) -> int:
+        self.stop_flag.set()
+        self.join(30)
+        self.admin.close()
+        assert self.failure is None, self.failure
+        return self.moves
+
+
+def create_replicated_topic(cluster: KafkaCluster, topic: str, partitions: int) -> None:
+    """``partitions`` partitions on both brokers, their leaders alternating between them."""
+    place_topic(cluster, topic, {p: [1 + p % 2, 2 - p % 2] for p in range(partitions)}, create=True)
+
+
+def place_topic(cluster: KafkaCluster, topic: str, replicas: dict[int, list[int]], create: bool = False) -> None:
+    """Create ``topic`` with, or move it to, these replicas (the first one leads); returns once the
+    cluster's metadata shows them all in sync with the first one leading."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        if create:
+            admin.create_topics([NewTopic(topic, replica_assignments=replicas)])
+        else:
+            admin.alter_partition_reassignments({TopicPartition(topic, p): r for p, r in replicas.items()})
+        deadline = time.monotonic() + 30
+        while True:
+            described = admin.describe_topics([topic])[0]
+            placed = {p["partition_index"]: (p["leader_id"], sorted(p["replica_nodes"]), sorted(p["isr_nodes"]))
+                      for p in described["partitions"]}  # fmt: skip
+            if described["error_code"] == 0 and placed == {p: (r[0], sorted(r), sorted(r)) for p, r in replicas.items()}:
+                return
+            assert time.monotonic() < deadline, described
+            time.sleep(0.1)
+    finally:
+        admin.close()
+
+
+def upstream_hosts_of(pid: int) -> set[str]:
+    """Remote hosts of process ``pid``'s TCP sockets that are Kafka's (KAFKA_HOSTS), from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    hosts = set()
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[9] in inodes:
+            host = socket.inet_ntoa(struct.pack("<I", int(fields[2].split(":")[0], 16)))
+            if host in KAFKA_HOSTS:
+                hosts.add(f"{host}:{int(fields[2].split(':')[1], 16)}")
+    return hosts
+
+
+def test_kafka_answers_a_request_to_the_old_leader_with_kcoord_addresses(
+    kafka_pair: tuple[KafkaCluster, KcoordProcess],
+) -> None:
+    """Real Kafka's KIP-951 answers (NOT_LEADER_OR_FOLLOWER, CurrentLeader, NodeEndpoints) to a
+    Produce v11 and a Fetch v16 sent to the broker the partition just moved away from: relayed
+    with the new leader at its kcoord port, no upstream address in the bytes. (The partition moves
+    off broker 1 entirely: Kafka serves a consumer's Fetch v11+ from a follower, KIP-392.)"""
+    from kcoord.protocol.record_batch import encode_batch
+
+    cluster, kcoord = kafka_pair
+    topic = f"kip951-wire-{uuid.uuid4().hex[:8]}"
+    place_topic(cluster, topic, {0: [1]}, create=True)
+    place_topic(cluster, topic, {0: [2]})
+    with WireClient(kcoord.bootstrap) as client:
+        meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+    topic_id = meta.topics[0].topic_id
+    ports = kcoord_ports(kcoord)
+    assert set(ports) >= {1, 2}, ports
+
+    P = m.ProduceRequest
+    batch = encode_batch([(b"k", b"v")], timestamp=int(time.time() * 1000))
+    produce = P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])])  # fmt: skip
+    F = m.FetchRequest
+    fetch = F(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+              session_epoch=-1, topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
+                  F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+              forgotten_topics_data=[], rack_id="")  # fmt: skip
+    for api_key, version, request in ((ApiKey.PRODUCE, 11, produce), (ApiKey.FETCH, 16, fetch)):
+        deadline = time.monotonic() + 10
+        while True:  # broker 1 learns of the move through the controller's metadata log
+            with WireClient(f"127.0.0.1:{ports[1]}") as client:
+                raw = client.request_frame(api_key, version, request)
+            response = frames.decode_response(api_key, version, raw)[1]
+            partition = (response.responses[0].partition_responses if api_key == ApiKey.PRODUCE
+                         else response.responses[0].partitions)[0]  # fmt: skip
+            if partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and response.node_endpoints:
+                break
+            assert time.monotonic() < deadline, (api_key, partition)
+            time.sleep(0.1)
+        for host in KAFKA_HOSTS:
+            assert host.encode() not in raw, (api_key, raw)
+        assert partition.current_leader.leader_id == 2, (api_key, partition)
+        assert [(e.node_id, e.host, e.port) for e in response.node_endpoints] == [(2, "127.0.0.1", ports[2])]
+
+
+def test_librdkafka_idempotent_producer_through_kafka_leader_moves_stores_each_record_once(
+    kafka_pair: tuple[KafkaCluster, KcoordProcess],
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster, kcoord = kafka_pair
+    topic = f"kip951-kafka-rdkafka-{uuid.uuid4().hex[:8]}"
+    create_replicated_topic(cluster, topic, 3)
+    broker_names: set[str] = set()
+
+    def stats(text: str) -> None:
+        broker_names.update(b["name"] for b in json.loads(text)["brokers"].values() if b["nodeid"] >= 0)
+
+    failures: list[Any] = []
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": kcoord.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+        "statistics.interval.ms": 500, "stats_cb": stats,
+    })  # fmt: skip
+    flipper = LeaderFlipper(cluster, topic, 3)
+    flipper.start()
+    try:
+        for i in range(FLIP_RECORDS):
+            producer.produce(topic, key=b"f%06d" % i, value=b"value-%d" % i,
+                             on_delivery=lambda err, msg: err is not None and failures.append(err))  # fmt: skip
+            if i % 500 == 499:
+                producer.poll(0.1)  # spreads the records over ~6 s of leader moves
+        assert producer.flush(120) == 0
+    finally:
+        moves = flipper.finish()
+    producer.poll(1.0)  # a last statistics callback
+    assert not failures, failures[:3]
+    assert moves >= 6, f"only {moves} leader moves while producing"
+    keys = count_keys(kcoord.bootstrap, topic, 3)
+    assert len(keys) == FLIP_RECORDS and set(keys) == {b"f%06d" % i for i in range(FLIP_RECORDS)}
+    assert broker_names and all(name.startswith("127.0.0.1:") for name in broker_names), broker_names
+
+
+def test_java_producer_through_kafka_leader_moves_stores_each_record_once(
+    kafka_pair: tuple[KafkaCluster, KcoordProcess], java_peer: Any,
+) -> None:
+    cluster, kcoord = kafka_pair
+    topic = f"kip951-kafka-java-{uuid.uuid4().hex[:8]}"
+    create_replicated_topic(cluster, topic, 3)
+    flipper = LeaderFlipper(cluster, topic, 3)
+    peer = java_peer("ProducerPeer", ["--bootstrap", kcoord.bootstrap, "--topic", topic, "--count", str(FLIP_RECORDS),
+                                      "--key-prefix", "g", "--pause-every", "500", "--pause-ms", "100"])  # fmt: skip
+    flipper.start()
+    reached: set[str] = set()
+    try:
+        while peer.process.poll() is None:  # the peer's sockets, sampled while it runs
+            with contextlib.suppress(OSError):
+                reached |= upstream_hosts_of(peer.process.pid)
+            time.sleep(0.2)
+        assert peer.wait_exit(180) == 0, peer.stderr_tail()
+    finally:
+        moves = flipper.finish()
+    produced = peer.latest("produced")
+    assert produced is not None and produced["acked"] == FLIP_RECORDS and produced["failed"] == 0, produced
+    assert moves >= 6, f"only {moves} leader moves while producing"
+    assert not reached, f"the Java producer connected to Kafka itself: {reached}"
+    keys = count_keys(kcoord.bootstrap, topic, 3)
+    assert len(keys) == FLIP_RECORDS and set(keys) == {b"g%06d" % i for i in range(FLIP_RECORDS)}

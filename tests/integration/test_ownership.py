@@ -1,7 +1,7 @@
 """A kcoord that lost its shards stops serving them: fenced by another kcoord, or the topic gone.
 
-Real processes: two kcoord processes on one tansu broker and one internal topic, or one kcoord
-whose internal topic is deleted under it. Requests are exact wire requests (tests/support/wire.py).
+Real processes: two kcoord processes on one upstream broker (tansu, then Apache Kafka) and one
+internal topic, or one kcoord whose internal topic is deleted under it. Requests are exact wire requests (tests/support/wire.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kafka.admin import KafkaAdminClient
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from tests.support.broker import TansuBroker
+from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess, free_port_block
 from tests.support.wire import WireClient, commit_offset, fetch_offset
 from tests.support.workload import create_topic, unique
@@ -28,14 +28,14 @@ TOPIC = "ownership-data"  # committed offsets name a topic that exists upstream
 
 
 @pytest.fixture(scope="module")
-def data_topic(tansu: TansuBroker) -> str:
-    create_topic(tansu.bootstrap, TOPIC, 1)
+def data_topic(upstream: Upstream) -> str:
+    create_topic(upstream.bootstrap, TOPIC, 1)
     return TOPIC
 
 
-def start_kcoord(tansu: TansuBroker, offsets_topic: str, *extra: str) -> KcoordProcess:
+def start_kcoord(upstream: Upstream, offsets_topic: str, *extra: str) -> KcoordProcess:
     return KcoordProcess(
-        "--shards", "2", "--storage", "kafka", "--internal-topic", offsets_topic, *extra, bootstrap=tansu.bootstrap
+        "--shards", "2", "--storage", "kafka", "--internal-topic", offsets_topic, *extra, bootstrap=upstream.bootstrap
     ).start()
 
 
@@ -69,16 +69,16 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
-def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(tansu: TansuBroker, data_topic: str) -> None:
+def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(upstream: Upstream, data_topic: str) -> None:
     """Issue #11 item 1: the periodic ownership refresh of a fenced kcoord must not fence the new
     owner and then serve its own stale state. Only the refresh acts here: the tail check is off."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("split-brain")
-    first = start_kcoord(tansu, offsets_topic, "--ownership-refresh-interval-ms", "1500",
+    first = start_kcoord(upstream, offsets_topic, "--ownership-refresh-interval-ms", "1500",
                          "--ownership-check-interval-ms", "3600000")
     second: KcoordProcess | None = None
     try:
         assert commit(first.bootstrap, group, 10) == ErrorCode.NONE
-        second = start_kcoord(tansu, offsets_topic, "--ownership-refresh-interval-ms", "3600000")
+        second = start_kcoord(upstream, offsets_topic, "--ownership-refresh-interval-ms", "3600000")
         assert commit(second.bootstrap, group, 30) == ErrorCode.NONE
         time.sleep(4.0)  # two refreshes of the first kcoord
         # The first must not answer from its old state (10 where 30 was acknowledged), nor accept commits.
@@ -94,16 +94,16 @@ def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(tansu: TansuBrok
             second.kill()
 
 
-def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(tansu: TansuBroker, data_topic: str) -> None:
+def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(upstream: Upstream, data_topic: str) -> None:
     """Issue #11 item 2: no stale OffsetFetch/DescribeGroups/Heartbeat answers with error NONE
     once another kcoord took the shard, although the fenced one never writes again."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("stale-read")
-    first = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "300")
+    first = start_kcoord(upstream, offsets_topic, "--ownership-check-interval-ms", "300")
     second: KcoordProcess | None = None
     try:
         assert commit(first.bootstrap, group, 10) == ErrorCode.NONE
         assert fetch(first.bootstrap, group) == (ErrorCode.NONE, 10)
-        second = start_kcoord(tansu, offsets_topic)
+        second = start_kcoord(upstream, offsets_topic)
         assert commit(second.bootstrap, group, 30) == ErrorCode.NONE
         took = wait_for(lambda: fetch(first.bootstrap, group)[0] == ErrorCode.NOT_COORDINATOR, 5.0,
                         "the fenced kcoord answers OffsetFetch with NOT_COORDINATOR")
@@ -126,25 +126,37 @@ def _health(port: int) -> tuple[int, dict[str, object]]:
         return exc.code, json.loads(exc.read())
 
 
-def _delete_topic(tansu: TansuBroker, topic: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap)
+def _delete_topic(upstream: Upstream, topic: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=upstream.bootstrap)
     try:
         admin.delete_topics([topic])
     finally:
         admin.close()
 
 
-def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(tansu: TansuBroker, data_topic: str) -> None:
-    """Issue #11 item 5: tansu acknowledges a Produce to a deleted topic (the data goes nowhere).
-    kcoord sees that the write landed below the end of the log it loaded and must not acknowledge
-    it. The periodic check is off, so only the write path can notice."""
+def topics_of(upstream: Upstream) -> set[str]:
+    admin = KafkaAdminClient(bootstrap_servers=upstream.bootstrap)
+    try:
+        return set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(upstream: Upstream, data_topic: str) -> None:
+    """Issue #11 item 5: tansu acknowledges a Produce to a deleted topic (the data goes nowhere);
+    kcoord sees that the write landed below the end of the log it loaded. Apache Kafka refuses it
+    with UNKNOWN_TOPIC_OR_PARTITION; kcoord asks whether the topic is gone rather than retrying
+    until its append timeout. Either way it must not acknowledge the commit, and answers at once.
+    The periodic check is off, so only the write path can notice."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("void-write")
-    kcoord = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "3600000")
+    kcoord = start_kcoord(upstream, offsets_topic, "--ownership-check-interval-ms", "3600000")
     try:
         for offset in range(1, 6):
             assert commit(kcoord.bootstrap, group, offset) == ErrorCode.NONE
-        _delete_topic(tansu, offsets_topic)
-        time.sleep(0.5)
+        _delete_topic(upstream, offsets_topic)
+        # Kafka's DeleteTopics answers once the controller decided; the broker drops the partition a
+        # moment later and acknowledges a Produce until then (into a log about to go): wait for that.
+        wait_for(lambda: offsets_topic not in topics_of(upstream), 10.0, "the deleted topic leaves the metadata")
         assert commit(kcoord.bootstrap, group, 6) != ErrorCode.NONE
         assert fetch(kcoord.bootstrap, group)[0] != ErrorCode.NONE  # it does not answer from lost state either
         assert "lost" in kcoord.log_tail(200)
@@ -152,19 +164,19 @@ def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(tansu: Tans
         kcoord.kill()
 
 
-def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(tansu: TansuBroker, data_topic: str) -> None:
+def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(upstream: Upstream, data_topic: str) -> None:
     """Issue #11 item 5: the topic disappears while kcoord is idle. Within the check interval the
     shards stop serving and /healthz and the log say why; kcoord re-creates the topic, serves again,
     and what it acknowledges then survives a kill -9."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("lost-topic")
     metrics_port = free_port_block(1)
-    kcoord = start_kcoord(tansu, offsets_topic, "--ownership-check-interval-ms", "300",
+    kcoord = start_kcoord(upstream, offsets_topic, "--ownership-check-interval-ms", "300",
                           "--metrics", f"127.0.0.1:{metrics_port}")
     restarted: KcoordProcess | None = None
     try:
         assert commit(kcoord.bootstrap, group, 7) == ErrorCode.NONE
         assert _health(metrics_port)[0] == 200
-        _delete_topic(tansu, offsets_topic)
+        _delete_topic(upstream, offsets_topic)
         wait_for(lambda: "lost" in kcoord.log_tail(400), 5.0, "the log says the shards' log was lost")
         # Recovered: the topic is back (empty: its records were deleted upstream) and kcoord serves again.
         wait_for(lambda: commit(kcoord.bootstrap, group, 8) == ErrorCode.NONE, 20.0, "kcoord serves again")
@@ -173,7 +185,7 @@ def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(tansu: Tansu
         assert status == 200, body
         assert body.get("log_lost_total", 0) >= 1, body
         kcoord.kill()
-        restarted = start_kcoord(tansu, offsets_topic)
+        restarted = start_kcoord(upstream, offsets_topic)
         assert fetch(restarted.bootstrap, group) == (ErrorCode.NONE, 8)
     finally:
         kcoord.kill()

@@ -132,9 +132,16 @@ class KafkaBroker:
         log_dir: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         overrides: dict[str, str] | None = None,
+        *,
+        node_id: int = 1,
+        cluster_id: str | None = None,
+        controller: str | None = None,
     ) -> None:
         self.home = kafka_home()
         self.host = host
+        self.node_id = node_id
+        self.cluster_id = cluster_id or _kraft_cluster_id()
+        self.controller = controller  # "host:port" of the KRaft controller: this node is a broker only
         self.port = 0
         self.controller_port = 0
         self.overrides = dict(overrides or {})
@@ -155,11 +162,12 @@ class KafkaBroker:
 
     def _properties(self) -> dict[str, str]:
         listen = f"PLAINTEXT://{self.host}:{self.port}"
+        controller = self.controller or f"{self.host}:{self.controller_port}"
         props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
-            "listeners": f"{listen},CONTROLLER://{self.host}:{self.controller_port}",
+            "process.roles": "broker" if self.controller else "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.bootstrap.servers": controller,
+            "listeners": listen if self.controller else f"{listen},CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": listen,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -222,8 +230,9 @@ class KafkaBroker:
     def _format(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
-        cluster_id = _kraft_cluster_id()
-        args = [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", cluster_id,
+        # A broker-only node joins the quorum its controller formed: no voters of its own to name.
+        quorum = ["--no-initial-controllers"] if self.controller else ["--standalone"]
+        args = [str(self.home / "bin" / "kafka-storage.sh"), "format", *quorum, "-t", self.cluster_id,
                 "-c", str(config), "--feature", "transaction.version=2", "--feature", "group.version=1"]  # fmt: skip
         done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -299,7 +308,57 @@ class KafkaBroker:
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"KafkaBroker({self.bootstrap}, {state}, home={self.home}, log={self.log_path})"
+        return f"KafkaBroker(node {self.node_id}, {self.bootstrap}, {state}, home={self.home}, log={self.log_path})"
+
+
+class KafkaCluster:
+    """``size`` Kafka brokers of one cluster: node 1 is broker and KRaft controller, nodes 2..size
+    brokers only, each on its own loopback host of ``hosts`` (so an address in a client's bytes
+    says which broker it names). For the tests that need a partition's leader to move (KIP-951);
+    everything else shares the single-node ``kafka`` fixture."""
+
+    kind = "kafka"
+
+    def __init__(self, size: int = 2, log_dir: str | os.PathLike[str] | None = None,
+                 hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4")) -> None:  # fmt: skip
+        if size > len(hosts):
+            raise ValueError(f"{size} brokers need {size} hosts, got {hosts}")
+        base = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kcoord-kafka-cluster-"))
+        cluster_id = _kraft_cluster_id()
+        self.brokers = [KafkaBroker(base / "node-1", hosts[0], node_id=1, cluster_id=cluster_id)]
+        self.brokers += [
+            KafkaBroker(base / f"node-{i + 1}", hosts[i], node_id=i + 1, cluster_id=cluster_id) for i in range(1, size)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> KafkaCluster:
+        first = self.brokers[0].start()
+        for broker in self.brokers[1:]:
+            broker.controller = f"{first.host}:{first.controller_port}"
+            broker.start()
+        return self
+
+    def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.brokers[0].tool(name, *args, timeout=timeout, check=check)
+
+    def stop(self) -> None:
+        for broker in reversed(self.brokers):
+            broker.stop()
+
+    def __enter__(self) -> KafkaCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 def _kraft_cluster_id() -> str:

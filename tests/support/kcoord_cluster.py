@@ -42,9 +42,12 @@ class ShardEvent:
 class KcoordCluster:
     """``size`` kcoord nodes sharing ``shards`` shards of a fresh internal topic on ``upstream``."""
 
-    def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 4000,
-                 extra: tuple[str, ...] = (), upstreams: dict[int, str] | None = None) -> None:
+    def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 6000,
+                 extra: tuple[str, ...] = (), upstreams: dict[int, str] | None = None,
+                 static_membership: bool = False) -> None:
         self.upstream = upstream
+        # kcoord's default is static; tansu 0.6's coordinator mishandles static members (docs/tansu.md).
+        self.static_membership = static_membership
         self.upstreams = upstreams or {}  # node id -> its own upstream address (a proxy a test controls)
         self.shards = shards
         self.topic = unique("__kcoord_cluster")
@@ -59,7 +62,7 @@ class KcoordCluster:
     def _process(self, node_id: int, port: int | None = None) -> KcoordProcess:
         return KcoordProcess(
             "--shards", str(self.shards), "--internal-topic", self.topic, "--coordinator-node-id", str(node_id),
-            "--cluster-enabled", "true", "--cluster-static-membership", "false",
+            "--cluster-enabled", "true", "--cluster-static-membership", str(self.static_membership).lower(),
             "--cluster-session-timeout-ms", str(self.session_timeout_ms), "--cluster-heartbeat-interval-ms", "500",
             *self.extra, bootstrap=self.upstreams.get(node_id, self.upstream), port=port,
         )
@@ -69,9 +72,15 @@ class KcoordCluster:
         return ",".join(p.bootstrap for p in self.nodes.values() if p.alive)
 
     def start(self, timeout: float = 60.0) -> KcoordCluster:
-        for proc in self.nodes.values():
-            proc.start()
-        self.wait_for_members(set(self.nodes), timeout)
+        """Start every node and wait until they share the shards; stops them all if that fails
+        (a fixture whose start raises never reaches its teardown)."""
+        try:
+            for proc in self.nodes.values():
+                proc.start()
+            self.wait_for_members(set(self.nodes), timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:

@@ -1,0 +1,39 @@
+"""How a kcoord cluster node treats the upstream group coordinator's error codes
+(kcoord.coordinator.runtime.membership): retried (the coordinator moved), or fatal (no retry can
+succeed, so the node says why and stops instead of looping)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcoord.coordinator.runtime.membership import ClusterMembership, _Fatal, _Rediscover
+from kcoord.protocol.errors import ErrorCode
+
+
+def membership(session_timeout_ms: int = 4000) -> ClusterMembership:
+    async def apply(_: object) -> None:
+        return None
+
+    return ClusterMembership(
+        [("127.0.0.1", 9092)], node_id=7, advertised=("127.0.0.1", 9100), internal_topic="t", num_shards=3,
+        session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=500, apply=apply, on_fatal=lambda _: None,
+    )
+
+
+def test_invalid_session_timeout_is_fatal_and_names_the_setting() -> None:
+    """Apache Kafka answers a JoinGroup with a session below group.min.session.timeout.ms (6 s by
+    default) INVALID_SESSION_TIMEOUT; tansu takes any session, so only Kafka ever says this."""
+    with pytest.raises(_Fatal, match=r"cluster\.session\.timeout\.ms=4000: JoinGroup answered INVALID_SESSION_TIMEOUT"):
+        membership(4000)._check(ErrorCode.INVALID_SESSION_TIMEOUT, "JoinGroup")
+
+
+@pytest.mark.parametrize("error", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                   ErrorCode.COORDINATOR_LOAD_IN_PROGRESS])  # fmt: skip
+def test_a_moved_coordinator_is_found_again(error: int) -> None:
+    with pytest.raises(_Rediscover):
+        membership()._check(error, "Heartbeat")
+
+
+def test_fenced_instance_id_is_fatal() -> None:
+    with pytest.raises(_Fatal, match="FENCED_INSTANCE_ID"):
+        membership()._check(ErrorCode.FENCED_INSTANCE_ID, "Heartbeat")
