@@ -19,16 +19,14 @@ not), each generation's owners and partitions, the commits and the last committe
 from __future__ import annotations
 
 import argparse
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.workload import create_topic, produce_numbered, unique
+from tests.support.members import CommittingMember
+from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")
@@ -38,35 +36,6 @@ PARTITIONS = 4
 RECORDS = 40
 
 
-class Member:
-    """A confluent-kafka consumer polled on its own thread, committing after every record."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str, conf: dict[str, Any]) -> None:
-        self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf,
-        })  # fmt: skip
-        self.consumed = 0
-        self.member_id = ""
-        self.assigned: set[int] = set()
-        self.stop = threading.Event()
-        self.consumer.subscribe([topic])
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.1)
-            self.assigned = {tp.partition for tp in self.consumer.assignment()}
-            self.member_id = str(self.consumer.memberid())
-            if message is not None and not message.error():
-                self.consumed += 1
-                self.consumer.commit(message=message, asynchronous=False)
-        self.consumer.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
 
 
 def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
@@ -83,11 +52,6 @@ def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
         meta.close()
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +60,14 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     produce_numbered(kafka.bootstrap, topic, RECORDS, PARTITIONS)
     classic = {"partition.assignment.strategy": "range", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
-    members: dict[str, Member] = {}
+    members: dict[str, CommittingMember] = {}
     try:
-        members["s1"] = Member(kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"})
-        members["k1"] = Member(kafka.bootstrap, kg, topic, "k1", {"group.protocol": "consumer"})
+        members["s1"] = CommittingMember(kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"})
+        members["k1"] = CommittingMember(kafka.bootstrap, kg, topic, "k1", {"group.protocol": "consumer"})
         wait_until(lambda: members["s1"].consumed == RECORDS and members["k1"].consumed == RECORDS, 60,
                    "s1 and k1 consuming everything")  # fmt: skip
-        members["d1"] = Member(kafka.bootstrap, cl, topic, "d1", classic)
-        members["k2"] = Member(kafka.bootstrap, kg, topic, "k2", {"group.protocol": "consumer"})
+        members["d1"] = CommittingMember(kafka.bootstrap, cl, topic, "d1", classic)
+        members["k2"] = CommittingMember(kafka.bootstrap, kg, topic, "k2", {"group.protocol": "consumer"})
         wait_until(lambda: all(len(members[m].assigned) == 2 for m in ("s1", "d1", "k1", "k2")), 60,
                    "2 partitions each in both groups")  # fmt: skip
         members["k1"].close()

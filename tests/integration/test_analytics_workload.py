@@ -30,7 +30,7 @@ import pytest
 from kcoord.protocol import messages as m
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique
+from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")
@@ -97,13 +97,6 @@ class Member:
         assert not self.errors, self.errors
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def settled(members: list[Member], sizes: list[int]) -> Callable[[], bool]:

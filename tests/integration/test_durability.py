@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -20,7 +19,7 @@ from tests.support.fixtures import Upstream
 from tests.support.java import JavaPeer, run_admin
 from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique
+from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -72,11 +71,6 @@ class SimpleCommitter(threading.Thread):
         return {tp: acks[-1][1] for tp, acks in self.acked.items() if acks}
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def fetch_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:

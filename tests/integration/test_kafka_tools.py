@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +32,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from tests.support.fixtures import Upstream
 from tests.support.kafka_broker import KafkaBroker, KafkaUnavailable, require_java
 from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, unique
+from tests.support.members import CommittingMember
+from tests.support.workload import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test extra")
@@ -54,50 +53,9 @@ class Workload:
     classic: str
     kip848: str
     reset: str
-    members: dict[str, Member]
+    members: dict[str, CommittingMember]
 
 
-class Member:
-    """A confluent-kafka consumer on its own thread: consumes T and commits after every record."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str, conf: dict[str, Any]) -> None:
-        self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf,
-        })  # fmt: skip
-        self.consumed = 0
-        self.member_id = ""
-        self.assigned: set[int] = set()
-        self.errors: list[str] = []
-        self.stop_flag = threading.Event()
-        self.consumer.subscribe([topic])
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop_flag.is_set():
-            message = self.consumer.poll(0.1)
-            self.assigned = {tp.partition for tp in self.consumer.assignment()}
-            self.member_id = str(self.consumer.memberid())  # read here: librdkafka's calls stay on one thread
-            if message is None:
-                continue
-            if message.error():
-                self.errors.append(str(message.error()))
-                continue
-            self.consumed += 1
-            self.consumer.commit(message=message, asynchronous=False)
-        self.consumer.close()
-
-    def close(self) -> None:
-        self.stop_flag.set()
-        self.thread.join(30)
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def produce_one_per_batch(bootstrap: str, topic: str) -> None:
@@ -149,7 +107,7 @@ def workload(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> It
     # console consumer reads nothing in 25 s; docs/tansu.md).
     kcoord = KcoordProcess("--shards", "1", "--storage", "kafka", "--internal-topic", internal,
                            "--group-initial-rebalance-delay-ms", "0", bootstrap=upstream.bootstrap).start()  # fmt: skip
-    members: dict[str, Member] = {}
+    members: dict[str, CommittingMember] = {}
     try:
         topic = unique("tools-t")
         create_topic(kcoord.bootstrap, topic, PARTITIONS)
@@ -157,11 +115,11 @@ def workload(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> It
         classic, kip848, reset = unique("tools-classic"), unique("tools-kip848"), unique("tools-reset")
         classic_conf = {"partition.assignment.strategy": "range", "session.timeout.ms": 30000,
                         "heartbeat.interval.ms": 500}  # fmt: skip
-        members["static"] = Member(kcoord.bootstrap, classic, topic, "tools-static-client",
+        members["static"] = CommittingMember(kcoord.bootstrap, classic, topic, "tools-static-client",
                                    {**classic_conf, "group.instance.id": STATIC_ID})  # fmt: skip
         wait_until(lambda: members["static"].assigned == set(range(PARTITIONS)), 60, "the static member's assignment")
-        members["dynamic"] = Member(kcoord.bootstrap, classic, topic, "tools-dynamic-client", classic_conf)
-        members["kip848"] = Member(kcoord.bootstrap, kip848, topic, "tools-kip848-client", {"group.protocol": "consumer"})
+        members["dynamic"] = CommittingMember(kcoord.bootstrap, classic, topic, "tools-dynamic-client", classic_conf)
+        members["kip848"] = CommittingMember(kcoord.bootstrap, kip848, topic, "tools-kip848-client", {"group.protocol": "consumer"})
         total = PARTITIONS * PER_PARTITION
         wait_until(lambda: len(members["static"].assigned | members["dynamic"].assigned) == PARTITIONS
                    and members["static"].assigned and members["dynamic"].assigned, 60, "the classic group's 2 members")
@@ -196,7 +154,7 @@ def test_describe_members_verbose_offsets_and_state(workload: Workload) -> None:
     by_id = {row["CONSUMER-ID"]: row for row in members}
     assert set(by_id) == {static.member_id, dynamic.member_id, kip848.member_id}, members
 
-    def assignment(member: Member) -> str:
+    def assignment(member: CommittingMember) -> str:
         return f"{w.topic}:{','.join(str(p) for p in sorted(member.assigned))}"
 
     for member, client_id, instance in ((static, "tools-static-client", STATIC_ID),

@@ -19,7 +19,7 @@ from kafka import KafkaConsumer
 
 from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
+from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -72,13 +72,6 @@ class KafkaPythonMember(threading.Thread):
             self.error = exc
 
 
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_kafka_python_group_shares_and_rebalances(kcoord: KcoordProcess) -> None:

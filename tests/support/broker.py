@@ -21,7 +21,7 @@ import time
 import weakref
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from kcoord.coordinator.net.embedded import free_port
 from tests.support import procs
@@ -99,35 +99,31 @@ def probe_metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[t
     return brokers
 
 
-def _stop_process(proc: subprocess.Popen[Any]) -> None:
-    """Finalizer target: must not reference the TansuBroker, or it would never be collected."""
-    procs.terminate(proc)
+def _stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """Finalizer target: must not reference the broker object, or it would never be collected."""
+    procs.terminate(proc, timeout=timeout)
 
 
-class TansuBroker:
-    """A tansu broker with memory storage on a loopback port; a context manager.
+class BrokerProcess:
+    """A broker child process on loopback, up once a Kafka round trip says so; a context manager.
 
-    ``bootstrap`` is "127.0.0.1:PORT"; ``log_path`` holds stdout+stderr of the broker and is kept
-    after stop() so a failed test can be debugged. ``api_versions`` is what it reported at start.
+    The shared life cycle of TansuBroker and tests.support.kafka_broker.KafkaBroker: pick ports,
+    prepare, spawn with stdout+stderr in ``log_path`` (kept after stop() so a failed test can be
+    debugged), wait until ApiVersions answers and Metadata advertises our own address, and retry
+    with new ports when ours were taken between the pick and the bind. Subclasses say how to pick
+    ports, what to run and when the log says it is worth probing.
     """
 
-    kind = "tansu"
+    kind = ""
+    stop_timeout_s = 5.0
+    poll_interval_s = 0.05
 
-    def __init__(
-        self,
-        port: int | None = None,
-        host: str = "127.0.0.1",
-        log_dir: str | os.PathLike[str] | None = None,
-        cluster_id: str = "tansu_cluster",
-        extra_env: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, host: str, log_dir: str | os.PathLike[str] | None, log_name: str, port: int | None = None) -> None:
         self.host = host
         self._fixed_port = port
         self.port = port or 0
-        self.cluster_id = cluster_id
-        self.extra_env = dict(extra_env or {})
-        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kcoord-tansu-"))
-        self.log_path = self.log_dir / "tansu.log"
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"kcoord-{self.kind}-"))
+        self.log_path = self.log_dir / log_name
         self.process: subprocess.Popen[bytes] | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._finalizer: weakref.finalize | None = None
@@ -140,42 +136,52 @@ class TansuBroker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> TansuBroker:
-        """Start and wait for a Kafka round trip. Retries with a new port if ours was taken meanwhile."""
+    # What a subclass says.
+    def _pick_ports(self) -> None:
+        self.port = self._fixed_port or free_port(self.host)
+
+    def _prepare(self) -> None:
+        """Work before each spawn (e.g. formatting a log dir)."""
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def _log_says_started(self) -> bool:
+        """Whether probing is worth it yet: a broker may accept TCP before it serves."""
+        return True
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> Self:
+        """Start and wait for a Kafka round trip. Retries with new ports if ours were taken meanwhile."""
         if self.running:
             return self
         attempts = 1 if self._fixed_port else 3
         for attempt in range(attempts):
-            self.port = self._fixed_port or free_port(self.host)
+            self._pick_ports()
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._prepare()
             self._spawn()
             try:
                 self._wait_ready(timeout)
                 return self
             except BrokerStartError:
-                port_race = "Address already in use" in self.log_tail()
+                port_race = "Address already in use" in self.log_tail(200)
                 self.stop()
                 if not port_race or attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
 
     def _spawn(self) -> None:
-        url = f"tcp://{self.host}:{self.port}"
-        args = [
-            tansu_binary(), "broker",
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/",
-            "--cluster-id", self.cluster_id,
-        ]  # fmt: skip
-        env = {**os.environ, "NO_COLOR": "1", **self.extra_env}
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        args = self._command()
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {' '.join(args)}\n".encode())
             log.flush()
             self.process = procs.spawn(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env()
             )
-        self._finalizer = weakref.finalize(self, _stop_process, self.process)
+        self._finalizer = weakref.finalize(self, _stop_process, self.process, self.stop_timeout_s)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -183,40 +189,44 @@ class TansuBroker:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                self._fail(f"tansu exited with code {self.process.returncode} during start-up")
-            try:
-                self.api_versions = probe_api_versions(self.host, self.port)
-                brokers = probe_metadata_brokers(self.host, self.port)
-                if any(h == self.host and p == self.port for _, h, p in brokers):
-                    return
-                last_error = RuntimeError(f"Metadata advertises {brokers}, not {self.bootstrap}")
-            except (OSError, ConnectionError, struct.error) as exc:
-                last_error = exc
-            time.sleep(0.05)
-        self._fail(f"tansu not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
+                self._fail(f"{self.kind} exited with code {self.process.returncode} during start-up")
+            if self._log_says_started():
+                try:
+                    self.api_versions = probe_api_versions(self.host, self.port)
+                    brokers = probe_metadata_brokers(self.host, self.port)
+                    if any(h == self.host and p == self.port for _, h, p in brokers):
+                        return
+                    last_error = RuntimeError(f"Metadata advertises {brokers}, not {self.bootstrap}")
+                except (OSError, ConnectionError, struct.error) as exc:
+                    last_error = exc
+            time.sleep(self.poll_interval_s)
+        self._fail(f"{self.kind} not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
 
     def _fail(self, reason: str) -> None:
-        tail = self.log_tail()
-        raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{tail}")
+        raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
+
+    def _log_text(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")
+        return ""
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the broker log, for assertion messages."""
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "<no log>"
+        return "\n".join(self._log_text().splitlines()[-lines:]) or "<no log>"
 
     def stop(self) -> int | None:
-        """Terminate and reap. Idempotent; returns the exit code (None if never started)."""
+        """SIGTERM, wait, then SIGKILL. Idempotent; returns the exit code (None if never started)."""
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
         proc, self.process = self.process, None
         if proc is None:
             return None
-        return procs.terminate(proc)
+        return procs.terminate(proc, timeout=self.stop_timeout_s)
 
-    def __enter__(self) -> TansuBroker:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -225,4 +235,38 @@ class TansuBroker:
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"TansuBroker({self.bootstrap}, {state}, log={self.log_path})"
+        return f"{type(self).__name__}({self.bootstrap}, {state}, log={self.log_path})"
+
+
+class TansuBroker(BrokerProcess):
+    """A tansu broker with memory storage on a loopback port.
+
+    ``bootstrap`` is "127.0.0.1:PORT"; ``api_versions`` is what it reported at start.
+    """
+
+    kind = "tansu"
+
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        log_dir: str | os.PathLike[str] | None = None,
+        cluster_id: str = "tansu_cluster",
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(host, log_dir, "tansu.log", port)
+        self.cluster_id = cluster_id
+        self.extra_env = dict(extra_env or {})
+
+    def _command(self) -> list[str]:
+        url = f"tcp://{self.host}:{self.port}"
+        return [
+            tansu_binary(), "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+            "--cluster-id", self.cluster_id,
+        ]  # fmt: skip
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "NO_COLOR": "1", **self.extra_env}

@@ -16,24 +16,19 @@ advertises our own address, the same readiness rule as tests.support.broker.Tans
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import struct
 import subprocess
 import tarfile
 import tempfile
-import time
 import urllib.request
 import uuid
-import weakref
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Self
 
-from tests.support import procs
-from tests.support.broker import BrokerStartError, probe_api_versions, probe_metadata_brokers
+from tests.support.broker import BrokerProcess, BrokerStartError
 from tests.support.kcoord_process import REPO, free_port_block
 
 KAFKA_VERSION = "4.0.0"
@@ -112,13 +107,8 @@ def require_java() -> None:
         raise KafkaUnavailable("Apache Kafka needs Java (java not on PATH)")
 
 
-def _stop_process(proc: subprocess.Popen[Any]) -> None:
-    """Finalizer target: must not reference the KafkaBroker, or it would never be collected."""
-    procs.terminate(proc, timeout=20.0)
-
-
-class KafkaBroker:
-    """One Apache Kafka KRaft node on loopback; a context manager with TansuBroker's interface.
+class KafkaBroker(BrokerProcess):
+    """One Apache Kafka KRaft node on loopback (the life cycle is BrokerProcess's).
 
     ``bootstrap`` is "127.0.0.1:PORT"; ``log_path`` holds the server's stdout+stderr and is kept after
     stop(). ``tool(name, *args)`` runs one of Kafka's own command-line tools against this broker.
@@ -126,6 +116,8 @@ class KafkaBroker:
     """
 
     kind = "kafka"
+    stop_timeout_s = 20.0  # a controlled shutdown
+    poll_interval_s = 0.2
 
     def __init__(
         self,
@@ -137,28 +129,14 @@ class KafkaBroker:
         cluster_id: str | None = None,
         controller: str | None = None,
     ) -> None:
+        super().__init__(host, log_dir, "kafka.log")
         self.home = kafka_home()
-        self.host = host
         self.node_id = node_id
         self.cluster_id = cluster_id or _kraft_cluster_id()
         self.controller = controller  # "host:port" of the KRaft controller: this node is a broker only
-        self.port = 0
         self.controller_port = 0
         self.overrides = dict(overrides or {})
-        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kcoord-kafka-"))
-        self.log_path = self.log_dir / "kafka.log"
         self.data_dir = self.log_dir / "data"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self._finalizer: weakref.finalize | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def _properties(self) -> dict[str, str]:
         listen = f"PLAINTEXT://{self.host}:{self.port}"
@@ -201,26 +179,24 @@ class KafkaBroker:
             "KAFKA_JMX_OPTS": "-Dcom.sun.management.jmxremote.local.only=true",
         }
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> KafkaBroker:
-        """Format a fresh log dir and start; retries with new ports if ours were taken meanwhile."""
-        if self.running:
-            return self
+    def start(self, timeout: float = START_TIMEOUT_S) -> Self:
+        """Format a fresh log dir and start (see BrokerProcess.start)."""
         require_java()
-        for attempt in range(3):
-            self.port = free_port_block(2, self.host)
-            self.controller_port = self.port + 1
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self._format()
-            self._spawn()
-            try:
-                self._wait_ready(timeout)
-                return self
-            except BrokerStartError:
-                port_race = "Address already in use" in self.log_tail(200)
-                self.stop()
-                if not port_race or attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        return super().start(timeout)
+
+    def _pick_ports(self) -> None:
+        self.port = free_port_block(2, self.host)
+        self.controller_port = self.port + 1
+
+    def _prepare(self) -> None:
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._format()
+
+    def _command(self) -> list[str]:
+        return [str(self.home / "bin" / "kafka-server-start.sh"), str(self.log_dir / "server.properties")]
+
+    def _log_says_started(self) -> bool:
+        return "Kafka Server started" in self._log_text()
 
     def _write_config(self) -> Path:
         config = self.log_dir / "server.properties"
@@ -228,7 +204,6 @@ class KafkaBroker:
         return config
 
     def _format(self) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         # A broker-only node joins the quorum its controller formed: no voters of its own to name.
         quorum = ["--no-initial-controllers"] if self.controller else ["--standalone"]
@@ -238,47 +213,6 @@ class KafkaBroker:
         if done.returncode != 0:
             raise BrokerStartError(f"kafka-storage.sh format failed ({done.returncode}):\n{done.stdout}{done.stderr}")
 
-    def _spawn(self) -> None:
-        args = [str(self.home / "bin" / "kafka-server-start.sh"), str(self.log_dir / "server.properties")]
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n=== {' '.join(args)}\n".encode())
-            log.flush()
-            self.process = procs.spawn(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env()
-            )
-        self._finalizer = weakref.finalize(self, _stop_process, self.process)
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                self._fail(f"Kafka exited with code {self.process.returncode} during start-up")
-            if "Kafka Server started" in self._log_text():
-                try:
-                    self.api_versions = probe_api_versions(self.host, self.port)
-                    brokers = probe_metadata_brokers(self.host, self.port)
-                    if any(h == self.host and p == self.port for _, h, p in brokers):
-                        return
-                    last_error = RuntimeError(f"Metadata advertises {brokers}, not {self.bootstrap}")
-                except (OSError, ConnectionError, struct.error) as exc:
-                    last_error = exc
-            time.sleep(0.2)
-        self._fail(f"Kafka not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
-
-    def _log_text(self) -> str:
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")
-        return ""
-
-    def _fail(self, reason: str) -> None:
-        raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the server log, for assertion messages."""
-        return "\n".join(self._log_text().splitlines()[-lines:]) or "<no log>"
-
     def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``bin/NAME`` (e.g. ``kafka-consumer-groups.sh``) with ARGS; stdout and stderr captured."""
         env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256M", "LOG_DIR": str(self.log_dir / "logs")}
@@ -287,24 +221,6 @@ class KafkaBroker:
         if check and done.returncode != 0:
             raise AssertionError(f"{name} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
-
-    def stop(self) -> int | None:
-        """SIGTERM (a controlled shutdown), wait, then SIGKILL. Idempotent; returns the exit code."""
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        proc, self.process = self.process, None
-        if proc is None:
-            return None
-        return procs.terminate(proc, timeout=20.0)
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

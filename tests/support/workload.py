@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
@@ -37,3 +38,12 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int) ->
     producer.flush(60)
     producer.close()
     return values
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> None:
+    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
