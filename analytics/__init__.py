@@ -1,1 +1,1 @@
-"""``kcoord analytics``: the PySpark pipeline over kcoord's event topic and the offsets topic (README, "Analytics")."""
+"""``kcoord analytics``: the PySpark pipeline over kcoord's event topic and the offsets topic (docs/analytics.md)."""

@@ -106,7 +106,7 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
 
 
 def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
-    """One picture of the report's plots (the README shows one)."""
+    """One picture of the report's plots (docs/analytics.md shows one)."""
     import matplotlib.image as mpimg
 
     rows = (len(pngs) + columns - 1) // columns

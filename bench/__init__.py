@@ -1,1 +1,1 @@
-"""Benchmarks: codec micro-benchmarks, storage, and the load generator (see README.md)."""
+"""Benchmarks: codec micro-benchmarks, storage, and the load generator (see docs/benchmarks.md)."""

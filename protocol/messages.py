@@ -4,7 +4,7 @@
 classes are also module attributes (``messages.JoinGroupRequest``), set from the registry at
 import and declared, fields and all, in the checked-in stub ``messages.pyi`` that
 :mod:`kcoord.protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
-holds the version ranges kcoord itself serves (DESIGN.md, Kafka 4.0), which may be narrower
+holds the version ranges kcoord itself serves (Kafka 4.0's; docs/compatibility.md), which may be narrower
 than the schema files allow.
 """
 
@@ -65,7 +65,7 @@ _STEMS = [
     "ConsumerGroupDescribe",
 ]
 
-# The ranges kcoord serves for the APIs it answers itself (DESIGN.md: Kafka 4.0, plus OffsetCommit
+# The ranges kcoord serves for the APIs it answers itself (Kafka 4.0's, plus OffsetCommit
 # and OffsetFetch v10, which name topics by id: coordinator/net/topic_ids.py).
 KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
@@ -81,8 +81,8 @@ KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     # TxnOffsetCommit up to v4 and AddOffsetsToTxn: kcoord serves transactions v1 only (KIP-890's v2
-    # adds a group's partition implicitly, which kcoord cannot do for its own topic; README,
-    # "Exactly-once"), so TxnOffsetCommit v5 (the v2 form) is not offered.
+    # adds a group's partition implicitly, which kcoord cannot do for its own topic;
+    # docs/compatibility.md, "Exactly-once"), so TxnOffsetCommit v5 (the v2 form) is not offered.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),

@@ -78,7 +78,7 @@ ADDRESS_FREE_VERSIONS: dict[int, tuple[int, int]] = {
     55: (0, 1),  # DescribeQuorum: v2 adds each controller's listeners (host, port)
 }
 
-# Transactions v1 only (docs/transactions.md, README "Exactly-once"): with KIP-890's v2 a client
+# Transactions v1 only (docs/transactions.md, docs/compatibility.md "Exactly-once"): with KIP-890's v2 a client
 # adds a group's offsets partition implicitly on TxnOffsetCommit, which kcoord cannot do for its own
 # topic, so kcoord offers the transaction APIs up to their last v1 versions (EndTxn v5 and
 # TxnOffsetCommit v5 are the v2 forms; AddPartitionsToTxn v4+ is the broker-to-broker form) and
@@ -99,7 +99,7 @@ def without_transaction_version(features: list[Any] | None) -> list[Any]:
 
 # Every API in Kafka's client-message specs whose response can carry a broker address, and how
 # kcoord keeps its clients from learning one (tests/unit/test_gateway_addresses.py checks this
-# table against ../shared/kafka-specs). Listed in README, "Broker addresses in relayed answers".
+# table against ../shared/kafka-specs). Listed in docs/compatibility.md, "Broker addresses in relayed answers".
 ADDRESS_HANDLING: dict[int, str] = {
     ApiKey.METADATA: "rewritten: every broker is kcoord's host and that broker's kcoord port",
     ApiKey.DESCRIBE_CLUSTER: "rewritten like Metadata",

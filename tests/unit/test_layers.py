@@ -1,6 +1,6 @@
 """The house rules of the layout: imports run only downwards, and only through ``kcoord.*``.
 
-Layers, lowest first (README, "How it works"):
+Layers, lowest first (docs/architecture.md, "Layers"):
 
     kcoord.protocol            sans-IO codec
     kcoord.client              the one Kafka client (asyncio)

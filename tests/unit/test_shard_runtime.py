@@ -1,8 +1,8 @@
 """The asyncio shard runtime: replies wait for the log, appends are batched, failures reload.
 
 These drive the real group state (GroupCoordinatorShard) over the in-memory log, whose appends a
-test can hold open or make fail, to check DESIGN.md rule 2: a response that depends on new state is
-sent only after the records behind it are acknowledged.
+test can hold open or make fail, to check docs/architecture.md rule 3: a response that depends on
+new state is sent only after the records behind it are acknowledged.
 """
 
 from __future__ import annotations
