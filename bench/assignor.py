@@ -1,4 +1,4 @@
-"""Server-side assignors (issue #12): how long one target assignment takes for a large group.
+"""Server-side assignors: how long one target assignment takes for a large group.
 
     python -m bench.assignor [--members 1000] [--partitions 10000] [--repeat 7] [--assignors uniform,range]
 
@@ -9,7 +9,7 @@ For each shape — the partitions on 1 topic or spread over 100 topics, members 
 - join: the group settled (each member holds what ``full`` gave it), plus one new member;
 - leave: the group settled, minus one member.
 
-The issue's target: "the uniform assignor on 1,000 members x 10,000 partitions recomputes after one
+The target: "the uniform assignor on 1,000 members x 10,000 partitions recomputes after one
 member joins in < 50 ms".
 
 Heterogeneous shapes: with 1 topic, every member subscribes to it (9,000 partitions of the 10,000)

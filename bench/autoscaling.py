@@ -1,6 +1,6 @@
 """KIP-848 autoscaling: rejected offset commits per ``group.consumer.offset.commit.fencing`` mode.
 
-Issue #12, item 6. Stock Java consumers (kafka-clients 4.3, ``group.protocol=consumer``) commit
+Stock Java consumers (kafka-clients 4.3, ``group.protocol=consumer``) commit
 synchronously after every poll, exactly the records that poll returned, while the group scales
 ``members`` → ``members + extra`` → ``members`` every ``period`` seconds, and a producer keeps numbered
 records flowing. Per fencing mode this counts:

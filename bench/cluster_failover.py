@@ -1,4 +1,4 @@
-"""Failover time of a kcoord cluster (issue #14): kill -9 the node serving a group, time until an
+"""Failover time of a kcoord cluster: kill -9 the node serving a group, time until an
 OffsetCommit for that group is acknowledged by the new owner.
 
 A committer asks FindCoordinator (at any live node) and sends OffsetCommit (simple-consumer commit:

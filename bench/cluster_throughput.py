@@ -1,4 +1,4 @@
-"""Total commit throughput of a kcoord cluster with 1, 2 and 3 nodes (issue #14) on this machine.
+"""Total commit throughput of a kcoord cluster with 1, 2 and 3 nodes on this machine.
 
 For each size: a fresh tansu, ``n`` nodes in cluster mode (50 shards), ``--groups`` groups whose
 coordinators come from FindCoordinator (spread over the nodes by shard ownership), and per group

@@ -8,7 +8,7 @@ For each message both codecs encode the *same* message (ours is converted field 
 kafka-python's objects, and the two encodings are checked to be byte-identical before timing) and
 decode the same bytes. Each figure is the best of ``--repeat`` timeit runs (process CPU time, ours and kafka-python's
 repeats interleaved) in this one process, in µs per operation; "ratio" is kafka-python's time divided by ours (> 1: ours is faster). The
-issue's target is a ratio of at least 3 for Heartbeat, JoinGroup, SyncGroup and OffsetCommit,
+target is a ratio of at least 3 for Heartbeat, JoinGroup, SyncGroup and OffsetCommit,
 both directions.
 
 "Decode ours" is the active decoder backend (``kcoord.protocol.codegen.DECODER_BACKEND``: the C extension

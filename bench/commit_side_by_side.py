@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.commit_side_by_side --base /work/wt-commit-base --profile new
     .venv/bin/python -m bench.commit_side_by_side --storage-split --rounds 3   # this build: durable vs memory
 
-Issue #17 compares kcoord with Kafka at 1,000 committers, each on its own connection, commits
+The commit target is set against Kafka at 1,000 committers, each on its own connection, commits
 durable on the upstream. This runner starts one tansu upstream (CPU 1, beside the load generator,
 as ``bench.run_all`` pins it) and two kcoord processes on CPU 0, ``--storage kafka`` each on its own
 internal topic: "base" from another checkout's own venv (``--base DIR``: ``DIR/.venv/bin/python``)

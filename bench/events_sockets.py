@@ -7,8 +7,8 @@ One tansu upstream (CPU 1, with the load generator), two kcoord processes (CPU 0
 time, both ``--storage kafka``, each with its own internal topic): "on" writes ``__kcoord_events``
 to the upstream (the default), "off" has ``--events-topic ''``. Each round runs ``steady`` (heartbeats)
 and ``commit-storm`` (durable commits) against off, then on. Every child is stopped at the end.
-One connection per member, as real clients (issue #17); ``--connections N`` shares N instead (the
-shape of the figures before issue #17).
+One connection per member, as real clients; ``--connections N`` shares N instead (the
+shape of the figures before 2026-11-24).
 """
 
 from __future__ import annotations

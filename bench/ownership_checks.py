@@ -1,4 +1,4 @@
-"""What the ownership checks cost an idle kcoord (issue #11): CPU of two kcoord processes side by
+"""What the ownership checks cost an idle kcoord: CPU of two kcoord processes side by
 side on one tansu, one with the tail check every ``--interval-ms``, one with it effectively off.
 
     python -m bench.ownership_checks [--shards 50] [--interval-ms 1000] [--seconds 30]

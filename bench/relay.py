@@ -1,4 +1,4 @@
-"""The relayed data path (issue #17): kcoord's CPU per small relayed request, and produce/consume
+"""The relayed data path: kcoord's CPU per small relayed request, and produce/consume
 throughput through kcoord against the same client talking to the upstream directly.
 
 Two measurements, each run for every target side by side in one invocation so the ratios share the

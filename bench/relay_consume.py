@@ -1,4 +1,4 @@
-"""Consume through the relay, interleaved (issue #17): one stored topic, every target in turn.
+"""Consume through the relay, interleaved: one stored topic, every target in turn.
 
     .venv/bin/python -m bench.relay_consume --kcoord base=../wt-base/.venv/bin/python \\
         --kcoord new=.venv/bin/python --client java --records 50000 --rounds 6

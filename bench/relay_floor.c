@@ -1,4 +1,4 @@
-/* The floor of a native relay (issue #17): bytes pumped between each client connection and a
+/* The floor of a native relay: bytes pumped between each client connection and a
  * connection of its own to the upstream, nothing parsed. One thread, epoll, level-triggered.
  * What a relay in C costs per request before it does any of kcoord's work (framing, the header
  * check, the slot FIFO): bench/relay_floor.py starts it next to kcoord and the Python floor.

@@ -1,4 +1,4 @@
-"""What a relay costs before it does any of kcoord's work (issue #17), next to kcoord, side by side.
+"""What a relay costs before it does any of kcoord's work, next to kcoord, side by side.
 
     .venv/bin/python -m bench.relay_floor --shapes 16x1,1x1,8x16 --rounds 2
 

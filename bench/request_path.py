@@ -188,7 +188,7 @@ def commit_frames(h: Harness, groups: dict[str, list[tuple[str, int]]], count: i
 
 async def run_connections(scenario: str, args: argparse.Namespace, profile: bool) -> float:
     """``--connections N``: N client connections with one request in flight each, as a storm of
-    committers with a connection each offers them (issue #17): every loop iteration each connection
+    committers with a connection each offers them: every loop iteration each connection
     reads one frame, and the answers go out one write per connection."""
     h = Harness(args.shards)
     await h.start()

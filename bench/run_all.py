@@ -1,14 +1,14 @@
 """Run every load scenario against kcoord and against a peer coordinator, side by side.
 
     .venv/bin/python -m bench.run_all                 # default sizes, ~12 minutes on 2 cores (mostly the peer)
-    .venv/bin/python -m bench.run_all --full          # the issue's sizes (50k members, 5k storm, ...)
+    .venv/bin/python -m bench.run_all --full          # the full sizes (50k members, 5k storm, ...)
     .venv/bin/python -m bench.run_all --only steady,join-storm --no-write
     .venv/bin/python -m bench.run_all --peer-bootstrap kafka1:9092 --peer-pid 4242   # Apache Kafka (any bootstrap) as the peer
 
 Every member has one connection of its own (as real clients), unless a run says otherwise:
 ``--connections N`` runs everything in the old shape (N shared connections), and the plan keeps
-one old-shape commit storm next to its per-member twin so the difference stays visible (issue
-#17). A size whose per-member connections would not fit this machine's descriptor limit or
+one old-shape commit storm next to its per-member twin so the difference stays visible. A
+size whose per-member connections would not fit this machine's descriptor limit or
 ephemeral ports runs shared, and its title says so.
 
 The peer is tansu 0.6.0's own coordinator, started here, unless ``--peer-bootstrap`` names another
@@ -97,7 +97,7 @@ def plan(full: bool, budget: int | None = None) -> list[Run]:
                         ["--members", str(n), "--interval", "3", "--duration", "15" if full else "10",
                          "--lanes", "10000" if n > 10_000 else "5000", *conns]))
     if full:
-        # The old shape beside its per-member twin (issue #17): on 16 shared connections a server that
+        # The old shape beside its per-member twin: on 16 shared connections a server that
         # answers a connection's requests one at a time queues heartbeats behind each other.
         runs.append(Run("steady", "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
                         ["--members", "10000", "--interval", "3", "--duration", "15", "--lanes", "5000", "--connections", "16"]))
@@ -117,7 +117,7 @@ def plan(full: bool, budget: int | None = None) -> list[Run]:
     for c in committers:
         runs.append(Run("commit-storm", f"commit storm {c:,} committers",
                         ["--committers", str(c), "--duration", "15" if full else "10"]))
-    # The shape the figures before issue #17 used, next to its per-member twin above: 100
+    # The shape the figures before 2026-11-24 used, next to its per-member twin above: 100
     # committers on 16 shared connections let kcoord pipeline what Kafka and tansu serialize.
     runs.append(Run("commit-storm", "commit storm 100 committers, 16 shared connections (old shape, flatters a pipelining server)",
                     ["--committers", "100", "--duration", "15" if full else "10", "--connections", "16"]))
@@ -292,7 +292,7 @@ def targets(runs: list[Run]) -> list[str]:
     if bounce:
         lines.append(f"| static rolling bounce of 20 members: 0 rebalances | {bounce['rebalances']} rebalances "
                      f"| {'yes' if bounce['rebalances'] == 0 and bounce['settled_every_step'] else 'no'} |")
-    # the target is quoted for real clients only: an old-shape run (shared connections) flatters kcoord (issue #17)
+    # the target is quoted for real clients only: an old-shape run (shared connections) flatters kcoord
     commits = [r.results["kcoord"] for r in runs if r.scenario == "commit-storm" and "error" not in r.results.get("kcoord", {"error": 1})
                and r.results["kcoord"]["params"].get("connections") == "per-member"]
     if commits:
@@ -349,7 +349,7 @@ def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, 
         "`other_cores` is CPU used during the window by processes other than the server "
         "and the load generator (other work on the machine).",
         "- **Connections:** one per member (each member's joins, heartbeats and commits on its own connection, as "
-        "real clients) unless a run's title or `params.connections` says N shared (issue #17).",
+        "real clients) unless a run's title or `params.connections` says N shared.",
         "- **Ratios** are from this run: \"kcoord better by\" > 1 means kcoord is faster / cheaper.",
         "",
         "### Targets",
@@ -369,7 +369,7 @@ def append_results(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="the issue's sizes (adds 50k steady, 5k storm, 1k committers)")
+    ap.add_argument("--full", action="store_true", help="the full sizes (adds 50k steady, 5k storm, 1k committers)")
     ap.add_argument("--only", default="", help="comma-separated scenarios to run")
     ap.add_argument("--match", default="", help="only runs whose title contains one of these '|'-separated texts")
     ap.add_argument("--no-peer-for", default="", help="skip the peer for runs whose title contains one of these '|'-separated texts")

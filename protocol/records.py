@@ -241,7 +241,7 @@ _MAX_INT16_STRING = 0x7FFF
 
 def _offset_commit_pair(key: OffsetCommitKey, value: Any | None) -> tuple[bytes, bytes | None] | None:
     """An offset commit record (key v0, value v3 or a tombstone) by hand: the generic encoders
-    build it in about 2.3 µs, this in under 1 (issue #17: a record per commit). The same bytes
+    build it in about 2.3 µs, this in under 1 (a record per commit). The same bytes
     (``tests/unit/test_records_fast_path.py``); None for anything it does not cover (a v1 value
     with an expire timestamp, a None or too long string), which the generic encoders handle,
     refusals included."""

@@ -1,6 +1,6 @@
 """kcoord's load generator: many Kafka group members over a few connections, on our own codec.
 
-Why it exists: the issue asks how kcoord behaves as its work grows, *side by side* with another
+Why it exists: to show how kcoord behaves as its work grows, *side by side* with another
 coordinator on the same machine. So the generator speaks plain Kafka protocol (FindCoordinator,
 JoinGroup v9, SyncGroup v5, Heartbeat v4, OffsetCommit v9, LeaveGroup v5) to any endpoint and
 measures the same things on both: throughput and p50/p99/p999 latency per API.

@@ -7,7 +7,7 @@ acknowledgements, regular heartbeats, commits and its leave; the connections are
 batches before the ramp (:meth:`ConsumerRuntime.open_member_connections`). ``connections=C`` is
 the old shape: the members share C pipelined connections (member ``i`` on connection ``i % C``),
 which lets a server that pipelines look better than one that, like Kafka, processes one request
-per connection at a time (issue #17). When each member heartbeats:
+per connection at a time. When each member heartbeats:
 
 - **regularly** from the wheel (:class:`~.runtime.HeartbeatWheel`), once per interval — the
   interval the coordinator returned in ``heartbeat_interval_ms`` unless the scenario set one;

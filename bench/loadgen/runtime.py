@@ -1,6 +1,6 @@
 """The machinery members share: connections, the heartbeat wheel, commit loops and rejoins.
 
-Two connection shapes (issue #17). Why it matters: a Kafka server answers a connection's requests
+Two connection shapes. Why it matters: a Kafka server answers a connection's requests
 in order, and many (Kafka itself, tansu) also *process* them one at a time, so the number of
 connections decides how much a server may overlap; a shape real clients do not have flatters
 whichever server pipelines best.

@@ -5,7 +5,7 @@ Every scenario gives each member one connection of its own by default (``connect
 real clients have, and says so in its params (``"connections": "per-member"``) with the count
 actually opened (``connections_opened``); ``connections=C`` runs the old shape, C shared
 connections for the steady traffic plus lanes for joins (see :mod:`.runtime`). Why the default
-changed (issue #17): Kafka processes one request per connection at a time, so 100 committers on
+changed: Kafka processes one request per connection at a time, so 100 committers on
 16 shared connections measured Kafka at 16 requests in flight while kcoord pipelined all 100.
 
 Every scenario returns a plain dict (JSON-ready): its parameters, the per-API latency/throughput
@@ -215,7 +215,7 @@ async def join_storm(
     connection opened before the clock starts.
 
     Reported: first JoinGroup -> every member holds its SyncGroup assignment; the same from the
-    LAST JoinGroup sent (the issue's "after the last member joined"), and from the moment the
+    LAST JoinGroup sent (the target's "after the last member joined"), and from the moment the
     rebalance completed (first successful JoinGroup response) — the coordinator's own work,
     without the group.initial.rebalance.delay.ms it waits for a new group.
     """

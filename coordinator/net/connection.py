@@ -14,7 +14,7 @@ requests wait behind it, so the shards see a connection's requests in the order 
 Bad input never reaches past this class: an oversized or malformed frame, an unknown API key or
 an unsupported version closes this connection with a log line; other clients are unaffected.
 
-Limits (issue #11). Reading from a connection pauses, and requests already read wait undispatched
+Limits. Reading from a connection pauses, and requests already read wait undispatched
 (``_backlog``), while any of these holds; it resumes when none does:
 - ``max.inflight`` requests are in flight (resumes at half);
 - its unsent output passes ``connection.output.pause.bytes`` (resumes at half). Unsent output is

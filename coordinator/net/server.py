@@ -1,6 +1,6 @@
 """Wiring: storage, shards, router, the cluster view and the listeners, with start and graceful stop.
 
-The App also keeps the limits that span connections (issue #11): ``max.connections`` and
+The App also keeps the limits that span connections: ``max.connections`` and
 ``max.connections.per.ip`` (a connection beyond them is closed at once, with a log line at most
 every few seconds per limit), the total of unsent output (``queued.max.response.bytes``: past it,
 reading pauses on every connection holding some, until the total is down to half or that

@@ -1,7 +1,7 @@
 """One callback per loop iteration writes the answers of every connection that has some.
 
 Answers that waited for the log come out of a shard's flush many at a time, each for another
-connection when every client has its own (issue #17: 1,000 committers, one connection each). A
+connection when every client has its own (measured with 1,000 committers, one connection each). A
 ``call_soon`` per connection was a handle allocated, queued and run for every answer; here the
 first connection with output in an iteration schedules the one callback, the others only join
 its list, and each connection is still written with one ``transport.write`` of everything it has,

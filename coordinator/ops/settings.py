@@ -38,7 +38,7 @@ class Settings:
     # How often each shard re-takes ownership (epoch bump) so its transactional id never expires
     # (Kafka's transactional.id.expiration.ms is 7 days).
     ownership_refresh_interval_ms: int = 3_600_000
-    # Cluster mode (issue #14): several kcoord nodes share the shards, owned through a classic group
+    # Cluster mode: several kcoord nodes share the shards, owned through a classic group
     # on the upstream cluster (coordinator/runtime/membership.py); each node needs its own
     # coordinator_node_id and advertised address. Off: one node serves every shard, as always.
     cluster_enabled: bool = False
@@ -52,7 +52,7 @@ class Settings:
     events_queue_max: int = 100_000  # events waiting beyond this are dropped (and counted)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_inflight: int = 1000  # per connection; reading pauses beyond it
-    # Connection limits (issue #11). Kafka's names and defaults where Kafka has the setting.
+    # Connection limits. Kafka's names and defaults where Kafka has the setting.
     connections_max_idle_ms: int = 600_000  # close connections idle this long; -1: never
     request_receive_timeout_ms: int = 30_000  # close a connection whose frame takes longer to arrive; -1: never
     max_connections: int = INT32_MAX

@@ -93,7 +93,7 @@ def test_oversized_frame_cap_is_configurable() -> None:
 
 @pytest.mark.parametrize("version", [3, 9])
 def test_truncated_produce_closes_with_one_log_line(kcoord: KcoordProcess, version: int) -> None:
-    """Issue #11, item 7a: a Produce cut inside its transactional id, before the acks kcoord reads
+    """A Produce cut inside its transactional id, before the acks kcoord reads
     to relay it, is bad input like any other: one log line, no traceback, the connection closed."""
     flexible = version >= 9
     header = struct.pack(">hhih", 0, version, 1, 8) + b"producer" + (b"\x00" if flexible else b"")

@@ -1,4 +1,4 @@
-"""A kcoord cluster (issue #14): three nodes on one upstream share the shards, and a node's death or
+"""A kcoord cluster: three nodes on one upstream share the shards, and a node's death or
 restart costs its groups a few seconds, no acknowledged commit, and no rebalance of static members.
 Each test runs against tansu and against Apache Kafka (the ``upstream`` fixture).
 

@@ -1,4 +1,4 @@
-"""Nodes of a kcoord cluster (issue #14).
+"""Nodes of a kcoord cluster.
 
 - Bad input: a second process with a node id already in use, and a node with another shard count,
   are refused; neither serves a shard another live node owns; each says why in one ERROR line.
@@ -134,7 +134,7 @@ def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its
 def test_transactional_offsets_reach_the_node_serving_the_group(cluster: KcoordCluster) -> None:
     """A producer's transaction coordinator is a broker port of whichever node it asked; its
     AddOffsetsToTxn is forwarded to the node serving the group, which adds its partition to the
-    transaction (exactly-once, #13, across nodes)."""
+    transaction (exactly-once across nodes)."""
     view = cluster.latest_view()
     owner, other = BASE_NODE_ID, BASE_NODE_ID + 1
     group = next(g for g in (unique("eos") for _ in range(10_000)) if shard_for_group(g, SHARDS) in view[owner][1])

@@ -1,4 +1,4 @@
-"""Offset commits for topics that do not exist, against real kcoord and tansu (issue #11, item 7b).
+"""Offset commits for topics that do not exist, against real kcoord and tansu.
 
 Kafka 4.0 (KafkaApis.handleOffsetCommitRequest / handleTxnOffsetCommitRequest) answers each
 partition of a topic it does not have, and each partition a topic does not have, with

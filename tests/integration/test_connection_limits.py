@@ -1,4 +1,4 @@
-"""Connection limits of a real kcoord (issue #11, items 3 and 4), over real sockets.
+"""Connection limits of a real kcoord (back-pressure, output caps), over real sockets.
 
 - Back-pressure: a client that pipelines requests and never reads its responses holds kcoord's
   memory to a bound (reading from it pauses), a second client is still answered promptly, and the

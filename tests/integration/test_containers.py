@@ -1,4 +1,4 @@
-"""The container path run for real (issue 25): kcoord's image and both compose files, driven from the host.
+"""The container path run for real: kcoord's image and both compose files, driven from the host.
 
 - ``test_image_serves_a_group_on_its_embedded_broker``: kcoord:latest alone (its embedded tansu
   broker), a non-default metrics port so the image's HEALTHCHECK has to follow ``--metrics``;

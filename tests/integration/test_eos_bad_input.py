@@ -1,4 +1,4 @@
-"""Bad transactional input through kcoord, with raw requests (issue #13, "Bad input"): a
+"""Bad transactional input through kcoord, with raw requests: a
 TxnOffsetCommit from a producer whose transaction never added the group, from a producer the
 upstream does not know, for a group member it does not name, or after its transaction ended gets
 Kafka's error code and never makes an offset visible; a malformed AddOffsetsToTxn closes only its

@@ -304,7 +304,7 @@ def test_confluent_transform_loop_survives_kill_9_of_kcoord(kcoord: Kcoord) -> N
     After that transaction the test starts a new loop (a new producer): librdkafka 2.16 re-bootstraps when every
     broker is down (all of them are kcoord's ports), decommissions the group coordinator it cached,
     and then ``send_offsets_to_transaction`` waits for that broker for ever (confluentinc/librdkafka
-    #5511, with #5456: the call's timeout is not applied). A kcoord cluster (issue #14) keeps
+    #5511, with confluentinc/librdkafka#5456: the call's timeout is not applied). A kcoord cluster keeps
     brokers up through one node's death."""
     bs = kcoord.bootstrap
     source, sink, group = unique("eos-in"), unique("eos-out"), unique("eos-g")

@@ -116,7 +116,7 @@ def test_unsupported_api_versions_version_gets_error_35(kcoord_embedded: KcoordP
 def test_sasl_is_not_offered_and_a_sasl_request_closes_the_connection(
     kcoord_embedded: KcoordProcess, api_key: int, version: int
 ) -> None:
-    """Issue #11, item 7c: tansu offers SaslHandshake and SaslAuthenticate; kcoord, which can
+    """tansu offers SaslHandshake and SaslAuthenticate; kcoord, which can
     authenticate nobody, offers neither and treats a request for them as any unoffered API."""
     with WireClient(kcoord_embedded.bootstrap) as client:
         offered = {a.api_key for a in client.api_versions().api_keys}

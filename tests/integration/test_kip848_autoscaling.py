@@ -1,6 +1,6 @@
 """KIP-848 autoscaling, short: stock Java consumers (kafka-clients 4.3, ``group.protocol=consumer``)
 commit synchronously after every poll while the group scales 6 → 9 → 6 → 9 → 6 every 6 s and a
-producer keeps numbered records flowing (issue #12, item 6; the 2-minute version with 10 → 15 → 10 is
+producer keeps numbered records flowing (the 2-minute version with 10 → 15 → 10 is
 ``bench/autoscaling.py``, figures in bench/RESULTS.md).
 
 Under ``assignment-epoch`` (the default fencing) kcoord must refuse no commit of a partition the

@@ -1,4 +1,4 @@
-"""Bad input for the KIP-848 APIs (issue #12, "Bad input"), over the wire to a real kcoord.
+"""Bad input for the KIP-848 APIs, over the wire to a real kcoord.
 
 Each request gets the error code a Kafka 4.x broker gives it, and afterwards two healthy members
 -- one in the group the bad requests aim at, one in another group -- still heartbeat with the

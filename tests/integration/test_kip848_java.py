@@ -186,7 +186,7 @@ def assert_never_owned_twice(owners: dict[str, dict[str, list[tuple[float, float
 
 
 def test_three_members_split_six_partitions_and_survive_a_kill(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
-    """Issue #12: three Java consumers of the consumer protocol subscribe by name, commit with
+    """Three Java consumers of the consumer protocol subscribe by name, commit with
     commitSync after every poll, one is SIGKILLed and later restarted. No partition is ever owned by
     two of them at once (from their rebalance callbacks), every record is read, and the committed
     offsets end exactly at what was produced."""

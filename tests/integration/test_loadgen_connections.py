@@ -1,4 +1,4 @@
-"""The load generator's connection shapes (issue #17) against a real kcoord.
+"""The load generator's connection shapes (one per member, or N shared) against a real kcoord.
 
 The default shape must model real clients: one connection per member, carrying its joins,
 heartbeats and commits. Counted on both sides: the generator's own count of connections it

@@ -80,7 +80,7 @@ def test_consumer_steady_window_has_no_errors(kcoord: KcoordProcess) -> None:
 
 
 def test_consumer_commit_by_topic_id_is_accepted(kcoord: KcoordProcess) -> None:
-    # the default shape: one connection per member (issue #17), for its heartbeats and commits
+    # the default shape: one connection per member, as real clients have, for its heartbeats and commits
     r = asyncio.run(consumer_commit(Target(kcoord.bootstrap, "kcoord"), members=20, group_size=5, duration_s=2.0,
                                     join_rate=500.0, settle_timeout_s=60.0))
     assert r["params"]["connections"] == "per-member" and r["connections_opened"] == 20

@@ -1,6 +1,6 @@
 """/metrics and /healthz of a real kcoord while a stock consumer group works through it.
 
-The acceptance check of the operations issue: non-zero counters for joins, syncs, heartbeats and
+The operations acceptance check: non-zero counters for joins, syncs, heartbeats and
 commits with correct labels, read by prometheus-client's own exposition parser; label values never
 carry group or member ids; lifecycle events reach the (JSON) log.
 """

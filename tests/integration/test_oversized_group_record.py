@@ -1,4 +1,4 @@
-"""One oversized group costs only itself (issue #11, item 6), with real processes.
+"""One oversized group costs only itself, with real processes.
 
 kcoord runs with ``--storage kafka`` on an internal topic created beforehand with a small
 ``max.message.bytes``. tansu stores that config (and reports it in DescribeConfigs) but accepts

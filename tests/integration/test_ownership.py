@@ -70,7 +70,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
 
 
 def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(upstream: Upstream, data_topic: str) -> None:
-    """Issue #11 item 1: the periodic ownership refresh of a fenced kcoord must not fence the new
+    """The periodic ownership refresh of a fenced kcoord must not fence the new
     owner and then serve its own stale state. Only the refresh acts here: the tail check is off."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("split-brain")
     first = start_kcoord(upstream, offsets_topic, "--ownership-refresh-interval-ms", "1500",
@@ -95,7 +95,7 @@ def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(upstream: Upstre
 
 
 def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(upstream: Upstream, data_topic: str) -> None:
-    """Issue #11 item 2: no stale OffsetFetch/DescribeGroups/Heartbeat answers with error NONE
+    """No stale OffsetFetch/DescribeGroups/Heartbeat answers with error NONE
     once another kcoord took the shard, although the fenced one never writes again."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("stale-read")
     first = start_kcoord(upstream, offsets_topic, "--ownership-check-interval-ms", "300")
@@ -143,7 +143,7 @@ def topics_of(upstream: Upstream) -> set[str]:
 
 
 def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(upstream: Upstream, data_topic: str) -> None:
-    """Issue #11 item 5: tansu acknowledges a Produce to a deleted topic (the data goes nowhere);
+    """tansu acknowledges a Produce to a deleted topic (the data goes nowhere);
     kcoord sees that the write landed below the end of the log it loaded. Apache Kafka refuses it
     with UNKNOWN_TOPIC_OR_PARTITION; kcoord asks whether the topic is gone rather than retrying
     until its append timeout. Either way it must not acknowledge the commit, and answers at once.
@@ -165,7 +165,7 @@ def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(upstream: U
 
 
 def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(upstream: Upstream, data_topic: str) -> None:
-    """Issue #11 item 5: the topic disappears while kcoord is idle. Within the check interval the
+    """The topic disappears while kcoord is idle. Within the check interval the
     shards stop serving and /healthz and the log say why; kcoord re-creates the topic, serves again,
     and what it acknowledges then survives a kill -9."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("lost-topic")

@@ -1,7 +1,7 @@
-"""What tansu does with the transaction APIs kcoord's transactional offset commits need (issue #13).
+"""What tansu does with the transaction APIs kcoord's transactional offset commits need.
 
 Raw requests on kcoord's own client, against a real tansu process. Each test asserts what
-docs/tansu.md ("Transactional offset commits (issue #13): what tansu does") reports, so a tansu
+docs/tansu.md ("Transactional offset commits: what tansu does") reports, so a tansu
 upgrade that changes any of it fails here and the doc and docs/transactions.md get revisited.
 """
 

@@ -329,7 +329,7 @@ def test_a_compact_string_longer_than_0x7fff_bytes_is_refused_as_kafka_refuses_i
     """Kafka's generated readers allow a string field at most 0x7fff UTF-8 bytes, whatever its
     encoding ("string field groupId had invalid length 32768"): a compact length can say more, and
     such a request is a parse error (the broker closes the connection). Accepting one let a client
-    put a group id into kcoord that its int16-length records cannot hold (issue #12, bad input)."""
+    put a group id into kcoord that its int16-length records cannot hold."""
     cls = messages.ConsumerGroupHeartbeatRequest
     if backend == "c" and not cls._C_DECODERS:
         pytest.skip("the C extension is not built here (no compiler, or KCOORD_PURE_PYTHON=1)")

@@ -183,7 +183,7 @@ def test_transactional_commits_say_illegal_generation(mode: OffsetCommitFencing)
 def test_at_the_current_epoch_only_assignment_epoch_refuses_a_partition_the_member_does_not_own(
     mode: OffsetCommitFencing,
 ) -> None:
-    """Issue #12: under assignment-epoch "a partition not owned by the member is rejected", at its
+    """Under assignment-epoch "a partition not owned by the member is rejected", at its
     current epoch too (Kafka 4.3 accepts the current epoch whatever the partitions, as the other
     two modes do). A partition still pending revocation is still the member's."""
     log = b_joins_and_takes_p2()

@@ -114,7 +114,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
 
 
 def test_every_package_folder_setup_py_maps_gets_into_the_wheel_the_image_builds() -> None:
-    """The bug of issue 25: cli.py imported kcoord.analytics, the Dockerfile's COPY list lacked analytics/.
+    """A bug this test guards against: cli.py imported kcoord.analytics, the Dockerfile's COPY list lacked analytics/.
 
     Whatever the build stage copies, every folder in setup.py's ROOTS must reach pip wheel: either
     the stage copies the whole context, or it names the folder, and .dockerignore keeps its files.

@@ -114,7 +114,7 @@ def _produce_frame(version: int, txn: str | None) -> bytes:
 @pytest.mark.parametrize("version", [3, 8, 9, 11, 12])
 @pytest.mark.parametrize("txn", [None, "a-transactional-id"])
 def test_produce_acks_of_a_truncated_produce_is_a_codec_error(version: int, txn: str | None) -> None:
-    """Issue #11, item 7a: the pass-through path reads a Produce's acks and nothing else; a frame
+    """The pass-through path reads a Produce's acks and nothing else; a frame
     cut anywhere before them is bad input (CodecError: one log line, the connection closes),
     never a struct.error (a traceback from the event loop)."""
     payload = _produce_frame(version, txn)

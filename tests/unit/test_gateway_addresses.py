@@ -124,7 +124,7 @@ def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
 
 
 def test_sasl_is_neither_offered_nor_relayed() -> None:
-    """Issue #11, item 7c: kcoord authenticates nobody, so it must not offer SASL on an upstream's
+    """kcoord authenticates nobody, so it must not offer SASL on an upstream's
     word: a client would start a handshake that kcoord cannot complete for it."""
     cluster = ClusterView([("upstream", 9092)], "kcoord", 9092, 1_000_000, _no_listener)
     cluster.upstream_versions = {ApiKey.PRODUCE: (3, 11), 17: (0, 1), 36: (0, 2)}

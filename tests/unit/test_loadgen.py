@@ -282,7 +282,7 @@ def test_report_ratio_says_how_much_better_kcoord_is() -> None:
     assert report.ratio(None, 1.0, higher_is_better=True) == "n/a"
 
 
-# -- connection shapes (issue #17) -----------------------------------------------------------------
+# -- connection shapes (one per member, or N shared) -----------------------------------------------
 
 
 def test_per_member_runtime_gives_members_no_shared_connection() -> None:

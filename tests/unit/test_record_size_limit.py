@@ -1,4 +1,4 @@
-"""A record the log cannot take is refused for its own request, never written (issue #11, item 6).
+"""A record the log cannot take is refused for its own request, never written.
 
 A topic takes batches up to its ``max.message.bytes``; a group whose GroupMetadata record would be
 larger (thousands of members, big assignments) can never be written. Kafka 4.0's coordinator

@@ -1,4 +1,4 @@
-"""Offset commits for topics that do not exist (issue #11, item 7b).
+"""Offset commits for topics that do not exist.
 
 Kafka 4.0's KafkaApis checks a commit's topics against its metadata before the group coordinator
 sees it (handleOffsetCommitRequest, handleTxnOffsetCommitRequest): an unknown topic gets

@@ -1,4 +1,4 @@
-"""Relaxed fencing for *transactional* offset commits of KIP-848 members (issue #13, deliverable 3).
+"""Relaxed fencing for *transactional* offset commits of KIP-848 members.
 
 A consume-transform-produce member sends TxnOffsetCommit with ``consumer.groupMetadata()``: the
 member epoch it last heard, often one bump stale (KAFKA-19779). With

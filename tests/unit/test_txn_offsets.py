@@ -1,4 +1,4 @@
-"""Transactional offset commits in the shard's state (issue #13, phase 1): pending per producer id
+"""Transactional offset commits in the shard's state: pending per producer id
 until the producer's marker, as Kafka's OffsetMetadataManager keeps them (``pendingTransactionalOffsets``,
 ``replayEndTransactionMarker``, ``hasPendingTransactionalOffsets``).
 

@@ -1,4 +1,4 @@
-"""Transactional offset commits through the shard runtime (issue #13, phase 2), on the memory log.
+"""Transactional offset commits through the shard runtime, on the memory log.
 
 The flow a consume-transform-produce client drives, with kcoord's parts real and the cluster's
 parts played by the memory storage: AddOffsetsToTxn (``TransactionOffsets``: the shard's partition

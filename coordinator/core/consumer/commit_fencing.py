@@ -17,7 +17,7 @@ picks one of three rules for a commit at an *older* epoch than the member's:
 
 Every rule refuses a newer epoch than the member's. ``strict`` and ``revocation-epoch`` accept the
 member's current epoch for any partition, as Kafka does. ``assignment-epoch`` holds the current
-epoch to ownership too, as issue #12 specifies ("a partition not owned by the member is rejected"):
+epoch to ownership too (kcoord's rule: "a partition not owned by the member is rejected"):
 Kafka 4.3 accepts a commit at the current epoch without looking at the partitions. No honest client
 is refused by it: a client commits only what it owns, and a partition it is revoking is still its
 own until it acknowledges the revocation; what it refuses is a commit racing the revocation's
