@@ -4,14 +4,14 @@
 #     serve --listen 0.0.0.0:9092 --bootstrap-server kafka:9092 --advertised-host localhost --metrics 0.0.0.0:9100
 # Port per broker: kcoord tells clients its own listen port (+1, +2, ... for each upstream broker), so
 # publish those ports unchanged (host port = container port).
-# Build stage: compile kcoord's wheel with its C decoder (protocol/_cdecode.c); the slim image has no
+# Build stage: compile kcoord's wheel with its C decoder (src/kcoord/protocol/_cdecode.c); the slim image has no
 # compiler, and the runtime image should not carry one.
 FROM python:3.11-slim AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 # The repository as the wheel's source, minus what .dockerignore leaves out (tests, bench, deploy, ...):
-# every package folder setup.py maps (protocol, client, coordinator, storage, analytics, and any added
+# every package under src/kcoord/ (protocol, client, coordinator, storage, analytics, and any added
 # later) gets in without a list here to keep in step; tests/unit/test_deploy_files.py checks that.
 COPY . /src/kcoord/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /src/kcoord

@@ -351,14 +351,14 @@ def run_info(repeat: int) -> str:
             cwd=RESULTS.parent.parent,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "protocol"],
+            ["git", "status", "--porcelain", "src/kcoord/protocol"],
             capture_output=True,
             text=True,
             check=True,
             cwd=RESULTS.parent.parent,
         ).stdout.strip()
         if dirty:
-            commit += " + uncommitted protocol/ changes"
+            commit += " + uncommitted src/kcoord/protocol/ changes"
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     import kafka

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bring up a Docker engine for the container tests (issue 25), or say why there is none.
+# Bring up a Docker engine for the container tests, or say why there is none.
 #
 #   ./scripts/docker_engine.sh        # exit 0: `docker info` answers; non-zero: the reason is on stderr
 #

@@ -3,9 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-# Strict editable mode: the kcoord.* packages mapped from the repository's folders become a tree of
-# links in build/ that type checkers read as they are (setup.py); a new module needs this re-run.
-.venv/bin/pip install --quiet --disable-pip-version-check --config-settings editable_mode=strict -e '.[test]'
+# A plain editable install: .venv points at src/, so a new module under src/kcoord/ needs no reinstall.
+# [dev] = the suite's peers and the analytics pipeline ([test]) plus ruff and mypy, which run below.
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
 # kcat is a Debian package; install it when we can (root + apt), otherwise its tests skip and say why.
 if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \

@@ -6,7 +6,6 @@ through kcoord's own configuration code, so a flag typo in a deploy file fails h
 
 from __future__ import annotations
 
-import ast
 import json
 import shlex
 from pathlib import Path
@@ -54,14 +53,11 @@ def compose() -> dict[str, Any]:
     return load_compose(REPO / "docker-compose.yml")
 
 
-def setup_py_roots() -> dict[str, str]:
-    """setup.py's ROOTS (package name -> folder), read without running setup()."""
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROOTS" for t in node.targets):
-            roots: dict[str, str] = ast.literal_eval(node.value)
-            return roots
-    raise AssertionError("setup.py has no ROOTS")
+def package_folders() -> list[str]:
+    """src/kcoord/ and every package folder under it (relative paths), as the wheel's package finder sees them."""
+    package = REPO / "src" / "kcoord"
+    return sorted(p.parent.relative_to(REPO).as_posix() for p in package.rglob("__init__.py")
+                  if "__pycache__" not in p.parts)  # fmt: skip
 
 
 def build_stage_copy_sources() -> list[str]:
@@ -109,29 +105,33 @@ def test_dockerignore_keeps_the_context_small() -> None:
     assert {".git", ".venv", "tests", "bench"} <= ignored
     assert "README.md" not in ignored  # pyproject.toml names it as the readme
     rules = dockerignore_rules(REPO)
-    for rel in (".venv/bin/python", "tests/unit/test_deploy_files.py", "protocol/__pycache__/x.pyc", "bench/x.py"):
+    for rel in (".venv/bin/python", "tests/unit/test_deploy_files.py", "src/kcoord/protocol/__pycache__/x.pyc", "bench/x.py"):
         assert not in_build_context(rel, rules), rel
 
 
-def test_every_package_folder_setup_py_maps_gets_into_the_wheel_the_image_builds() -> None:
+def test_every_package_folder_gets_into_the_wheel_the_image_builds() -> None:
     """A bug this test guards against: cli.py imported kcoord.analytics, the Dockerfile's COPY list lacked analytics/.
 
-    Whatever the build stage copies, every folder in setup.py's ROOTS must reach pip wheel: either
-    the stage copies the whole context, or it names the folder, and .dockerignore keeps its files.
+    Whatever the build stage copies, every package under src/kcoord/ must reach pip wheel: either
+    the stage copies the whole context (or src/), or it names the folder, and .dockerignore keeps its files.
     """
-    roots = setup_py_roots()
-    assert "kcoord.analytics" in roots  # the folder that went missing
+    folders = package_folders()
+    assert "src/kcoord/analytics" in folders  # the folder that went missing
     sources = {src.rstrip("/") for src in build_stage_copy_sources()}
     context = context_files(REPO)
-    for folder in roots.values():
-        assert "." in sources or folder in sources, f"the build stage does not copy {folder}/"
+    for folder in folders:
+        copied = {".", "src", "src/kcoord", folder} & sources
+        assert copied, f"the build stage does not copy {folder}/"
         inside = [f for f in context if f.startswith(folder + "/") and f.endswith(".py")]
         assert f"{folder}/__init__.py" in inside, f".dockerignore leaves {folder}/ out of the build context"
         tracked_modules = {p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*.py")
                            if "__pycache__" not in p.parts}  # fmt: skip
         assert tracked_modules <= set(inside), f"{folder}/: {sorted(tracked_modules - set(inside))[:5]}"
-    for needed in ("pyproject.toml", "setup.py", "README.md", "protocol/_cdecode.c"):
+    for needed in ("pyproject.toml", "setup.py", "README.md", "src/kcoord/protocol/_cdecode.c",
+                   "src/kcoord/protocol/py.typed"):  # fmt: skip
         assert needed in context, needed
+    schemas = [f for f in context if f.startswith("src/kcoord/protocol/schemas/") and f.endswith(".json")]
+    assert schemas, "the protocol's JSON schemas are not in the build context"
 
 
 def test_healthcheck_follows_the_configured_metrics_address() -> None:

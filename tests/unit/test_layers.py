@@ -12,9 +12,10 @@ Layers, lowest first (docs/architecture.md, "Layers"):
     kcoord.coordinator.tools, kcoord.analytics, then .cli and .__main__ (the entry points)
 
 A module may import its own layer and those below it, never one above, type-checking imports
-included (they are dependencies a reader and a checker follow). Nothing may import the repository
-folders by their bare names (``protocol``, ``storage``, ...): from a checkout they would load a
-second copy of the same module next to ``kcoord.protocol``.
+included (they are dependencies a reader and a checker follow). Nothing may import the package
+folders by their bare names (``protocol``, ``storage``, ...): with src/kcoord/ on a path they would
+load a second copy of the same module next to ``kcoord.protocol``. The code is under src/kcoord/, one
+folder per subpackage; kcoord/__init__.py itself imports nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = {"protocol": "kcoord.protocol", "client": "kcoord.client", "storage": "kcoord.storage",
-           "coordinator": "kcoord.coordinator", "analytics": "kcoord.analytics"}  # fmt: skip
+PACKAGE = REPO / "src" / "kcoord"
+FOLDERS = ["protocol", "client", "storage", "coordinator", "analytics"]
 LAYERS = [
     "kcoord.protocol",
     "kcoord.client",
@@ -53,8 +54,8 @@ def layer_of(module: str) -> int:
 
 
 def module_name(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
-    parts = [FOLDERS[rel.parts[0]], *rel.parts[1:]]
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = ["kcoord", *rel.parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -80,13 +81,22 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
 
 
 def code_files() -> list[Path]:
-    return sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*.py"))
+    return sorted(p for folder in FOLDERS for p in (PACKAGE / folder).rglob("*.py"))
 
 
 def test_the_layout_is_what_this_test_knows() -> None:
     names = {module_name(p) for p in code_files()}
     assert {"kcoord.coordinator.core.shard_state", "kcoord.coordinator.runtime.shard",
             "kcoord.coordinator.net.server", "kcoord.protocol.codegen"} <= names  # fmt: skip
+    # Every subpackage is a folder this test walks: a new one must be given its layer here.
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(FOLDERS)
+
+
+def test_the_package_root_imports_nothing() -> None:
+    """``import kcoord.protocol`` runs kcoord/__init__.py first: it must not pull in the server or PySpark."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
 @pytest.mark.parametrize("path", code_files(), ids=lambda p: str(p.relative_to(REPO)))

@@ -8,7 +8,6 @@ request costs a dict lookup and an increment, not a label resolution.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -20,21 +19,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from kcoord.coordinator.core.events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
+from kcoord.protocol.api_names import API_NAMES
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.schema import snake_case
 
-
-def _kafka_api_names() -> dict[int, str]:
-    """Every Kafka API's name (pass-through APIs too), snake_case, from kafka-python's table."""
-    try:
-        from kafka.protocol.api_key import ApiKey as KafkaApiKey  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - kafka-python is a dependency
-        return {}
-    return {k.value: re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in KafkaApiKey}
-
-
-_API_NAMES = {**_kafka_api_names(), **{k.value: k.name.lower() for k in ApiKey}}
+# Pass-through APIs are labelled by Kafka's name for them too (create_topics, not api_19); kcoord's
+# own ApiKey names win where both exist (they agree: tests/unit/test_api_names.py).
+_API_NAMES = {**{key: snake_case(name) for key, name in API_NAMES.items()}, **{k.value: k.name.lower() for k in ApiKey}}
 # kcoord owns its process: the *_created series only double every counter in the exposition.
 disable_created_metrics()
 _FENCING = frozenset(getattr(ErrorCode, n) for n in FENCING_ERRORS if hasattr(ErrorCode, n))
