@@ -35,7 +35,7 @@ async def produce(bootstrap: str, topic: str, partitions: int, values: list[byte
         by_partition.setdefault(zlib.crc32(key) % partitions, []).append((key, v))
     for p, pairs in by_partition.items():
         for start in range(0, len(pairs), 5000):
-            await writer._produce({p: pairs[start:start + 5000]})
+            await writer._produce({p: pairs[start : start + 5000]})
     writer.cluster.close()
 
 
@@ -64,15 +64,36 @@ def main() -> None:
         rows = {}
         for source in ("parquet", "topic"):
             started = time.monotonic()
-            summary = run(argparse.Namespace(
-                bootstrap_server=address if source == "topic" else None, out=str(work / f"out-{source}"), since=None,
-                master=args.master, events_topic="__kcoord_events", offsets_topic="", source="python",
-                input_parquet=str(work / "parquet") if source == "parquet" else None, no_report=False, lag_points=5,
-            ))
-            print(json.dumps({"events": args.events, "from": source, "wall_seconds": round(time.monotonic() - started, 1),
-                              "table_seconds": summary["table_seconds"], "rows": summary["rows"]}), flush=True)
+            summary = run(
+                argparse.Namespace(
+                    bootstrap_server=address if source == "topic" else None,
+                    out=str(work / f"out-{source}"),
+                    since=None,
+                    master=args.master,
+                    events_topic="__kcoord_events",
+                    offsets_topic="",
+                    source="python",
+                    input_parquet=str(work / "parquet") if source == "parquet" else None,
+                    no_report=False,
+                    lag_points=5,
+                )
+            )
+            print(
+                json.dumps(
+                    {
+                        "events": args.events,
+                        "from": source,
+                        "wall_seconds": round(time.monotonic() - started, 1),
+                        "table_seconds": summary["table_seconds"],
+                        "rows": summary["rows"],
+                    }
+                ),
+                flush=True,
+            )
             rows[source] = summary["rows"]
-        print("the same tables from the topic as from the files:", rows["topic"] == rows["parquet"], flush=True)
+        print(
+            "the same tables from the topic as from the files:", rows["topic"] == rows["parquet"], flush=True
+        )
     finally:
         broker.stop()
 

@@ -40,37 +40,135 @@ def _events(n: int, seed: int, gen: dict[str, int]) -> list[bytes]:
         k = rnd.randrange(100)
         if k < 60:
             fenced = {"ILLEGAL_GENERATION": 1} if k < 3 else {}
-            out.append(json.dumps({"v": 1, "type": "commits", "ts": ts, "shard": 1, "group": g, "count": 40,
-                                   "requests": 20, "fenced": fenced, "rejected": {}, "mode": "classic:generation"}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "commits",
+                        "ts": ts,
+                        "shard": 1,
+                        "group": g,
+                        "count": 40,
+                        "requests": 20,
+                        "fenced": fenced,
+                        "rejected": {},
+                        "mode": "classic:generation",
+                    }
+                ).encode()
+            )
         elif k < 75:
             t = "member_joined" if k < 70 else "member_left"
-            out.append(json.dumps({"v": 1, "type": t, "ts": ts, "shard": 1, "group": g, "member": f"c{k}-{ts}",
-                                   "kind": "dynamic", "client_id": f"app-{k % 7}", "host": f"/10.0.0.{k % 13}",
-                                   "reason": "leave_group"}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": t,
+                        "ts": ts,
+                        "shard": 1,
+                        "group": g,
+                        "member": f"c{k}-{ts}",
+                        "kind": "dynamic",
+                        "client_id": f"app-{k % 7}",
+                        "host": f"/10.0.0.{k % 13}",
+                        "reason": "leave_group",
+                    }
+                ).encode()
+            )
         elif k < 77:
-            out.append(json.dumps({"v": 1, "type": "member_expired", "ts": ts, "shard": 1, "group": g,
-                                   "member": f"c{k}-{ts}", "kind": "static", "instance": f"i{k}",
-                                   "client_id": f"app-{k % 7}", "host": "/10.0.0.9", "timeout_ms": 45000}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "member_expired",
+                        "ts": ts,
+                        "shard": 1,
+                        "group": g,
+                        "member": f"c{k}-{ts}",
+                        "kind": "static",
+                        "instance": f"i{k}",
+                        "client_id": f"app-{k % 7}",
+                        "host": "/10.0.0.9",
+                        "timeout_ms": 45000,
+                    }
+                ).encode()
+            )
         elif k < 80:
-            out.append(json.dumps({"v": 1, "type": "member_fenced", "ts": ts, "shard": 1, "group": g, "member": "z",
-                                   "error": "FENCED_INSTANCE_ID", "api": "offset_commit", "kind": "static",
-                                   "mode": "classic:generation"}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "member_fenced",
+                        "ts": ts,
+                        "shard": 1,
+                        "group": g,
+                        "member": "z",
+                        "error": "FENCED_INSTANCE_ID",
+                        "api": "offset_commit",
+                        "kind": "static",
+                        "mode": "classic:generation",
+                    }
+                ).encode()
+            )
         else:
             if len(out) + 3 > n:
                 continue
             g_gen = gen.get(g, 0) + 1
             gen[g] = g_gen
             proto = "range" if int(g.rsplit("-", 1)[1]) % 2 else "cooperative-sticky"
-            out.append(json.dumps({"v": 1, "type": "rebalance_started", "ts": ts, "shard": 1, "group": g,
-                                   "reason": "member_joined", "generation": g_gen - 1, "members": 3}).encode())
-            out.append(json.dumps({"v": 1, "type": "rebalance_completed", "ts": ts + 40, "shard": 1, "group": g,
-                                   "generation": g_gen, "duration_ms": 40, "members": 3, "protocol": proto}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "rebalance_started",
+                        "ts": ts,
+                        "shard": 1,
+                        "group": g,
+                        "reason": "member_joined",
+                        "generation": g_gen - 1,
+                        "members": 3,
+                    }
+                ).encode()
+            )
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "rebalance_completed",
+                        "ts": ts + 40,
+                        "shard": 1,
+                        "group": g,
+                        "generation": g_gen,
+                        "duration_ms": 40,
+                        "members": 3,
+                        "protocol": proto,
+                    }
+                ).encode()
+            )
             owners = [rnd.randrange(3) for _ in range(6)]
-            out.append(json.dumps({"v": 1, "type": "assignment", "ts": ts + 40, "shard": 1, "group": g,
-                                   "generation": g_gen, "protocol_type": "consumer", "protocol": proto, "members": 3,
-                                   "assignment": [{"member": f"m{i}", "instance": None, "bytes": 30,
-                                                   "partitions": [f"t:{p}" for p in range(6) if owners[p] == i]}
-                                                  for i in range(3)]}).encode())
+            out.append(
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": "assignment",
+                        "ts": ts + 40,
+                        "shard": 1,
+                        "group": g,
+                        "generation": g_gen,
+                        "protocol_type": "consumer",
+                        "protocol": proto,
+                        "members": 3,
+                        "assignment": [
+                            {
+                                "member": f"m{i}",
+                                "instance": None,
+                                "bytes": 30,
+                                "partitions": [f"t:{p}" for p in range(6) if owners[p] == i],
+                            }
+                            for i in range(3)
+                        ],
+                    }
+                ).encode()
+            )
         if rnd.randrange(10_000) == 0:
             out.append(b"\x00garbage")
     return out[:n]
@@ -83,13 +181,15 @@ def generate(n: int, directory: Path, chunk: int = 500_000) -> None:
     for i, start in enumerate(range(0, n, chunk)):
         values = _events(min(chunk, n - start), seed=i, gen=gen)
         m = len(values)
-        table = pa.table({
-            "partition": pa.array([(offset + j) % 6 for j in range(m)], pa.int32()),
-            "offset": pa.array(range(offset, offset + m), pa.int64()),
-            "timestamp": pa.array([T0 + offset + j for j in range(m)], pa.int64()),
-            "key": pa.array([b"g"] * m, pa.binary()),
-            "value": pa.array(values, pa.binary()),
-        })
+        table = pa.table(
+            {
+                "partition": pa.array([(offset + j) % 6 for j in range(m)], pa.int32()),
+                "offset": pa.array(range(offset, offset + m), pa.int64()),
+                "timestamp": pa.array([T0 + offset + j for j in range(m)], pa.int64()),
+                "key": pa.array([b"g"] * m, pa.binary()),
+                "value": pa.array(values, pa.binary()),
+            }
+        )
         pq.write_table(table, directory / f"part-{i:05d}.parquet")
         offset += m
 
@@ -142,17 +242,37 @@ def main() -> None:
 
         threading.Thread(target=sample, daemon=True).start()
         started = time.monotonic()
-        summary = run(argparse.Namespace(
-            bootstrap_server=None, out=str(Path(args.work) / f"out-{n}"), since=None, master=args.master,
-            events_topic="__kcoord_events", offsets_topic="", source="auto", input_parquet=str(data),
-            no_report=False, lag_points=5,
-        ))
+        summary = run(
+            argparse.Namespace(
+                bootstrap_server=None,
+                out=str(Path(args.work) / f"out-{n}"),
+                since=None,
+                master=args.master,
+                events_topic="__kcoord_events",
+                offsets_topic="",
+                source="auto",
+                input_parquet=str(data),
+                no_report=False,
+                lag_points=5,
+            )
+        )
         wall = time.monotonic() - started
         stop.set()
-        print(json.dumps({"events": n, "master": args.master, "wall_seconds": round(wall, 1),
-                          "pipeline_seconds": summary["pipeline_seconds"], "peak_rss_mib": peak[0] >> 20,
-                          "report_seconds": summary.get("report_seconds"), "table_seconds": summary["table_seconds"],
-                          "rows": summary["rows"]}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "events": n,
+                    "master": args.master,
+                    "wall_seconds": round(wall, 1),
+                    "pipeline_seconds": summary["pipeline_seconds"],
+                    "peak_rss_mib": peak[0] >> 20,
+                    "report_seconds": summary.get("report_seconds"),
+                    "table_seconds": summary["table_seconds"],
+                    "rows": summary["rows"],
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

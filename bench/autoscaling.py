@@ -100,10 +100,14 @@ class Result:
     commit_ms_p50: float = 0.0  # commitSync's duration as the members timed it
     commit_ms_p99: float = 0.0
     commit_ms_max: float = 0.0
-    loadavg: list[str] = field(default_factory=list)  # /proc/loadavg at the start and the end: other work on the machine
+    loadavg: list[str] = field(
+        default_factory=list
+    )  # /proc/loadavg at the start and the end: other work on the machine
     events_path: str = ""  # every peer event, one JSON line each ({"member": ..., **event})
     peer_errors: list[str] = field(default_factory=list)
-    examples: list[dict[str, Any]] = field(default_factory=list)  # a few rejected commits, as the peer told them
+    examples: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # a few rejected commits, as the peer told them
     seconds: float = 0.0
 
 
@@ -131,7 +135,9 @@ def scrape(metrics_url: str | None) -> dict[tuple[str, tuple[tuple[str, str], ..
     return out
 
 
-def _delta(before: dict[Any, float], after: dict[Any, float], name: str, api: str, label: str) -> dict[str, float]:
+def _delta(
+    before: dict[Any, float], after: dict[Any, float], name: str, api: str, label: str
+) -> dict[str, float]:
     out: dict[str, float] = {}
     for (n, labels), value in after.items():
         d = dict(labels)
@@ -223,7 +229,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
 
     def start_member() -> Any:
         name = f"m{len(all_peers):02d}"
-        peer = JavaPeer("ConsumerPeer", _peer_args(bootstrap, group, topic, cfg, name), log_dir=log_dir, name=name)
+        peer = JavaPeer(
+            "ConsumerPeer", _peer_args(bootstrap, group, topic, cfg, name), log_dir=log_dir, name=name
+        )
         live.append(peer)
         all_peers.append(peer)
         return peer
@@ -246,7 +254,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
                 raise RuntimeError(f"{cfg.members} members did not own all {cfg.partitions} partitions in "
                                    f"{cfg.settle_timeout}s: {[sorted(owned(p)) for p in live]}")  # fmt: skip
             time.sleep(0.2)
-        say(f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s")
+        say(
+            f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s"
+        )
         producer = Producer(bootstrap, topic, cfg.partitions, cfg.rate).start()
         t0 = time.monotonic()
         steps = int(cfg.seconds // cfg.period)
@@ -274,7 +284,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
         produced = producer.per_partition()
         result.produced = len(producer.sent)
         if producer.errors or producer.acked != result.produced:
-            result.peer_errors.append(f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}")
+            result.peer_errors.append(
+                f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}"
+            )
         say(f"produced {result.produced} records; draining")
         deadline = time.monotonic() + cfg.drain_timeout
         while True:
@@ -285,7 +297,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
             if time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        say(f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members")
+        say(
+            f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members"
+        )
         stoppers += _stop_peers(live, 0)
         live.clear()
         for t in stoppers:
@@ -305,9 +319,15 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
     result.events_path = str(events_path)
     result.seconds = round(time.monotonic() - started_at, 1)
     after = scrape(metrics_url)
-    result.server_fenced_commits = _delta(before, after, "kcoord_fenced_requests_total", "offset_commit", "reason")
-    result.server_commit_partitions = _delta(before, after, "kcoord_offset_commits_total", "offset_commit", "result")
-    result.server_commit_requests = sum(_delta(before, after, "kcoord_requests_total", "offset_commit", "version").values())
+    result.server_fenced_commits = _delta(
+        before, after, "kcoord_fenced_requests_total", "offset_commit", "reason"
+    )
+    result.server_commit_partitions = _delta(
+        before, after, "kcoord_offset_commits_total", "offset_commit", "result"
+    )
+    result.server_commit_requests = sum(
+        _delta(before, after, "kcoord_requests_total", "offset_commit", "version").values()
+    )
     _analyse(result, all_peers, producer.sent if producer else {}, topic, _group_offsets(bootstrap, group))
     return result
 
@@ -354,7 +374,9 @@ def _error_label(event: dict[str, Any]) -> str:
     return f"{event['error']} ({kafka})"
 
 
-def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str, group_offsets: dict[str, int]) -> None:
+def _analyse(
+    result: Result, peers: list[Any], sent: dict[int, int], topic: str, group_offsets: dict[str, int]
+) -> None:
     deliveries: Counter[tuple[str, int]] = Counter()
     commit_ms: list[float] = []
     keys: Counter[int] = Counter()
@@ -394,7 +416,9 @@ def _analyse(result: Result, peers: list[Any], sent: dict[int, int], topic: str,
                 if parts <= set(e["ownedAtSend"]) and parts <= set(e["ownedAtFailure"]):
                     result.rejected_still_owned += 1
                 if len(result.examples) < 5:
-                    result.examples.append({"member": peer.name, **{k: v for k, v in e.items() if k != "offsets"}})
+                    result.examples.append(
+                        {"member": peer.name, **{k: v for k, v in e.items() if k != "offsets"}}
+                    )
             elif kind == "error":
                 result.peer_errors.append(f"{peer.name}: {e.get('error')}: {e.get('message')}")
         for tp, last in last_delivered.items():
@@ -431,7 +455,9 @@ def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[
                                       "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
                                       "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
         result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
-        result.peer_errors += [line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line][:5]
+        result.peer_errors += [
+            line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line
+        ][:5]
         return result
     finally:
         if kcoord is not None:
@@ -461,15 +487,31 @@ def summary(r: Result) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.autoscaling", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)")
+    ap.add_argument(
+        "--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)"
+    )
     for name, value in asdict(Config()).items():
         choices = ("random", "oldest", "newest") if name == "stop" else None
-        ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
-                        help=f"default {value}")
-    ap.add_argument("--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)")
-    ap.add_argument("--session-timeout-ms", type=int, help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)")
-    ap.add_argument("--heartbeat-interval-ms", type=int,
-                    help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)")
+        ap.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(value),
+            default=value,
+            choices=choices,
+            help=f"default {value}",
+        )
+    ap.add_argument(
+        "--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)"
+    )
+    ap.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)",
+    )
+    ap.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)",
+    )
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop the members, kcoord and tansu
@@ -491,7 +533,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
           f"{' '.join([sys.executable.split('/')[-1], '-m', 'bench.autoscaling', *(argv or sys.argv[1:])])}")  # fmt: skip
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        print("commit", subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip())
+        print(
+            "commit",
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
+        )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0

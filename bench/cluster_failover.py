@@ -39,10 +39,15 @@ def commit_once(bootstrap: list[tuple[str, int]], group: str, topic: str, offset
             with BlockingConnection((found.host, found.port), timeout=1.0) as conn:
                 P = m.OffsetCommitRequest.OffsetCommitRequestPartition
                 T = m.OffsetCommitRequest.OffsetCommitRequestTopic
-                resp = conn.request(m.OffsetCommitRequest(
-                    group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                    topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=offset)])],
-                ), 8)
+                resp = conn.request(
+                    m.OffsetCommitRequest(
+                        group_id=group,
+                        generation_id_or_member_epoch=-1,
+                        member_id="",
+                        topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=offset)])],
+                    ),
+                    8,
+                )
             errors = {p.error_code for t in resp.topics for p in t.partitions}
             return found.node_id if errors == {0} else None
         except (KafkaClientError, OSError, TimeoutError):
@@ -57,7 +62,9 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
     broker = TansuBroker().start()
-    cluster = KcoordCluster(broker.bootstrap, size=3, shards=args.shards, session_timeout_ms=args.session_timeout_ms)
+    cluster = KcoordCluster(
+        broker.bootstrap, size=3, shards=args.shards, session_timeout_ms=args.session_timeout_ms
+    )
     cluster.start()
     samples: list[float] = []
     try:
@@ -66,7 +73,9 @@ def main() -> None:
         for i in range(args.kills):
             victim = BASE_NODE_ID + i % 3
             owned = cluster.latest_view()[victim][1]
-            group = next(g for g in (unique("fo") for _ in range(100_000)) if shard_for_group(g, args.shards) in owned)
+            group = next(
+                g for g in (unique("fo") for _ in range(100_000)) if shard_for_group(g, args.shards) in owned
+            )
             live = [(p.bootstrap.split(":")[0], p.port) for n, p in cluster.nodes.items() if n != victim]
             assert commit_once(live, group, topic, 1) == victim
             cluster.kill(victim)
@@ -79,8 +88,10 @@ def main() -> None:
                     raise SystemExit("no failover within 120 s")
             seconds = time.monotonic() - killed
             samples.append(seconds)
-            print(f"kill {i + 1}: node {victim}: first acknowledged commit on the new owner after {seconds:.2f} s",
-                  flush=True)
+            print(
+                f"kill {i + 1}: node {victim}: first acknowledged commit on the new owner after {seconds:.2f} s",
+                flush=True,
+            )
             cluster.restart(victim, graceful=False)
             cluster.wait_for_members(set(cluster.nodes), timeout=90)
     finally:
@@ -88,8 +99,10 @@ def main() -> None:
         broker.stop()
     samples.sort()
     p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
-    print(f"kills={len(samples)} shards={args.shards} cluster.session.timeout.ms={args.session_timeout_ms}: "
-          f"p50 {statistics.median(samples):.2f} s, p99 {p99:.2f} s, min {samples[0]:.2f} s, max {samples[-1]:.2f} s")
+    print(
+        f"kills={len(samples)} shards={args.shards} cluster.session.timeout.ms={args.session_timeout_ms}: "
+        f"p50 {statistics.median(samples):.2f} s, p99 {p99:.2f} s, min {samples[0]:.2f} s, max {samples[-1]:.2f} s"
+    )
 
 
 if __name__ == "__main__":

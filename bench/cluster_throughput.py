@@ -55,8 +55,9 @@ async def coordinators(bootstrap: tuple[str, int], groups: list[str]) -> dict[st
         conn.close()
 
 
-async def drive(ports: list[int], groups: list[str], topic: str, warmup: float, seconds: float,
-                pids: dict[str, int]) -> dict[str, float]:
+async def drive(
+    ports: list[int], groups: list[str], topic: str, warmup: float, seconds: float, pids: dict[str, int]
+) -> dict[str, float]:
     owner = await coordinators(("127.0.0.1", ports[0]), groups)
     conns: dict[int, list[Connection]] = {
         p: [await connect(("127.0.0.1", p)) for _ in range(CONNECTIONS_PER_NODE)] for p in ports
@@ -75,10 +76,16 @@ async def drive(ports: list[int], groups: list[str], topic: str, warmup: float, 
         while not stop:
             offset += 1
             try:
-                resp = await conn.request(m.OffsetCommitRequest(
-                    group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                    topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=offset)])],
-                ), 8, timeout=30)
+                resp = await conn.request(
+                    m.OffsetCommitRequest(
+                        group_id=group,
+                        generation_id_or_member_epoch=-1,
+                        member_id="",
+                        topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=offset)])],
+                    ),
+                    8,
+                    timeout=30,
+                )
             except (KafkaClientError, OSError, TimeoutError):
                 errors += 1
                 await asyncio.sleep(0.1)
@@ -130,8 +137,11 @@ def main() -> None:
             ports = [p.port for p in cluster.nodes.values()]
             result = asyncio.run(drive(ports, groups, topic, args.warmup, args.seconds, pids))
             shown = " ".join(f"{k}={v:.2f}" for k, v in result.items() if k.startswith("cpu_"))
-            print(f"nodes={size} groups={args.groups}: {result['commits_per_s']:.0f} commits/s, "
-                  f"errors={result['errors']:.0f}, cpu: {shown}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"nodes={size} groups={args.groups}: {result['commits_per_s']:.0f} commits/s, "
+                f"errors={result['errors']:.0f}, cpu: {shown}, load average {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         finally:
             cluster.stop()
             broker.stop()

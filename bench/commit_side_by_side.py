@@ -40,11 +40,25 @@ LOADGEN_CPU = 1
 UPSTREAM_CPU = 1
 
 
-def start_kcoord(name: str, python: str, upstream: str, topic: str, storage: str = "kafka") -> tuple[procs.Child, str]:
+def start_kcoord(
+    name: str, python: str, upstream: str, topic: str, storage: str = "kafka"
+) -> tuple[procs.Child, str]:
     port = procs.free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    args = [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream,
-            "--storage", storage, "--metrics", f"127.0.0.1:{procs.free_port_block(1)}"]
+    args = [
+        python,
+        "-m",
+        "kcoord.coordinator",
+        "serve",
+        "--listen",
+        listen,
+        "--bootstrap-server",
+        upstream,
+        "--storage",
+        storage,
+        "--metrics",
+        f"127.0.0.1:{procs.free_port_block(1)}",
+    ]
     if storage == "kafka":
         args += ["--internal-topic", topic]
     child = procs.Child(name, args, SERVER_CPU).start()
@@ -57,8 +71,11 @@ def append_totals(child: procs.Child) -> dict[str, float]:
     metrics = child.args[child.args.index("--metrics") + 1]
     with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
         text = resp.read().decode()
-    wanted = {"kcoord_storage_append_batch_records_count": "appends",
-              "kcoord_storage_append_batch_records_sum": "records", "kcoord_storage_append_seconds_sum": "seconds"}
+    wanted = {
+        "kcoord_storage_append_batch_records_count": "appends",
+        "kcoord_storage_append_batch_records_sum": "records",
+        "kcoord_storage_append_seconds_sum": "seconds",
+    }
     totals = dict.fromkeys(wanted.values(), 0.0)
     for line in text.splitlines():
         name, _, value = line.partition(" ")
@@ -67,18 +84,55 @@ def append_totals(child: procs.Child) -> dict[str, float]:
     return totals
 
 
-def run_storm(label: str, bootstrap: str, pid: int, args: argparse.Namespace, storage: str = "kafka") -> dict[str, Any]:
+def run_storm(
+    label: str, bootstrap: str, pid: int, args: argparse.Namespace, storage: str = "kafka"
+) -> dict[str, Any]:
     out = Path(tempfile.mkstemp(prefix=f"commit-{label}-", suffix=".json")[1])
-    cmd = [*procs.taskset_prefix(LOADGEN_CPU), sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap,
-           "--scenario", "commit-storm", "--label", label, "--json", str(out), "--server-pid", str(pid),
-           "--committers", str(args.committers), "--connections", str(args.connections),
-           "--duration", str(args.duration), "--storage", "kafka (durable, acks=-1 on the upstream tansu)" if storage == "kafka" else storage]
+    cmd = [
+        *procs.taskset_prefix(LOADGEN_CPU),
+        sys.executable,
+        "-m",
+        "bench.loadgen",
+        "--bootstrap",
+        bootstrap,
+        "--scenario",
+        "commit-storm",
+        "--label",
+        label,
+        "--json",
+        str(out),
+        "--server-pid",
+        str(pid),
+        "--committers",
+        str(args.committers),
+        "--connections",
+        str(args.connections),
+        "--duration",
+        str(args.duration),
+        "--storage",
+        "kafka (durable, acks=-1 on the upstream tansu)" if storage == "kafka" else storage,
+    ]
     spy = None
     if args.profile == label:
         svg = Path(tempfile.gettempdir()) / f"py-spy-{label}-{int(time.time())}.txt"
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(svg),
-                                "--rate", "200", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        spy = subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--format",
+                "raw",
+                "--output",
+                str(svg),
+                "--rate",
+                "200",
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         print(f"     py-spy -> {svg}", flush=True)
     load = os.getloadavg()[0]
     proc = subprocess.run(cmd, cwd=procs.REPO, capture_output=True, text=True, timeout=args.timeout)
@@ -92,10 +146,16 @@ def run_storm(label: str, bootstrap: str, pid: int, args: argparse.Namespace, st
     rate = r["commits_per_s"]
     cores = r.get("server_cores")
     return {
-        "label": label, "commits_per_s": rate, "p50_ms": c.get("p50_ms"), "p99_ms": c.get("p99_ms"),
-        "server_cores": cores, "us_per_commit": round(cores / rate * 1e6, 1) if cores and rate else None,
-        "loadgen_cores": r.get("loadgen_cores"), "other_cores": r.get("other_cores"),
-        "errors": r.get("commit_errors"), "load_1m": round(load, 2),
+        "label": label,
+        "commits_per_s": rate,
+        "p50_ms": c.get("p50_ms"),
+        "p99_ms": c.get("p99_ms"),
+        "server_cores": cores,
+        "us_per_commit": round(cores / rate * 1e6, 1) if cores and rate else None,
+        "loadgen_cores": r.get("loadgen_cores"),
+        "other_cores": r.get("other_cores"),
+        "errors": r.get("commit_errors"),
+        "load_1m": round(load, 2),
     }
 
 
@@ -104,11 +164,17 @@ def _or_dash(value: float | None) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.commit_side_by_side", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.commit_side_by_side",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--base", help="checkout of the base build, with its own .venv")
-    ap.add_argument("--storage-split", action="store_true",
-                    help="no base build: this build with --storage kafka (base) and --storage memory (new)")
+    ap.add_argument(
+        "--storage-split",
+        action="store_true",
+        help="no base build: this build with --storage kafka (base) and --storage memory (new)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--committers", type=int, default=1000)
     ap.add_argument("--connections", type=int, default=1000)
@@ -130,12 +196,20 @@ def main() -> int:
         builds: dict[str, tuple[procs.Child, str]] = {}
         for label, python in (("base", base_python), ("new", sys.executable)):
             if args.only in (None, label):
-                builds[label] = start_kcoord(f"kcoord-{label}", python, upstream_addr, f"__kcoord_offsets_{label}",
-                                             storage[label])
+                builds[label] = start_kcoord(
+                    f"kcoord-{label}", python, upstream_addr, f"__kcoord_offsets_{label}", storage[label]
+                )
                 children.append(builds[label][0])
         if args.storage_split:
-            print("storage split: base = this build --storage kafka, new = this build --storage memory", flush=True)
-        print(f"upstream {upstream_addr}; " + ", ".join(f"{k} {a} (pid {c.pid})" for k, (c, a) in builds.items()), flush=True)
+            print(
+                "storage split: base = this build --storage kafka, new = this build --storage memory",
+                flush=True,
+            )
+        print(
+            f"upstream {upstream_addr}; "
+            + ", ".join(f"{k} {a} (pid {c.pid})" for k, (c, a) in builds.items()),
+            flush=True,
+        )
         for rnd in range(args.rounds):
             order = list(builds) if rnd % 2 == 0 else list(reversed(builds))
             for label in order:
@@ -145,30 +219,47 @@ def main() -> int:
                 after = append_totals(child)
                 appends = after["appends"] - before["appends"]
                 # Over the whole storm (setup and warm-up too): how much each durable append carried.
-                r["records_per_append"] = round((after["records"] - before["records"]) / appends, 1) if appends else None
-                r["append_ms"] = round((after["seconds"] - before["seconds"]) / appends * 1000, 1) if appends else None
+                r["records_per_append"] = (
+                    round((after["records"] - before["records"]) / appends, 1) if appends else None
+                )
+                r["append_ms"] = (
+                    round((after["seconds"] - before["seconds"]) / appends * 1000, 1) if appends else None
+                )
                 r["round"] = rnd + 1
                 results.append(r)
-                print(f"  round {rnd + 1} {label:4s}: {r['commits_per_s']:>9,.0f}/s p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms "
-                      f"cores {r['server_cores']} ({r['us_per_commit']} µs/commit) loadgen {r['loadgen_cores']} "
-                      f"other {r['other_cores']} load {r['load_1m']} records/append {r['records_per_append']} "
-                      f"append {r['append_ms']} ms errors {r['errors'] or 'none'}", flush=True)
+                print(
+                    f"  round {rnd + 1} {label:4s}: {r['commits_per_s']:>9,.0f}/s p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms "
+                    f"cores {r['server_cores']} ({r['us_per_commit']} µs/commit) loadgen {r['loadgen_cores']} "
+                    f"other {r['other_cores']} load {r['load_1m']} records/append {r['records_per_append']} "
+                    f"append {r['append_ms']} ms errors {r['errors'] or 'none'}",
+                    flush=True,
+                )
     finally:
         for child in reversed(children):
             child.stop()
-    print("\n| round | build | commits/s | p50 ms | p99 ms | kcoord cores | µs CPU/commit | records/append | append ms | load (1 min) |")
+    print(
+        "\n| round | build | commits/s | p50 ms | p99 ms | kcoord cores | µs CPU/commit | records/append | append ms | load (1 min) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['round']} | {r['label']} | {r['commits_per_s']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['server_cores']} | {r['us_per_commit']} | {_or_dash(r['records_per_append'])} | {_or_dash(r['append_ms'])} | {r['load_1m']} |")
+        print(
+            f"| {r['round']} | {r['label']} | {r['commits_per_s']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
+            f"{r['server_cores']} | {r['us_per_commit']} | {_or_dash(r['records_per_append'])} | {_or_dash(r['append_ms'])} | {r['load_1m']} |"
+        )
     if args.only is None:
         print("\n| round | commits/s new/base | p99 base/new | µs per commit base/new |")
         print("|---|---:|---:|---:|")
         for rnd in range(1, args.rounds + 1):
             b = next(r for r in results if r["round"] == rnd and r["label"] == "base")
             n = next(r for r in results if r["round"] == rnd and r["label"] == "new")
-            cpu = f"{b['us_per_commit'] / n['us_per_commit']:.2f}x" if b["us_per_commit"] and n["us_per_commit"] else "—"
-            print(f"| {rnd} | {n['commits_per_s'] / b['commits_per_s']:.2f}x | {b['p99_ms'] / n['p99_ms']:.2f}x | {cpu} |")
+            cpu = (
+                f"{b['us_per_commit'] / n['us_per_commit']:.2f}x"
+                if b["us_per_commit"] and n["us_per_commit"]
+                else "—"
+            )
+            print(
+                f"| {rnd} | {n['commits_per_s'] / b['commits_per_s']:.2f}x | {b['p99_ms'] / n['p99_ms']:.2f}x | {cpu} |"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

@@ -57,7 +57,9 @@ FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
 
 
 class ConsumerHarness(Harness):
-    def __init__(self, shards: int, fencing: str = "assignment-epoch", assignment_interval_ms: int = 1000) -> None:
+    def __init__(
+        self, shards: int, fencing: str = "assignment-epoch", assignment_interval_ms: int = 1000
+    ) -> None:
         group = GroupConfig(
             initial_rebalance_delay_ms=0, consumer_offset_commit_fencing=fencing,
             consumer_assignment_interval_ms=assignment_interval_ms,
@@ -79,7 +81,9 @@ class ConsumerHarness(Harness):
         self.names = dict((v, k) for k, v in self.app.cluster.topics.ids.items())
         return names[:-1]
 
-    async def exchange(self, api_key: int, version: int, requests: list[Any], timeout_s: float = 60.0) -> list[Any]:
+    async def exchange(
+        self, api_key: int, version: int, requests: list[Any], timeout_s: float = 60.0
+    ) -> list[Any]:
         """Send the requests as one read; answers in order (the connection answers in order)."""
         self.conn.data_received(b"".join(self.frame(api_key, version, r) for r in requests))
         out: list[bytes] = []
@@ -138,7 +142,13 @@ async def settle(
 ) -> int:
     """Joins, then rounds of heartbeats reporting owned partitions until all are STABLE, a round
     every ``round_ms`` at most; the rounds."""
-    for mb, r in zip(members, await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, [join(group_id, mb, topics) for mb in members]), strict=True):
+    for mb, r in zip(
+        members,
+        await h.exchange(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, [join(group_id, mb, topics) for mb in members]
+        ),
+        strict=True,
+    ):
         mb.take(r)
     rounds = 0
     deadline = time.monotonic() + 60
@@ -148,8 +158,18 @@ async def settle(
             raise RuntimeError(f"the group did not settle in 60 s ({rounds} rounds)")
         if round_ms:
             await asyncio.sleep(round_ms / 1000)
-        reqs = [HB(group_id=group_id, member_id=mb.member_id, member_epoch=mb.epoch, topic_partitions=mb.owned_field()) for mb in members]
-        for mb, r in zip(members, await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, reqs), strict=True):
+        reqs = [
+            HB(
+                group_id=group_id,
+                member_id=mb.member_id,
+                member_epoch=mb.epoch,
+                topic_partitions=mb.owned_field(),
+            )
+            for mb in members
+        ]
+        for mb, r in zip(
+            members, await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, reqs), strict=True
+        ):
             mb.take(r)
     return rounds
 
@@ -168,12 +188,16 @@ async def bench_settle(args: argparse.Namespace) -> tuple[float, float, int, lis
         best_wall, best_cpu = min(best_wall, wall), min(best_cpu, cpu)
         g = h.group("settle-group")
         assert sum(len(ps) for mb in members for ps in mb.owned.values()) == args.topics * args.partitions
-        print(f"  settle run: {wall:.2f} s wall, {cpu:.2f} s CPU, {rounds} rounds, group epoch {g.group_epoch}, "
-              f"target assignment epoch {g.target_assignment_epoch}")
+        print(
+            f"  settle run: {wall:.2f} s wall, {cpu:.2f} s CPU, {rounds} rounds, group epoch {g.group_epoch}, "
+            f"target assignment epoch {g.target_assignment_epoch}"
+        )
     return best_wall, best_cpu, rounds, walls
 
 
-async def timed(h: ConsumerHarness, batch_frames: list[bytes], batch: int, repeat: int, flush: bool) -> tuple[float, list[Any]]:
+async def timed(
+    h: ConsumerHarness, batch_frames: list[bytes], batch: int, repeat: int, flush: bool
+) -> tuple[float, list[Any]]:
     reads = [b"".join(batch_frames[i : i + batch]) for i in range(0, len(batch_frames), batch)]
     h.transport.take()
     best = float("inf")
@@ -195,14 +219,22 @@ async def timed(h: ConsumerHarness, batch_frames: list[bytes], batch: int, repea
 
 
 async def bench_heartbeat(args: argparse.Namespace) -> float:
-    h = ConsumerHarness(args.shards, assignment_interval_ms=0)  # settles at once; the steady state is measured
+    h = ConsumerHarness(
+        args.shards, assignment_interval_ms=0
+    )  # settles at once; the steady state is measured
     topics = await h.start_with_topics(args.topics, args.partitions)
     members = [Member() for _ in range(args.members)]
     await settle(h, "hb-group", members, topics)
     tune_gc_for_serving()
     out = [
-        h.frame(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, HB(group_id="hb-group", member_id=mb.member_id, member_epoch=mb.epoch))
-        for _, mb in zip(range(args.requests), (members[i % len(members)] for i in range(args.requests)), strict=False)
+        h.frame(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            HB_VERSION,
+            HB(group_id="hb-group", member_id=mb.member_id, member_epoch=mb.epoch),
+        )
+        for _, mb in zip(
+            range(args.requests), (members[i % len(members)] for i in range(args.requests)), strict=False
+        )
     ]
     us, answers = await timed(h, out, args.batch, args.repeat, flush=False)
     for raw in answers[:: max(1, len(answers) // 100)]:
@@ -212,7 +244,9 @@ async def bench_heartbeat(args: argparse.Namespace) -> float:
 
 
 async def bench_commit(args: argparse.Namespace, fencing: str) -> dict[str, tuple[float, str]]:
-    h = ConsumerHarness(args.shards, fencing, assignment_interval_ms=0)  # the bump below must reach everyone at once
+    h = ConsumerHarness(
+        args.shards, fencing, assignment_interval_ms=0
+    )  # the bump below must reach everyone at once
     topics = await h.start_with_topics(args.topics, args.partitions)
     members = [Member() for _ in range(args.commit_members)]
     await settle(h, "commit-group", members, topics)
@@ -220,11 +254,21 @@ async def bench_commit(args: argparse.Namespace, fencing: str) -> dict[str, tupl
     before = {mb.member_id: dict(mb.owned) for mb in members}
     # A bump that keeps everyone's partitions: a newcomer on a topic nobody else subscribes to.
     newcomer = Member()
-    newcomer.take((await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, [join("commit-group", newcomer, ["side"])]))[0])
+    newcomer.take(
+        (
+            await h.exchange(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, [join("commit-group", newcomer, ["side"])]
+            )
+        )[0]
+    )
     reqs = [HB(group_id="commit-group", member_id=mb.member_id, member_epoch=mb.epoch) for mb in members]
-    for mb, r in zip(members, await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, reqs), strict=True):
+    for mb, r in zip(
+        members, await h.exchange(ApiKey.CONSUMER_GROUP_HEARTBEAT, HB_VERSION, reqs), strict=True
+    ):
         mb.take(r)
-    assert all(mb.epoch == old_epoch + 1 and mb.owned == before[mb.member_id] for mb in members), "the bump moved partitions"
+    assert all(mb.epoch == old_epoch + 1 and mb.owned == before[mb.member_id] for mb in members), (
+        "the bump moved partitions"
+    )
     tune_gc_for_serving()
     results: dict[str, tuple[float, str]] = {}
     for label, delta in (("current", 0), ("behind", -1)):
@@ -262,10 +306,18 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32, help="frames per data_received call")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--only", choices=["settle", "heartbeat", "commit"], default=None)
-    p.add_argument("--assignment-interval-ms", type=int, default=1000,
-                   help="group.consumer.assignment.interval.ms (KIP-1263; Kafka 4.3's default 1000; 0: every bump)")
-    p.add_argument("--round-ms", type=float, default=100.0,
-                   help="settle: the members heartbeat at most this often while reconciling (0: back to back)")
+    p.add_argument(
+        "--assignment-interval-ms",
+        type=int,
+        default=1000,
+        help="group.consumer.assignment.interval.ms (KIP-1263; Kafka 4.3's default 1000; 0: every bump)",
+    )
+    p.add_argument(
+        "--round-ms",
+        type=float,
+        default=100.0,
+        help="settle: the members heartbeat at most this often while reconciling (0: back to back)",
+    )
     args = p.parse_args()
     try:
         import uvloop
@@ -287,9 +339,13 @@ def main() -> None:
     if args.only in (None, "commit"):
         for mode in FENCING_MODES:
             for label, (us, codes) in asyncio.run(bench_commit(args, mode)).items():
-                rows.append((f"OffsetCommit v9, fencing {mode}, epoch {label}", f"{us:.2f} µs CPU/request  [{codes}]"))
+                rows.append(
+                    (f"OffsetCommit v9, fencing {mode}, epoch {label}", f"{us:.2f} µs CPU/request  [{codes}]")
+                )
     width = max(len(r[0]) for r in rows)
-    print(f"\nkcoord consumer groups in process ({args.requests} requests per timed run, {args.batch} per read, best of {args.repeat})")
+    print(
+        f"\nkcoord consumer groups in process ({args.requests} requests per timed run, {args.batch} per read, best of {args.repeat})"
+    )
     for name, value in rows:
         print(f"{name:{width}s}  {value}")
 

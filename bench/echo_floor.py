@@ -84,8 +84,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.echo_floor", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.echo_floor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
@@ -109,8 +112,10 @@ def main() -> int:
         elapsed = time.monotonic() - started
         rate = count / args.duration
         cores = used / elapsed
-        print(f"echo, {args.connections} connections: {rate:,.0f} round trips/s, server {cores:.3f} cores, "
-              f"{cores / rate * 1e6:.1f} µs CPU per round trip (load {os.getloadavg()[0]:.2f})")
+        print(
+            f"echo, {args.connections} connections: {rate:,.0f} round trips/s, server {cores:.3f} cores, "
+            f"{cores / rate * 1e6:.1f} µs CPU per round trip (load {os.getloadavg()[0]:.2f})"
+        )
     finally:
         server.stop()
     return 0

@@ -164,7 +164,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
 
     def start_member() -> Any:
         name = f"m{len(all_peers):02d}"
-        peer = JavaPeer("CtpPeer", _peer_args(bootstrap, group, source, sink, cfg, name), log_dir=log_dir, name=name)
+        peer = JavaPeer(
+            "CtpPeer", _peer_args(bootstrap, group, source, sink, cfg, name), log_dir=log_dir, name=name
+        )
         live.append(peer)
         all_peers.append(peer)
         return peer
@@ -178,7 +180,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
                 raise RuntimeError(f"{cfg.members} members did not own all {cfg.partitions} partitions in "
                                    f"{cfg.settle_timeout}s: {[sorted(_owned(p)) for p in live]}")  # fmt: skip
             time.sleep(0.2)
-        say(f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s")
+        say(
+            f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s"
+        )
         producer = Producer(bootstrap, source, cfg.partitions, cfg.rate).start()
         t0 = time.monotonic()
         t0_ms = time.time() * 1000
@@ -202,7 +206,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
         produced = producer.per_partition()
         result.produced = len(producer.sent)
         if producer.errors or producer.acked != result.produced:
-            result.peer_errors.append(f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}")
+            result.peer_errors.append(
+                f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}"
+            )
         say(f"produced {result.produced} records; draining")
         deadline = time.monotonic() + cfg.drain_timeout
         while True:
@@ -213,7 +219,9 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
             if time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        say(f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members")
+        say(
+            f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members"
+        )
         stoppers += _stop_peers(live, 0)
         live.clear()
         for t in stoppers:
@@ -233,8 +241,12 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
     result.events_path = str(events_path)
     result.seconds = round(time.monotonic() - started_at, 1)
     after = scrape(metrics_url)
-    result.server_fenced_txn_commits = _delta(before, after, "kcoord_fenced_requests_total", "txn_offset_commit", "reason")
-    result.server_txn_commit_requests = sum(_delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values())
+    result.server_fenced_txn_commits = _delta(
+        before, after, "kcoord_fenced_requests_total", "txn_offset_commit", "reason"
+    )
+    result.server_txn_commit_requests = sum(
+        _delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values()
+    )
     group_offsets = _group_offsets(bootstrap, group)
     _analyse(result, all_peers, phase_ms)
     for p, n in sorted((producer.per_partition() if producer else Counter()).items()):
@@ -297,7 +309,9 @@ def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[
                                       "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
                                       "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
         result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
-        result.peer_errors += [line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line][:5]
+        result.peer_errors += [
+            line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line
+        ][:5]
         return result
     finally:
         if kcoord is not None:
@@ -324,13 +338,26 @@ def summary(r: Result) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.eos_scaling", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)")
+    ap.add_argument(
+        "--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)"
+    )
     for name, value in asdict(Config()).items():
-        ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, help=f"default {value}")
-    ap.add_argument("--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)")
-    ap.add_argument("--session-timeout-ms", type=int, help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)")
-    ap.add_argument("--heartbeat-interval-ms", type=int,
-                    help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)")
+        ap.add_argument(
+            "--" + name.replace("_", "-"), type=type(value), default=value, help=f"default {value}"
+        )
+    ap.add_argument(
+        "--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)"
+    )
+    ap.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)",
+    )
+    ap.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)",
+    )
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -353,7 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
           f"{' '.join([sys.executable.split('/')[-1], '-m', 'bench.eos_scaling', *(argv or sys.argv[1:])])}")  # fmt: skip
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        print("commit", subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip())
+        print(
+            "commit",
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
+        )
     return 0
 
 

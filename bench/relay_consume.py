@@ -54,8 +54,11 @@ def main(argv: list[str] | None = None) -> None:
                 s = consume(bootstrap, "tp", args.records)
                 c1 = sum(user_system_seconds(pid))
                 seconds[name].append(s)
-                print(f"round {r + 1} {name:8s} {args.records / s:9.0f} records/s  CPU {(c1 - c0) / s:.2f} s/s"
-                      f"  load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"round {r + 1} {name:8s} {args.records / s:9.0f} records/s  CPU {(c1 - c0) / s:.2f} s/s"
+                    f"  load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     finally:
         for child in children:
             child.stop()
@@ -63,8 +66,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at end: {os.getloadavg()}")
     for name in list(targets)[1:]:
         ratios = [d / s for d, s in zip(seconds["direct"], seconds[name], strict=True)]
-        print(f"{name:8s} {args.client} {args.records} x {args.size} B consume: median {statistics.median(ratios):.2f}x"
-              f" of direct (rounds: {' '.join(f'{x:.2f}' for x in ratios)})")
+        print(
+            f"{name:8s} {args.client} {args.records} x {args.size} B consume: median {statistics.median(ratios):.2f}x"
+            f" of direct (rounds: {' '.join(f'{x:.2f}' for x in ratios)})"
+        )
 
 
 if __name__ == "__main__":

@@ -98,9 +98,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--kcoord", action="append", default=[], metavar="NAME=PYTHON",
-                    help="a kcoord to measure: a name and the python of the venv whose tree it runs"
-                         " (default: kcoord=this python)")
+    ap.add_argument(
+        "--kcoord",
+        action="append",
+        default=[],
+        metavar="NAME=PYTHON",
+        help="a kcoord to measure: a name and the python of the venv whose tree it runs"
+        " (default: kcoord=this python)",
+    )
     ap.add_argument("--serve-python-pump", nargs=2, metavar=("PORT", "UPSTREAM"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve_python_pump:
@@ -130,16 +135,29 @@ def main(argv: list[str] | None = None) -> None:
                     pid = child.pid
                 else:
                     port = procs.free_port_block(1)
-                    cmd = ([c_binary, str(port), *upstream.rsplit(":", 1)] if target == "c" else
-                           [sys.executable, "-m", "bench.relay_floor", "--serve-python-pump", str(port), upstream])
+                    cmd = (
+                        [c_binary, str(port), *upstream.rsplit(":", 1)]
+                        if target == "c"
+                        else [
+                            sys.executable,
+                            "-m",
+                            "bench.relay_floor",
+                            "--serve-python-pump",
+                            str(port),
+                            upstream,
+                        ]
+                    )
                     child = procs.Child(f"floor-{target}", cmd, cpu=0).start()
                     child.wait_for_log("serving", 30)
                     address, pid = f"127.0.0.1:{port}", child.pid
                 try:
                     for shape, rate, cpu, system in small_shapes(address, frame, pid, args):
                         results.setdefault((shape, target), []).append(cpu)
-                        print(f"round {r + 1} {shape:6s} {target:8s} {rate:9.0f} answers/s  CPU {cpu:6.1f} µs/answer"
-                              f" (system {system:5.1f})  load {os.getloadavg()[0]:.1f}", flush=True)
+                        print(
+                            f"round {r + 1} {shape:6s} {target:8s} {rate:9.0f} answers/s  CPU {cpu:6.1f} µs/answer"
+                            f" (system {system:5.1f})  load {os.getloadavg()[0]:.1f}",
+                            flush=True,
+                        )
                 finally:
                     if child is not None:
                         child.stop()
@@ -148,8 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at end: {os.getloadavg()}")
     for shape in args.shapes.split(","):
         row = {t: v for (s, t), v in results.items() if s == shape}
-        print(f"{shape:6s} µs/answer, median (best): "
-              + ", ".join(f"{t} {statistics.median(v):.1f} ({min(v):.1f})" for t, v in row.items()))
+        print(
+            f"{shape:6s} µs/answer, median (best): "
+            + ", ".join(f"{t} {statistics.median(v):.1f} ({min(v):.1f})" for t, v in row.items())
+        )
 
 
 if __name__ == "__main__":

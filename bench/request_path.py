@@ -120,7 +120,9 @@ class Harness:
                 member_id="",
                 group_instance_id=f"{group_id}-i{i}",
                 protocol_type="consumer",
-                protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=CONSUMER_METADATA)],
+                protocols=[
+                    m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=CONSUMER_METADATA)
+                ],
             )
             for i in range(size)
         ]
@@ -160,7 +162,9 @@ def heartbeat_frames(h: Harness, groups: dict[str, list[tuple[str, int]]], count
     while len(out) < count:
         g, mid, gen = members[i % len(members)]
         i += 1
-        out.append(h.frame(ApiKey.HEARTBEAT, 4, m.HeartbeatRequest(group_id=g, generation_id=gen, member_id=mid)))
+        out.append(
+            h.frame(ApiKey.HEARTBEAT, 4, m.HeartbeatRequest(group_id=g, generation_id=gen, member_id=mid))
+        )
     return out
 
 
@@ -178,7 +182,8 @@ def commit_frames(h: Harness, groups: dict[str, list[tuple[str, int]]], count: i
             member_id=mid,
             topics=[
                 R.OffsetCommitRequestTopic(
-                    name="t", partitions=[R.OffsetCommitRequestPartition(partition_index=p, committed_offset=i)]
+                    name="t",
+                    partitions=[R.OffsetCommitRequestPartition(partition_index=p, committed_offset=i)],
                 )
             ],
         )
@@ -192,7 +197,10 @@ async def run_connections(scenario: str, args: argparse.Namespace, profile: bool
     reads one frame, and the answers go out one write per connection."""
     h = Harness(args.shards)
     await h.start()
-    groups = {f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size) for g in range(args.groups)}
+    groups = {
+        f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size)
+        for g in range(args.groups)
+    }
     make = heartbeat_frames if scenario == "heartbeat" else commit_frames
     batch_frames = make(h, groups, args.requests)
     conns = []
@@ -219,7 +227,11 @@ async def run_connections(scenario: str, args: argparse.Namespace, profile: bool
 
 
 async def _best_us_per_request(
-    one_pass: Callable[[], Awaitable[None]], answers: Callable[[], int], requests: int, repeat: int, profile: bool
+    one_pass: Callable[[], Awaitable[None]],
+    answers: Callable[[], int],
+    requests: int,
+    repeat: int,
+    profile: bool,
 ) -> float:
     """The best of ``repeat`` timed passes, in µs of CPU per request. After each pass, outside the
     timing, ``answers()`` counts what was written: every request must have been answered. With
@@ -246,7 +258,10 @@ async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
         return await run_connections(scenario, args, profile)
     h = Harness(args.shards)
     await h.start()
-    groups = {f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size) for g in range(args.groups)}
+    groups = {
+        f"bench-group-{g}": await h.join_group(f"bench-group-{g}", args.group_size)
+        for g in range(args.groups)
+    }
     make = heartbeat_frames if scenario == "heartbeat" else commit_frames
     batch_frames = make(h, groups, args.requests)
     reads = [b"".join(batch_frames[i : i + args.batch]) for i in range(0, len(batch_frames), args.batch)]
@@ -277,8 +292,12 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=32, help="frames per data_received call")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--connections", type=int, default=0,
-                   help="N connections with one request in flight each, one frame per read (0: one connection, --batch per read)")
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=0,
+        help="N connections with one request in flight each, one frame per read (0: one connection, --batch per read)",
+    )
     p.add_argument("--only", choices=["heartbeat", "commit"], default=None)
     p.add_argument("--profile", choices=["heartbeat", "commit"], default=None)
     args = p.parse_args()
@@ -290,12 +309,20 @@ def main() -> None:
         pass
     if args.profile:
         args.repeat = 1
-        print(f"{args.profile}: {asyncio.run(run(args.profile, args, True)):.2f} µs CPU per request (profiled)")
+        print(
+            f"{args.profile}: {asyncio.run(run(args.profile, args, True)):.2f} µs CPU per request (profiled)"
+        )
         return
     for scenario in [args.only] if args.only else ["heartbeat", "commit"]:
         us = asyncio.run(run(scenario, args, False))
-        shape = f"{args.connections} connections, 1 in flight each" if args.connections else f"{args.batch} per read"
-        print(f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {shape}, best of {args.repeat})")
+        shape = (
+            f"{args.connections} connections, 1 in flight each"
+            if args.connections
+            else f"{args.batch} per read"
+        )
+        print(
+            f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {shape}, best of {args.repeat})"
+        )
 
 
 if __name__ == "__main__":

@@ -82,7 +82,10 @@ def shape(n: int, shared: int, budget: int) -> tuple[list[str], str]:
     """(loadgen args, title suffix) for ``n`` members: one connection each when they fit, else ``shared``."""
     if n <= budget:
         return [], ""
-    return ["--connections", str(shared)], f" ({shared} shared connections: {n:,} per-member connections exceed this machine's limit of {budget:,})"
+    return (
+        ["--connections", str(shared)],
+        f" ({shared} shared connections: {n:,} per-member connections exceed this machine's limit of {budget:,})",
+    )
 
 
 def plan(full: bool, budget: int | None = None) -> list[Run]:
@@ -93,50 +96,165 @@ def plan(full: bool, budget: int | None = None) -> list[Run]:
     runs: list[Run] = []
     for n in steady_sizes:
         conns, note = shape(n, 32, budget)
-        runs.append(Run("steady", f"steady {n:,} members, heartbeat 3 s{note}",
-                        ["--members", str(n), "--interval", "3", "--duration", "15" if full else "10",
-                         "--lanes", "10000" if n > 10_000 else "5000", *conns]))
+        runs.append(
+            Run(
+                "steady",
+                f"steady {n:,} members, heartbeat 3 s{note}",
+                [
+                    "--members",
+                    str(n),
+                    "--interval",
+                    "3",
+                    "--duration",
+                    "15" if full else "10",
+                    "--lanes",
+                    "10000" if n > 10_000 else "5000",
+                    *conns,
+                ],
+            )
+        )
     if full:
         # The old shape beside its per-member twin: on 16 shared connections a server that
         # answers a connection's requests one at a time queues heartbeats behind each other.
-        runs.append(Run("steady", "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
-                        ["--members", "10000", "--interval", "3", "--duration", "15", "--lanes", "5000", "--connections", "16"]))
+        runs.append(
+            Run(
+                "steady",
+                "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
+                [
+                    "--members",
+                    "10000",
+                    "--interval",
+                    "3",
+                    "--duration",
+                    "15",
+                    "--lanes",
+                    "5000",
+                    "--connections",
+                    "16",
+                ],
+            )
+        )
         # the throughput target: 50k members heartbeating every 1.5 s offer 33k heartbeats/s
         conns, note = shape(50_000, 32, budget)
-        runs.append(Run("steady", f"steady 50,000 members, heartbeat 1.5 s (target run){note}",
-                        ["--members", "50000", "--interval", "1.5", "--duration", "15", "--lanes", "10000", *conns]))
+        runs.append(
+            Run(
+                "steady",
+                f"steady 50,000 members, heartbeat 1.5 s (target run){note}",
+                ["--members", "50000", "--interval", "1.5", "--duration", "15", "--lanes", "10000", *conns],
+            )
+        )
     for n in storm_sizes:
         runs.append(Run("join-storm", f"join storm {n:,} members", ["--members", str(n)]))
-        runs.append(Run("join-storm", f"join storm {n:,} members, kcoord initial delay 0", ["--members", str(n)],
-                        peer=False, kcoord="kcoord-nodelay"))
+        runs.append(
+            Run(
+                "join-storm",
+                f"join storm {n:,} members, kcoord initial delay 0",
+                ["--members", str(n)],
+                peer=False,
+                kcoord="kcoord-nodelay",
+            )
+        )
     for static in (True, False):
         kind = "static" if static else "dynamic"
-        runs.append(Run("rolling-bounce", f"rolling bounce 20 {kind} members",
-                        ["--members", "20", "--static" if static else "--no-static", "--session-timeout-ms", "6000",
-                         "--interval", "1"]))
+        runs.append(
+            Run(
+                "rolling-bounce",
+                f"rolling bounce 20 {kind} members",
+                [
+                    "--members",
+                    "20",
+                    "--static" if static else "--no-static",
+                    "--session-timeout-ms",
+                    "6000",
+                    "--interval",
+                    "1",
+                ],
+            )
+        )
     for c in committers:
-        runs.append(Run("commit-storm", f"commit storm {c:,} committers",
-                        ["--committers", str(c), "--duration", "15" if full else "10"]))
+        runs.append(
+            Run(
+                "commit-storm",
+                f"commit storm {c:,} committers",
+                ["--committers", str(c), "--duration", "15" if full else "10"],
+            )
+        )
     # The shape the figures before 2026-11-24 used, next to its per-member twin above: 100
     # committers on 16 shared connections let kcoord pipeline what Kafka and tansu serialize.
-    runs.append(Run("commit-storm", "commit storm 100 committers, 16 shared connections (old shape, flatters a pipelining server)",
-                    ["--committers", "100", "--duration", "15" if full else "10", "--connections", "16"]))
+    runs.append(
+        Run(
+            "commit-storm",
+            "commit storm 100 committers, 16 shared connections (old shape, flatters a pipelining server)",
+            ["--committers", "100", "--duration", "15" if full else "10", "--connections", "16"],
+        )
+    )
     # KIP-848 (tansu 0.6.0 has no ConsumerGroupHeartbeat: kcoord only). The server's heartbeat
     # interval (Kafka's default, 5 s); many groups of 50 while the heartbeat is O(group size), and
     # one 1,000-member group to measure that cost itself.
     for n in [5_000] + ([20_000, 50_000] if full else []):
         conns, note = shape(n, 32, budget)
-        runs.append(Run("consumer-steady", f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval{note}",
-                        ["--members", str(n), "--group-size", "50", "--duration", "15", *conns,
-                         "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
-    runs.append(Run("consumer-steady", "KIP-848 steady one group of 1,000 members, server heartbeat interval",
-                    ["--members", "1000", "--group-size", "1000", "--duration", "15",
-                     "--join-rate", "2000", "--settle-timeout", "300"], peer=False))
+        runs.append(
+            Run(
+                "consumer-steady",
+                f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval{note}",
+                [
+                    "--members",
+                    str(n),
+                    "--group-size",
+                    "50",
+                    "--duration",
+                    "15",
+                    *conns,
+                    "--join-rate",
+                    "2000",
+                    "--settle-timeout",
+                    "300",
+                ],
+                peer=False,
+            )
+        )
+    runs.append(
+        Run(
+            "consumer-steady",
+            "KIP-848 steady one group of 1,000 members, server heartbeat interval",
+            [
+                "--members",
+                "1000",
+                "--group-size",
+                "1000",
+                "--duration",
+                "15",
+                "--join-rate",
+                "2000",
+                "--settle-timeout",
+                "300",
+            ],
+            peer=False,
+        )
+    )
     for mode in FENCING_MODES:
-        runs.append(Run("consumer-commit", f"KIP-848 commits, 1,000 members in groups of 10, fencing {mode}",
-                        ["--members", "1000", "--group-size", "10", "--duration", "15" if full else "10",
-                         "--join-rate", "2000", "--settle-timeout", "300", "--fencing", mode],
-                        peer=False, kcoord=f"kcoord-fencing-{mode}"))
+        runs.append(
+            Run(
+                "consumer-commit",
+                f"KIP-848 commits, 1,000 members in groups of 10, fencing {mode}",
+                [
+                    "--members",
+                    "1000",
+                    "--group-size",
+                    "10",
+                    "--duration",
+                    "15" if full else "10",
+                    "--join-rate",
+                    "2000",
+                    "--settle-timeout",
+                    "300",
+                    "--fencing",
+                    mode,
+                ],
+                peer=False,
+                kcoord=f"kcoord-fencing-{mode}",
+            )
+        )
     return runs
 
 
@@ -154,13 +272,16 @@ FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
 def machine() -> dict[str, str]:
     def out(*cmd: str) -> str:
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, cwd=procs.REPO, timeout=10).stdout.strip()
+            return subprocess.run(
+                cmd, capture_output=True, text=True, cwd=procs.REPO, timeout=10
+            ).stdout.strip()
         except OSError:
             return "?"
 
     return {
         "date": datetime.date.today().isoformat(),
-        "commit": out("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes" if out("git", "status", "--porcelain") else ""),
+        "commit": out("git", "rev-parse", "--short", "HEAD")
+        + (" + uncommitted changes" if out("git", "status", "--porcelain") else ""),
         "nproc": str(os.cpu_count()),
         "arch": platform.machine(),
         "python": platform.python_version(),
@@ -174,13 +295,30 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_loadgen(run: Run, label: str, bootstrap: str, server_pids: list[int], extra: list[str], timeout: float) -> dict[str, Any]:
+def run_loadgen(
+    run: Run, label: str, bootstrap: str, server_pids: list[int], extra: list[str], timeout: float
+) -> dict[str, Any]:
     out = Path(tempfile.mkstemp(prefix=f"loadgen-{label}-", suffix=".json")[1])
-    args = [*procs.taskset_prefix(LOADGEN_CPU), sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap,
-            "--scenario", run.scenario, "--label", label, "--json", str(out), "-v", *run.args, *extra]
+    args = [
+        *procs.taskset_prefix(LOADGEN_CPU),
+        sys.executable,
+        "-m",
+        "bench.loadgen",
+        "--bootstrap",
+        bootstrap,
+        "--scenario",
+        run.scenario,
+        "--label",
+        label,
+        "--json",
+        str(out),
+        "-v",
+        *run.args,
+        *extra,
+    ]
     for pid in server_pids:
         args += ["--server-pid", str(pid)]
-    print(f"  -> {label}: {' '.join(args[3 if args[0] == 'taskset' else 0:])}", flush=True)
+    print(f"  -> {label}: {' '.join(args[3 if args[0] == 'taskset' else 0 :])}", flush=True)
     started = time.monotonic()
     try:
         proc = subprocess.run(args, cwd=procs.REPO, capture_output=True, text=True, timeout=timeout)
@@ -193,7 +331,10 @@ def run_loadgen(run: Run, label: str, bootstrap: str, server_pids: list[int], ex
         print(f"     FAILED ({proc.returncode}) after {time.monotonic() - started:.0f}s:\n{tail}", flush=True)
         return {"scenario": run.scenario, "target": label, "error": tail[-800:]}
     result = json.loads(out.read_text())
-    print(f"     {report.summary(result).splitlines()[-1].strip()}  ({time.monotonic() - started:.0f}s)", flush=True)
+    print(
+        f"     {report.summary(result).splitlines()[-1].strip()}  ({time.monotonic() - started:.0f}s)",
+        flush=True,
+    )
     return result
 
 
@@ -234,12 +375,40 @@ def run_table(run: Run, peer_label: str = "tansu") -> list[str]:
 
 
 def _notes(r: dict[str, Any]) -> str:
-    keys = ["params", "connections_opened", "setup_s", "members_stable_at_end", "expected_heartbeats_per_s", "rejoins_in_window",
-            "heartbeats_skipped_in_window", "settled", "generations", "join_phase_s", "unowned_excluding_downtime_s",
-            "settled_every_step", "partitions_per_commit", "commit_errors", "ramp_s", "settle_s",
-            "groups_unsettled_before_window", "unsettled_examples", "committers", "heartbeat_errors", "before_window", "in_window",
-            "groups_settled_at_end", "members_in_group_at_end", "loadgen_tick_lag_p99_ms", "loadgen_tick_lag_max_ms",
-            "heartbeat_timeline", "server_cores", "server_runqueue_wait", "loadgen_cores", "other_cores", "failures"]
+    keys = [
+        "params",
+        "connections_opened",
+        "setup_s",
+        "members_stable_at_end",
+        "expected_heartbeats_per_s",
+        "rejoins_in_window",
+        "heartbeats_skipped_in_window",
+        "settled",
+        "generations",
+        "join_phase_s",
+        "unowned_excluding_downtime_s",
+        "settled_every_step",
+        "partitions_per_commit",
+        "commit_errors",
+        "ramp_s",
+        "settle_s",
+        "groups_unsettled_before_window",
+        "unsettled_examples",
+        "committers",
+        "heartbeat_errors",
+        "before_window",
+        "in_window",
+        "groups_settled_at_end",
+        "members_in_group_at_end",
+        "loadgen_tick_lag_p99_ms",
+        "loadgen_tick_lag_max_ms",
+        "heartbeat_timeline",
+        "server_cores",
+        "server_runqueue_wait",
+        "loadgen_cores",
+        "other_cores",
+        "failures",
+    ]
     parts = []
     for key in keys:
         if key in r and r[key] not in (None, [], {}):
@@ -265,59 +434,94 @@ def targets(runs: list[Run]) -> list[str]:
     hb = find("steady", lambda run, k: k["params"]["members"] >= 50_000 and k["params"]["interval_s"] <= 1.5)
     if hb:
         rate, p99 = hb["heartbeats_per_s"], hb["heartbeat"].get("p99_ms", float("inf"))
-        lines.append(f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
-                     f"| {'yes' if rate >= 30_000 and p99 < 10 else 'no'} |")
+        lines.append(
+            f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
+            f"| {'yes' if rate >= 30_000 and p99 < 10 else 'no'} |"
+        )
     else:
-        biggest = max((r.results["kcoord"] for r in runs if r.scenario == "steady" and "error" not in r.results.get("kcoord", {"error": 1})),
-                      key=lambda k: k["params"]["members"], default=None)
+        biggest = max(
+            (
+                r.results["kcoord"]
+                for r in runs
+                if r.scenario == "steady" and "error" not in r.results.get("kcoord", {"error": 1})
+            ),
+            key=lambda k: k["params"]["members"],
+            default=None,
+        )
         if biggest and biggest.get("server_cores_per_1k_hb_s"):
             need = biggest["server_cores_per_1k_hb_s"] * 30
-            lines.append(f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | not run (use --full); at "
-                         f"{biggest['params']['members']:,} members kcoord used {biggest['server_cores_per_1k_hb_s']} "
-                         f"cores per 1k hb/s, so 30k/s would need {need:.2f} cores | {'no (projected)' if need > 1 else 'not measured'} |")
-    storm = find("join-storm", lambda run, k: k["params"]["members"] == 1000 and run.kcoord == "kcoord-nodelay")
+            lines.append(
+                f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | not run (use --full); at "
+                f"{biggest['params']['members']:,} members kcoord used {biggest['server_cores_per_1k_hb_s']} "
+                f"cores per 1k hb/s, so 30k/s would need {need:.2f} cores | {'no (projected)' if need > 1 else 'not measured'} |"
+            )
+    storm = find(
+        "join-storm", lambda run, k: k["params"]["members"] == 1000 and run.kcoord == "kcoord-nodelay"
+    )
     storm_d = find("join-storm", lambda run, k: k["params"]["members"] == 1000 and run.kcoord == "kcoord")
     if storm or storm_d:
         text = []
         met = False
         if storm_d:
-            text.append(f"default 3 s initial delay: {storm_d['after_last_join_s']} s after last join "
-                        f"({storm_d['after_rebalance_s']} s after the rebalance completed)")
+            text.append(
+                f"default 3 s initial delay: {storm_d['after_last_join_s']} s after last join "
+                f"({storm_d['after_rebalance_s']} s after the rebalance completed)"
+            )
         if storm:
             text.append(f"initial delay 0: {storm['after_last_join_s']} s")
             met = storm["settled"] and storm["after_last_join_s"] < 2
-        lines.append(f"| 1,000-member join storm settled < 2 s after the last member joined | {'; '.join(text)} "
-                     f"| {'yes (delay 0); no with the 3 s delay, by design' if met else 'no'} |")
+        lines.append(
+            f"| 1,000-member join storm settled < 2 s after the last member joined | {'; '.join(text)} "
+            f"| {'yes (delay 0); no with the 3 s delay, by design' if met else 'no'} |"
+        )
     bounce = find("rolling-bounce", lambda run, k: k["params"]["static"])
     if bounce:
-        lines.append(f"| static rolling bounce of 20 members: 0 rebalances | {bounce['rebalances']} rebalances "
-                     f"| {'yes' if bounce['rebalances'] == 0 and bounce['settled_every_step'] else 'no'} |")
+        lines.append(
+            f"| static rolling bounce of 20 members: 0 rebalances | {bounce['rebalances']} rebalances "
+            f"| {'yes' if bounce['rebalances'] == 0 and bounce['settled_every_step'] else 'no'} |"
+        )
     # the target is quoted for real clients only: an old-shape run (shared connections) flatters kcoord
-    commits = [r.results["kcoord"] for r in runs if r.scenario == "commit-storm" and "error" not in r.results.get("kcoord", {"error": 1})
-               and r.results["kcoord"]["params"].get("connections") == "per-member"]
+    commits = [
+        r.results["kcoord"]
+        for r in runs
+        if r.scenario == "commit-storm"
+        and "error" not in r.results.get("kcoord", {"error": 1})
+        and r.results["kcoord"]["params"].get("connections") == "per-member"
+    ]
     if commits:
         best = max(commits, key=lambda k: k["commits_per_s"])
-        lines.append(f"| >= 20,000 durable commits/s | {best['commits_per_s']:,.0f}/s with {best['params']['committers']:,} "
-                     f"committers (storage={best['params']['storage']}) | {'yes' if best['commits_per_s'] >= 20_000 else 'no'} |")
+        lines.append(
+            f"| >= 20,000 durable commits/s | {best['commits_per_s']:,.0f}/s with {best['params']['committers']:,} "
+            f"committers (storage={best['params']['storage']}) | {'yes' if best['commits_per_s'] >= 20_000 else 'no'} |"
+        )
     lines.append("| 1M-record shard load < 10 s | see the Storage section (`bench/storage.py`) | — |")
     cg = find("consumer-steady", lambda run, k: k["params"]["members"] >= 50_000)
     if cg:
         rate, p99 = cg["heartbeats_per_s"], cg["heartbeat"].get("p99_ms", float("inf"))
-        lines.append(f"| KIP-848: >= 10,000 ConsumerGroupHeartbeat/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
-                     f"(groups of {cg['params']['group_size']}; kcoord run-queue wait {cg.get('server_runqueue_wait')}, other cores "
-                     f"{cg.get('other_cores')}) | {'yes' if rate >= 10_000 and p99 < 10 else 'no'} |")
+        lines.append(
+            f"| KIP-848: >= 10,000 ConsumerGroupHeartbeat/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
+            f"(groups of {cg['params']['group_size']}; kcoord run-queue wait {cg.get('server_runqueue_wait')}, other cores "
+            f"{cg.get('other_cores')}) | {'yes' if rate >= 10_000 and p99 < 10 else 'no'} |"
+        )
     fencing = [run for run in runs if run.scenario == "consumer-commit"]
     if fencing:
-        lines += ["", "KIP-848 commits by fencing mode (same run, one kcoord per mode):", "",
-                  "| fencing | commits/s | p50 ms | p99 ms | max ms | errors | server cores |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "KIP-848 commits by fencing mode (same run, one kcoord per mode):",
+            "",
+            "| fencing | commits/s | p50 ms | p99 ms | max ms | errors | server cores |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for run in fencing:
             k = run.results.get("kcoord") or {"error": "not run"}
             if "error" in k:
                 lines.append(f"| {run.title.rsplit(' ', 1)[-1]} | failed | | | | | |")
                 continue
             c = k.get("commit", {})
-            lines.append(f"| {k['params']['fencing']} | {_fmt(k['commits_per_s'])} | {_fmt(c.get('p50_ms'))} | {_fmt(c.get('p99_ms'))} "
-                         f"| {_fmt(c.get('max_ms'))} | {k.get('commit_errors') or 'none'} | {_fmt(k.get('server_cores'))} |")
+            lines.append(
+                f"| {k['params']['fencing']} | {_fmt(k['commits_per_s'])} | {_fmt(c.get('p50_ms'))} | {_fmt(c.get('p99_ms'))} "
+                f"| {_fmt(c.get('max_ms'))} | {k.get('commit_errors') or 'none'} | {_fmt(k.get('server_cores'))} |"
+            )
     return lines
 
 
@@ -333,10 +537,21 @@ class Peer:
     started_here: bool = True  # a tansu of ours, pinned with the server under test
 
 
-def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, command: str, peer: Peer | None = None,
-             upstream: str = "its upstream tansu") -> str:
+def markdown(
+    runs: list[Run],
+    info: dict[str, str],
+    full: bool,
+    elapsed: float,
+    command: str,
+    peer: Peer | None = None,
+    upstream: str = "its upstream tansu",
+) -> str:
     peer = peer or Peer()
-    pinned = "kcoord, the peer tansu" if peer.started_here else "kcoord; the peer runs where it was started, unpinned"
+    pinned = (
+        "kcoord, the peer tansu"
+        if peer.started_here
+        else "kcoord; the peer runs where it was started, unpinned"
+    )
     lines = [
         f"## Load generator: kcoord vs {peer.label} — {info['date']} ({'full' if full else 'default'} sizes)",
         "",
@@ -350,7 +565,7 @@ def markdown(runs: list[Run], info: dict[str, str], full: bool, elapsed: float, 
         "and the load generator (other work on the machine).",
         "- **Connections:** one per member (each member's joins, heartbeats and commits on its own connection, as "
         "real clients) unless a run's title or `params.connections` says N shared.",
-        "- **Ratios** are from this run: \"kcoord better by\" > 1 means kcoord is faster / cheaper.",
+        '- **Ratios** are from this run: "kcoord better by" > 1 means kcoord is faster / cheaper.',
         "",
         "### Targets",
         "",
@@ -368,33 +583,73 @@ def append_results(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="the full sizes (adds 50k steady, 5k storm, 1k committers)")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.run_all",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--full", action="store_true", help="the full sizes (adds 50k steady, 5k storm, 1k committers)"
+    )
     ap.add_argument("--only", default="", help="comma-separated scenarios to run")
-    ap.add_argument("--match", default="", help="only runs whose title contains one of these '|'-separated texts")
-    ap.add_argument("--no-peer-for", default="", help="skip the peer for runs whose title contains one of these '|'-separated texts")
+    ap.add_argument(
+        "--match", default="", help="only runs whose title contains one of these '|'-separated texts"
+    )
+    ap.add_argument(
+        "--no-peer-for",
+        default="",
+        help="skip the peer for runs whose title contains one of these '|'-separated texts",
+    )
     ap.add_argument("--no-peer", action="store_true", help="measure kcoord only")
-    ap.add_argument("--no-write", action="store_true", help="print the markdown instead of appending it to RESULTS.md")
+    ap.add_argument(
+        "--no-write", action="store_true", help="print the markdown instead of appending it to RESULTS.md"
+    )
     ap.add_argument("--json", default=None, help="also write every raw result here")
     ap.add_argument("--timeout", type=float, default=600, help="per loadgen run, seconds")
-    ap.add_argument("--connections", type=int, default=None,
-                    help="run everything in the old shape: N connections shared by all members (default: one per member)")
-    ap.add_argument("--peer-bootstrap", default=None, metavar="HOST:PORT",
-                    help="compare with this Kafka-protocol endpoint (Apache Kafka, say) instead of a tansu started here")
-    ap.add_argument("--peer-pid", type=int, action="append", default=[],
-                    help="charge this process's CPU to the peer (repeatable; the peer runs on this machine)")
-    ap.add_argument("--peer-label", default=None, help="the peer's name in the tables (default: tansu, or 'peer' with --peer-bootstrap)")
+    ap.add_argument(
+        "--connections",
+        type=int,
+        default=None,
+        help="run everything in the old shape: N connections shared by all members (default: one per member)",
+    )
+    ap.add_argument(
+        "--peer-bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="compare with this Kafka-protocol endpoint (Apache Kafka, say) instead of a tansu started here",
+    )
+    ap.add_argument(
+        "--peer-pid",
+        type=int,
+        action="append",
+        default=[],
+        help="charge this process's CPU to the peer (repeatable; the peer runs on this machine)",
+    )
+    ap.add_argument(
+        "--peer-label",
+        default=None,
+        help="the peer's name in the tables (default: tansu, or 'peer' with --peer-bootstrap)",
+    )
     ap.add_argument("--peer-storage", default=None, help="what the peer stores commits in, for the report")
-    ap.add_argument("--upstream-bootstrap", default=None, metavar="HOST:PORT",
-                    help="kcoord's upstream cluster (default: a tansu started here, on CPU 1)")
+    ap.add_argument(
+        "--upstream-bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="kcoord's upstream cluster (default: a tansu started here, on CPU 1)",
+    )
     args = ap.parse_args(argv)
 
     if args.peer_bootstrap is None:
         peer = Peer(label=args.peer_label or "tansu")
     else:
-        peer = Peer(label=args.peer_label or "peer", description=f"the coordinator at {args.peer_bootstrap} (not started here)",
-                    storage=args.peer_storage or "the peer's own (__consumer_offsets)", bootstrap=args.peer_bootstrap,
-                    pids=list(args.peer_pid), started_here=False)
+        peer = Peer(
+            label=args.peer_label or "peer",
+            description=f"the coordinator at {args.peer_bootstrap} (not started here)",
+            storage=args.peer_storage or "the peer's own (__consumer_offsets)",
+            bootstrap=args.peer_bootstrap,
+            pids=list(args.peer_pid),
+            started_here=False,
+        )
     if args.peer_storage:
         peer.storage = args.peer_storage
     raise_fd_limit()  # the children (kcoord, tansu) inherit it: one connection per member on both sides
@@ -427,19 +682,39 @@ def main(argv: list[str] | None = None) -> int:
         children.append(kc)
         kcoords = {"kcoord": (kc, kc_addr)}
         if any(r.kcoord == "kcoord-nodelay" for r in runs):
-            kn, kn_addr = procs.kcoord("kcoord-nodelay", upstream_addr, SERVER_CPU, "--storage", "kafka",
-                                       "--internal-topic", "__kcoord_offsets_nodelay", "--group-initial-rebalance-delay-ms", "0")
+            kn, kn_addr = procs.kcoord(
+                "kcoord-nodelay",
+                upstream_addr,
+                SERVER_CPU,
+                "--storage",
+                "kafka",
+                "--internal-topic",
+                "__kcoord_offsets_nodelay",
+                "--group-initial-rebalance-delay-ms",
+                "0",
+            )
             children.append(kn)
             kcoords["kcoord-nodelay"] = (kn, kn_addr)
         for mode in FENCING_MODES:
             name = f"kcoord-fencing-{mode}"
             if any(r.kcoord == name for r in runs):
-                kf, kf_addr = procs.kcoord(name, upstream_addr, SERVER_CPU, "--storage", "kafka",
-                                           "--internal-topic", f"__kcoord_offsets_{mode.replace('-', '_')}",
-                                           "--group-consumer-offset-commit-fencing", mode)
+                kf, kf_addr = procs.kcoord(
+                    name,
+                    upstream_addr,
+                    SERVER_CPU,
+                    "--storage",
+                    "kafka",
+                    "--internal-topic",
+                    f"__kcoord_offsets_{mode.replace('-', '_')}",
+                    "--group-consumer-offset-commit-fencing",
+                    mode,
+                )
                 children.append(kf)
                 kcoords[name] = (kf, kf_addr)
-        print(f"kcoord {kc_addr} (pid {kc.pid}, upstream {upstream_addr}), peer {peer.label} {peer.bootstrap} (pids {peer.pids})", flush=True)
+        print(
+            f"kcoord {kc_addr} (pid {kc.pid}, upstream {upstream_addr}), peer {peer.label} {peer.bootstrap} (pids {peer.pids})",
+            flush=True,
+        )
         for run in runs:
             print(f"== {run.title}", flush=True)
             child, addr = kcoords[run.kcoord]
@@ -449,13 +724,17 @@ def main(argv: list[str] | None = None) -> int:
             if run.peer and not args.no_peer:
                 assert peer.bootstrap is not None
                 extra = ["--storage", peer.storage] if run.scenario == "commit-storm" else []
-                run.results["peer"] = run_loadgen(run, peer.label, peer.bootstrap, peer.pids, extra, args.timeout)
+                run.results["peer"] = run_loadgen(
+                    run, peer.label, peer.bootstrap, peer.pids, extra, args.timeout
+                )
     finally:
         for child in reversed(children):
             child.stop()
     info["load_after"] = load_average()
     command = " ".join([".venv/bin/python -m bench.run_all", *(argv if argv is not None else sys.argv[1:])])
-    upstream_text = "its upstream tansu" if args.upstream_bootstrap is None else f"its upstream {args.upstream_bootstrap}"
+    upstream_text = (
+        "its upstream tansu" if args.upstream_bootstrap is None else f"its upstream {args.upstream_bootstrap}"
+    )
     text = markdown(runs, info, args.full, time.monotonic() - started, command, peer, upstream_text)
     if args.json:
         Path(args.json).write_text(json.dumps([{"title": r.title, **r.results} for r in runs], indent=1))

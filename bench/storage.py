@@ -82,12 +82,16 @@ class _Observer:
         pass
 
 
-async def bench_append(bootstrap: list[tuple[str, int]], shards: int, committers: int, seconds: float) -> AppendStats:
+async def bench_append(
+    bootstrap: list[tuple[str, int]], shards: int, committers: int, seconds: float
+) -> AppendStats:
     topic = f"bench_append_{int(time.time())}"
     storage = KafkaStorage(bootstrap, Settings(internal_topic=topic, storage="kafka"))
     await storage.open(shards)
     observer = _Observer()
-    runtimes = [ShardRuntime(i, CommitState, storage.shard_log(i), SystemClock(), observer) for i in range(shards)]
+    runtimes = [
+        ShardRuntime(i, CommitState, storage.shard_log(i), SystemClock(), observer) for i in range(shards)
+    ]
     await asyncio.gather(*(rt.load() for rt in runtimes))
     stop = time.monotonic() + seconds
     latencies: list[float] = []

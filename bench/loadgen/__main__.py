@@ -20,28 +20,83 @@ SCENARIOS = {**scenarios.SCENARIOS, **consumer_scenarios.SCENARIOS}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.loadgen", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--bootstrap", required=True, help="HOST:PORT of any Kafka-protocol endpoint (kcoord or a broker)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.loadgen",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--bootstrap", required=True, help="HOST:PORT of any Kafka-protocol endpoint (kcoord or a broker)"
+    )
     p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     p.add_argument("--label", default="target", help="name of the target in the report (kcoord, tansu, ...)")
-    p.add_argument("--server-pid", type=int, action="append", default=[], help="charge this process's CPU to the target (repeatable)")
+    p.add_argument(
+        "--server-pid",
+        type=int,
+        action="append",
+        default=[],
+        help="charge this process's CPU to the target (repeatable)",
+    )
     p.add_argument("--members", type=int, default=None, help="members (steady, join-storm, rolling-bounce)")
     p.add_argument("--group-size", type=int, default=None, help="members per group (steady, commit-storm)")
-    p.add_argument("--interval", type=float, default=None, help="heartbeat interval, seconds (consumer-*: default the server's heartbeat_interval_ms)")
-    p.add_argument("--duration", type=float, default=None, help="measurement window, seconds (steady, commit-storm)")
-    p.add_argument("--connections", type=int, default=None,
-                   help="N connections SHARED by all members for heartbeats and commits (the old shape, plus lanes for joins); "
-                        "default: one connection per member for everything, as real clients")
-    p.add_argument("--lanes", type=int, default=None, help="max members joining at once (steady); in the shared shape also the max lane connections")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help="heartbeat interval, seconds (consumer-*: default the server's heartbeat_interval_ms)",
+    )
+    p.add_argument(
+        "--duration", type=float, default=None, help="measurement window, seconds (steady, commit-storm)"
+    )
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=None,
+        help="N connections SHARED by all members for heartbeats and commits (the old shape, plus lanes for joins); "
+        "default: one connection per member for everything, as real clients",
+    )
+    p.add_argument(
+        "--lanes",
+        type=int,
+        default=None,
+        help="max members joining at once (steady); in the shared shape also the max lane connections",
+    )
     p.add_argument("--session-timeout-ms", type=int, default=None)
-    p.add_argument("--partitions", type=int, default=None, help="partitions of the topic (join-storm, rolling-bounce, consumer-*: default the group size)")
-    p.add_argument("--static", action=argparse.BooleanOptionalAction, default=None, help="static members (group.instance.id)")
-    p.add_argument("--downtime", type=float, default=None, help="seconds a bounced member stays down (rolling-bounce)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="partitions of the topic (join-storm, rolling-bounce, consumer-*: default the group size)",
+    )
+    p.add_argument(
+        "--static",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="static members (group.instance.id)",
+    )
+    p.add_argument(
+        "--downtime", type=float, default=None, help="seconds a bounced member stays down (rolling-bounce)"
+    )
     p.add_argument("--committers", type=int, default=None, help="concurrent committers (commit-storm)")
-    p.add_argument("--storage", default=None, help="what the target stores commits in, for the report (commit-storm, consumer-commit)")
-    p.add_argument("--fencing", default=None, help="the target's group.consumer.offset.commit.fencing, for the report (consumer-commit)")
-    p.add_argument("--join-rate", type=float, default=None, help="members admitted per second in the ramp (consumer-*)")
-    p.add_argument("--settle-timeout", type=float, default=None, help="seconds to wait for every group to settle (consumer-*)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="what the target stores commits in, for the report (commit-storm, consumer-commit)",
+    )
+    p.add_argument(
+        "--fencing",
+        default=None,
+        help="the target's group.consumer.offset.commit.fencing, for the report (consumer-commit)",
+    )
+    p.add_argument(
+        "--join-rate", type=float, default=None, help="members admitted per second in the ramp (consumer-*)"
+    )
+    p.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for every group to settle (consumer-*)",
+    )
     p.add_argument("--json", default=None, help="write the full result here")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     p.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=True)
@@ -49,10 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ARG_TO_PARAM = {
-    "members": "members", "group_size": "group_size", "interval": "interval_s", "duration": "duration_s",
-    "connections": "connections", "lanes": "lanes", "session_timeout_ms": "session_timeout_ms",
-    "partitions": "partitions", "static": "static", "downtime": "downtime_s", "committers": "committers",
-    "storage": "storage", "fencing": "fencing", "join_rate": "join_rate", "settle_timeout": "settle_timeout_s",
+    "members": "members",
+    "group_size": "group_size",
+    "interval": "interval_s",
+    "duration": "duration_s",
+    "connections": "connections",
+    "lanes": "lanes",
+    "session_timeout_ms": "session_timeout_ms",
+    "partitions": "partitions",
+    "static": "static",
+    "downtime": "downtime_s",
+    "committers": "committers",
+    "storage": "storage",
+    "fencing": "fencing",
+    "join_rate": "join_rate",
+    "settle_timeout": "settle_timeout_s",
 }
 
 
@@ -81,7 +147,10 @@ def raise_fd_limit() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     raise_fd_limit()
     target = scenarios.Target(args.bootstrap, args.label, args.server_pid)
     coro = SCENARIOS[args.scenario](target, **scenario_kwargs(args))

@@ -92,7 +92,9 @@ async def find_coordinators(
         await conn.wait_closed()
 
 
-async def single_coordinator(bootstrap: str, groups: Sequence[str], required: dict[int, int] | None = None) -> tuple[str, int]:
+async def single_coordinator(
+    bootstrap: str, groups: Sequence[str], required: dict[int, int] | None = None
+) -> tuple[str, int]:
     """The one coordinator of all ``groups`` (kcoord and a one-broker tansu both have one)."""
     found = await find_coordinators(bootstrap, groups, required=required)
     addresses = set(found.values())
@@ -112,7 +114,9 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> str:
 
     admin = None
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kcoord-loadgen-admin", request_timeout_ms=30000)
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="kcoord-loadgen-admin", request_timeout_ms=30000
+        )
         admin.create_topics([NewTopic(name, partitions, 1)])
         return "created"
     except TopicAlreadyExistsError:
@@ -139,7 +143,9 @@ async def await_topic_metadata(bootstrap: str, topic: str, partitions: int, time
     started = asyncio.get_running_loop().time()
     try:
         await api_versions(conn)
-        req = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        req = m.MetadataRequest(
+            topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+        )
         while True:
             resp = await conn.call(req, min(12, conn.versions.get(ApiKey.METADATA, (0, 12))[1]))
             found = [t for t in resp.topics if t.name == topic and t.error_code == 0]

@@ -77,7 +77,9 @@ class Stats:
 
     def failure(self, api_key: int, error: BaseException) -> None:
         """A heartbeat or commit got no answer: -1 the connection failed, -2 the response was malformed."""
-        self.error(api_key, -2 if isinstance(error, CodecError) and not isinstance(error, KafkaClientError) else -1)
+        self.error(
+            api_key, -2 if isinstance(error, CodecError) and not isinstance(error, KafkaClientError) else -1
+        )
 
     def reset(self) -> None:
         """Start a measurement window: drop everything recorded during setup and warm-up."""
@@ -105,13 +107,20 @@ class Stats:
                 "api": API_NAMES.get(self.timeline_api, str(self.timeline_api)),
                 "seconds_max_over_100ms": sum(1 for r in rows if r[2] > 100_000),
                 "seconds": len(rows),
-                "worst_seconds": [{"second": sec, "responses": n, "max_ms": round(us / 1000, 1)} for sec, n, us in sorted(worst)],
+                "worst_seconds": [
+                    {"second": sec, "responses": n, "max_ms": round(us / 1000, 1)}
+                    for sec, n, us in sorted(worst)
+                ],
             }
         return out
 
 
-async def open_connection(host: str, port: int, stats: Stats, client_id: str = "kcoord-loadgen", name: str = "") -> Connection:
+async def open_connection(
+    host: str, port: int, stats: Stats, client_id: str = "kcoord-loadgen", name: str = ""
+) -> Connection:
     """A connection whose responses are timed into ``stats``; no connect timeout (a join storm opens thousands)."""
-    conn = await Connection.open((host, port), timeout=None, client_id=client_id, name=name or None, observer=stats)
+    conn = await Connection.open(
+        (host, port), timeout=None, client_id=client_id, name=name or None, observer=stats
+    )
     stats.connections_opened += 1
     return conn

@@ -149,7 +149,12 @@ class ConsumerMember:
     # -- heartbeat ------------------------------------------------------------------------------------
     def heartbeat_request(self) -> m.ConsumerGroupHeartbeatRequest:
         """The next heartbeat, with the fields Kafka's rules ask for (see the module docstring)."""
-        req = HB(group_id=self.group_id, member_id=self.member_id, member_epoch=self.epoch, instance_id=self.instance_id)
+        req = HB(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            instance_id=self.instance_id,
+        )
         self._sent_owned = None
         if self.state is CState.JOINING or self.full:
             req.rebalance_timeout_ms = self.rebalance_timeout_ms
@@ -190,7 +195,9 @@ class ConsumerMember:
         if ec in _RETRIABLE:
             self.full = True
             return Step.BACKOFF
-        self.stop(f"{self.group_id}/{self.index}: ConsumerGroupHeartbeat error {ec} {resp.error_message or ''}".rstrip())
+        self.stop(
+            f"{self.group_id}/{self.index}: ConsumerGroupHeartbeat error {ec} {resp.error_message or ''}".rstrip()
+        )
         return Step.STOP
 
     def on_failure(self) -> None:
@@ -227,7 +234,9 @@ class ConsumerMember:
         if self.state is not CState.MEMBER:
             return None
         epoch = LEAVE_STATIC_EPOCH if self.instance_id is not None else LEAVE_EPOCH
-        return HB(group_id=self.group_id, member_id=self.member_id, member_epoch=epoch, instance_id=self.instance_id)
+        return HB(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch, instance_id=self.instance_id
+        )
 
     # -- commits --------------------------------------------------------------------------------------
     def commit_request(self, offset: int) -> m.OffsetCommitRequest | None:
@@ -242,8 +251,18 @@ class ConsumerMember:
             member_id=self.member_id,
             group_instance_id=self.instance_id,
             topics=[
-                topic(topic_id=t, partitions=[part(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
-                                                   committed_metadata="") for p in ps])
+                topic(
+                    topic_id=t,
+                    partitions=[
+                        part(
+                            partition_index=p,
+                            committed_offset=offset,
+                            committed_leader_epoch=-1,
+                            committed_metadata="",
+                        )
+                        for p in ps
+                    ],
+                )
                 for t, ps in sorted(self.owned.items())
             ],
         )

@@ -93,7 +93,9 @@ class ConsumerRuntime:
         todo = [mb for mb in self.members if mb.conn is None or mb.conn.closed]
         conns = await open_in_batches(
             len(todo),
-            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"cgmember{todo[i].index}"),
+            lambda i: open_connection(
+                self.host, self.port, self.stats, self.client_id, name=f"cgmember{todo[i].index}"
+            ),
         )
         for mb, conn in zip(todo, conns, strict=True):
             mb.conn = conn
@@ -171,7 +173,9 @@ class ConsumerRuntime:
         if member.steady:
             frame = member.hb_frame
             if frame is None or member.hb_frame_epoch != member.epoch:
-                frame = member.hb_frame = prepare(member.heartbeat_request(), HEARTBEAT_VERSION, self.client_id)
+                frame = member.hb_frame = prepare(
+                    member.heartbeat_request(), HEARTBEAT_VERSION, self.client_id
+                )
                 member.hb_frame_epoch = member.epoch
             conn.send_prepared(frame, HB, HEARTBEAT_VERSION, member.hb_callback)
         else:
@@ -216,7 +220,11 @@ class ConsumerRuntime:
         self.committing = False
 
     def _send_commit(self, member: ConsumerMember) -> None:
-        if not (self.committing and member.committer and member.active) or member.conn is None or member.conn.closed:
+        if (
+            not (self.committing and member.committer and member.active)
+            or member.conn is None
+            or member.conn.closed
+        ):
             return
         request = member.commit_request(member.commit_offset + 1)
         if request is None:  # owns nothing (yet): look again a little later
@@ -240,10 +248,14 @@ class ConsumerRuntime:
     async def describe(self, group_ids: Sequence[str], batch: int = 20) -> dict[str, Any]:
         """ConsumerGroupDescribe v0 of ``group_ids``: group id -> DescribedGroup."""
         calls = []
-        conns = [c for c in self.connections() if not c.closed]  # an admin tool's request: any connection will do
+        conns = [
+            c for c in self.connections() if not c.closed
+        ]  # an admin tool's request: any connection will do
         for i in range(0, len(group_ids), batch):
             conn = conns[(i // batch) % len(conns)]
-            req = m.ConsumerGroupDescribeRequest(group_ids=list(group_ids[i : i + batch]), include_authorized_operations=False)
+            req = m.ConsumerGroupDescribeRequest(
+                group_ids=list(group_ids[i : i + batch]), include_authorized_operations=False
+            )
             calls.append(conn.call(req, DESCRIBE_VERSION))
         out: dict[str, Any] = {}
         for resp in await asyncio.gather(*calls):
@@ -253,8 +265,12 @@ class ConsumerRuntime:
 
     def counters(self) -> dict[str, int]:
         return {
-            "sent": self.sent, "sent_now": self.sent_now, "skipped": self.skipped, "no_answer": self.no_answer,
-            "with_assignment": self.with_assignment, "commit_idle": self.commit_idle,
+            "sent": self.sent,
+            "sent_now": self.sent_now,
+            "skipped": self.skipped,
+            "no_answer": self.no_answer,
+            "with_assignment": self.with_assignment,
+            "commit_idle": self.commit_idle,
             "fenced": sum(mb.fenced for mb in self.members),
             "assignment_changes": sum(mb.assignments for mb in self.members),
             "partitions_revoked": sum(mb.partitions_revoked for mb in self.members),

@@ -100,11 +100,34 @@ async def _settled_groups(
             admitted += len(batch)
             await asyncio.sleep(len(batch) / join_rate)
         ramp_s = time.perf_counter() - t0
-        log.info("%s: %d members in %d groups admitted in %.1fs (interval %.1fs)", prefix, members, group_count, ramp_s, interval)
+        log.info(
+            "%s: %d members in %d groups admitted in %.1fs (interval %.1fs)",
+            prefix,
+            members,
+            group_count,
+            ramp_s,
+            interval,
+        )
         settle_s, unsettled = await _wait_settled(rt, groups, partitions, t0, settle_timeout_s)
-        log.info("%s: settled=%s after %.1fs; unsettled groups %d", prefix, settle_s is not None,
-                 time.perf_counter() - t0, len(unsettled))
-        return Setup(rt, stats, groups, partitions, interval, server_interval_ms, ramp_s, settle_s, unsettled, topic_status)
+        log.info(
+            "%s: settled=%s after %.1fs; unsettled groups %d",
+            prefix,
+            settle_s is not None,
+            time.perf_counter() - t0,
+            len(unsettled),
+        )
+        return Setup(
+            rt,
+            stats,
+            groups,
+            partitions,
+            interval,
+            server_interval_ms,
+            ramp_s,
+            settle_s,
+            unsettled,
+            topic_status,
+        )
     except BaseException:
         await rt.close()
         raise
@@ -127,7 +150,9 @@ async def _wait_settled(
                     unsettled[gid] = f"server side: {why}"
             if not unsettled:
                 return time.perf_counter() - t0, {}
-        if time.perf_counter() > deadline or any(mb.state is CState.STOPPED for mbs in groups.values() for mb in mbs):
+        if time.perf_counter() > deadline or any(
+            mb.state is CState.STOPPED for mbs in groups.values() for mb in mbs
+        ):
             return None, unsettled
         await asyncio.sleep(0.25)
 
@@ -156,8 +181,12 @@ async def _stable_at_end(s: Setup) -> tuple[int, int]:
 
 def _common(s: Setup, members: int, group_size: int) -> dict[str, Any]:
     return {
-        "members": members, "groups": len(s.groups), "group_size": group_size, "partitions": s.partitions,
-        "interval_s": s.interval_s, "server_heartbeat_interval_ms": s.server_interval_ms,
+        "members": members,
+        "groups": len(s.groups),
+        "group_size": group_size,
+        "partitions": s.partitions,
+        "interval_s": s.interval_s,
+        "server_heartbeat_interval_ms": s.server_interval_ms,
     }
 
 
@@ -174,8 +203,18 @@ async def consumer_steady(
     static: bool = False,
 ) -> dict[str, Any]:
     """N KIP-848 members in groups of ``group_size`` heartbeating: rate, p50/p99/max, errors by code."""
-    s = await _settled_groups(target, "cgsteady", members, group_size, partitions, interval_s, connections,
-                              join_rate, settle_timeout_s, static)
+    s = await _settled_groups(
+        target,
+        "cgsteady",
+        members,
+        group_size,
+        partitions,
+        interval_s,
+        connections,
+        join_rate,
+        settle_timeout_s,
+        static,
+    )
     rt, stats = s.rt, s.stats
     try:
         await asyncio.sleep(s.interval_s)  # one heartbeat round after the group settled, before measuring
@@ -194,8 +233,14 @@ async def consumer_steady(
         result: dict[str, Any] = {
             "scenario": "consumer-steady",
             "target": target.label,
-            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": shape(connections),
-                       "join_rate": join_rate, "static": static, "topic": s.topic_status},
+            "params": {
+                **_common(s, members, group_size),
+                "duration_s": duration_s,
+                "connections": shape(connections),
+                "join_rate": join_rate,
+                "static": static,
+                "topic": s.topic_status,
+            },
             "connections_opened": stats.connections_opened,
             "ramp_s": round(s.ramp_s, 2),
             "settle_s": None if s.settle_s is None else round(s.settle_s, 2),
@@ -237,8 +282,18 @@ async def consumer_commit(
     """Every member keeps one OffsetCommit v10 (its partitions, by topic id, at its member epoch) in
     flight while it heartbeats: commits/s, latency, errors by code. ``fencing`` and ``storage`` only
     label the report (they are the server's settings)."""
-    s = await _settled_groups(target, "cgcommit", members, group_size, partitions, interval_s, connections,
-                              join_rate, settle_timeout_s, False)
+    s = await _settled_groups(
+        target,
+        "cgcommit",
+        members,
+        group_size,
+        partitions,
+        interval_s,
+        connections,
+        join_rate,
+        settle_timeout_s,
+        False,
+    )
     rt, stats = s.rt, s.stats
     try:
         rt.start_commits(rt.members)
@@ -257,15 +312,23 @@ async def consumer_commit(
         return {
             "scenario": "consumer-commit",
             "target": target.label,
-            "params": {**_common(s, members, group_size), "duration_s": duration_s, "connections": shape(connections),
-                       "fencing": fencing, "storage": storage, "topic": s.topic_status},
+            "params": {
+                **_common(s, members, group_size),
+                "duration_s": duration_s,
+                "connections": shape(connections),
+                "fencing": fencing,
+                "storage": storage,
+                "topic": s.topic_status,
+            },
             "connections_opened": stats.connections_opened,
             "ramp_s": round(s.ramp_s, 2),
             "settle_s": None if s.settle_s is None else round(s.settle_s, 2),
             "groups_unsettled_before_window": len(s.unsettled),
             "commits_per_s": oc.get("rate_per_s", 0.0),
             "committers": len(committers),
-            "partitions_per_commit": round(sum(len(mb.partitions()) for mb in committers) / max(1, len(committers)), 2),
+            "partitions_per_commit": round(
+                sum(len(mb.partitions()) for mb in committers) / max(1, len(committers)), 2
+            ),
             "commit": oc,
             "commit_errors": _errors(window, "OffsetCommit"),
             "heartbeat": _heartbeat_result(window),

@@ -181,7 +181,9 @@ class Member:
             ]
             plan = range_assign(subs, self.partitions_per_topic)
             cls = m.SyncGroupRequest.SyncGroupRequestAssignment
-            assignments = [cls(member_id=mid, assignment=encode_assignment(a)) for mid, a in sorted(plan.items())]
+            assignments = [
+                cls(member_id=mid, assignment=encode_assignment(a)) for mid, a in sorted(plan.items())
+            ]
         return m.SyncGroupRequest(
             group_id=self.group_id,
             generation_id=self.generation,
@@ -231,7 +233,9 @@ class Member:
                 return
             if step is Next.BACKOFF:
                 await asyncio.sleep(backoff_s)
-        raise JoinFailed(f"{self.group_id}/{self.index}: no assignment after {self.max_join_attempts} attempts")
+        raise JoinFailed(
+            f"{self.group_id}/{self.index}: no assignment after {self.max_join_attempts} attempts"
+        )
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def heartbeat_request(self) -> Any:
@@ -260,7 +264,18 @@ class Member:
         part = m.OffsetCommitRequest.OffsetCommitRequestPartition
         topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
         topics = [
-            topic(name=t, partitions=[part(partition_index=p, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="") for p in parts])
+            topic(
+                name=t,
+                partitions=[
+                    part(
+                        partition_index=p,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                    for p in parts
+                ],
+            )
             for t, parts in sorted(self.assignment.items())
         ]
         return m.OffsetCommitRequest(
@@ -299,7 +314,9 @@ class Member:
         """LeaveGroup for a dynamic member; ``None`` for a static one (KIP-345: it just goes away)."""
         if self.instance_id is not None or not self.member_id:
             return None
-        ident = m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=None, reason="loadgen restart")
+        ident = m.LeaveGroupRequest.MemberIdentity(
+            member_id=self.member_id, group_instance_id=None, reason="loadgen restart"
+        )
         return m.LeaveGroupRequest(group_id=self.group_id, members=[ident])
 
     def close(self) -> Any | None:

@@ -18,7 +18,9 @@ TopicPartition = tuple[str, int]
 class OwnershipTracker:
     """Counts owners per partition and integrates the unowned time between start() and stop()."""
 
-    def __init__(self, partitions: Iterable[TopicPartition], clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, partitions: Iterable[TopicPartition], clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.clock = clock
         self.owners: dict[TopicPartition, int] = {tp: 0 for tp in partitions}
         self.unowned: set[TopicPartition] = set(self.owners)

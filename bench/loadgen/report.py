@@ -8,16 +8,45 @@ _COLS = ("count", "rate_per_s", "p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 # The headline figure of each scenario and whether more is better.
 HEADLINE: dict[str, list[tuple[str, bool]]] = {
-    "steady": [("heartbeats_per_s", True), ("heartbeat.p50_ms", False), ("heartbeat.p99_ms", False),
-               ("heartbeat.p999_ms", False), ("server_cores", False), ("server_cores_per_1k_hb_s", False)],
+    "steady": [
+        ("heartbeats_per_s", True),
+        ("heartbeat.p50_ms", False),
+        ("heartbeat.p99_ms", False),
+        ("heartbeat.p999_ms", False),
+        ("server_cores", False),
+        ("server_cores_per_1k_hb_s", False),
+    ],
     "join-storm": [("total_s", False), ("after_last_join_s", False), ("after_rebalance_s", False)],
-    "rolling-bounce": [("bounced", True), ("rebalances", False), ("total_s", False), ("unowned_any_s", False), ("unowned_partition_s", False)],
-    "commit-storm": [("commits_per_s", True), ("commit.p50_ms", False), ("commit.p99_ms", False),
-                     ("commit.p999_ms", False), ("server_cores", False)],
-    "consumer-steady": [("heartbeats_per_s", True), ("heartbeat.p50_ms", False), ("heartbeat.p99_ms", False),
-                        ("heartbeat.max_ms", False), ("server_cores", False), ("server_cores_per_1k_hb_s", False)],
-    "consumer-commit": [("commits_per_s", True), ("commit.p50_ms", False), ("commit.p99_ms", False),
-                        ("commit.max_ms", False), ("heartbeat.p99_ms", False), ("server_cores", False)],
+    "rolling-bounce": [
+        ("bounced", True),
+        ("rebalances", False),
+        ("total_s", False),
+        ("unowned_any_s", False),
+        ("unowned_partition_s", False),
+    ],
+    "commit-storm": [
+        ("commits_per_s", True),
+        ("commit.p50_ms", False),
+        ("commit.p99_ms", False),
+        ("commit.p999_ms", False),
+        ("server_cores", False),
+    ],
+    "consumer-steady": [
+        ("heartbeats_per_s", True),
+        ("heartbeat.p50_ms", False),
+        ("heartbeat.p99_ms", False),
+        ("heartbeat.max_ms", False),
+        ("server_cores", False),
+        ("server_cores_per_1k_hb_s", False),
+    ],
+    "consumer-commit": [
+        ("commits_per_s", True),
+        ("commit.p50_ms", False),
+        ("commit.p99_ms", False),
+        ("commit.max_ms", False),
+        ("heartbeat.p99_ms", False),
+        ("server_cores", False),
+    ],
 }
 
 
@@ -43,7 +72,9 @@ def api_table(result: dict[str, Any]) -> str:
 def summary(result: dict[str, Any]) -> str:
     keys = HEADLINE.get(result.get("scenario", ""), [])
     parts = [f"{k}={lookup(result, k)}" for k, _ in keys]
-    return f"[{result.get('target')}] {result.get('scenario')} {result.get('params', {})}\n  " + "  ".join(parts)
+    return f"[{result.get('target')}] {result.get('scenario')} {result.get('params', {})}\n  " + "  ".join(
+        parts
+    )
 
 
 def ratio(kcoord: Any, peer: Any, higher_is_better: bool) -> str:

@@ -121,7 +121,9 @@ class LanePool:
         self._all: list[Connection] = []
 
     async def _open(self) -> Connection:
-        conn = await open_connection(self.host, self.port, self.stats, self.client_id, name=f"lane{len(self._all)}")
+        conn = await open_connection(
+            self.host, self.port, self.stats, self.client_id, name=f"lane{len(self._all)}"
+        )
         self._all.append(conn)
         return conn
 
@@ -276,7 +278,9 @@ class Runtime:
         check_descriptor_budget(len(self.members))
         conns = await open_in_batches(
             len(todo),
-            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"member{todo[i].index}"),
+            lambda i: open_connection(
+                self.host, self.port, self.stats, self.client_id, name=f"member{todo[i].index}"
+            ),
         )
         for mem, conn in zip(todo, conns, strict=True):
             mem.conn = conn
@@ -285,8 +289,9 @@ class Runtime:
         """The member's connection; a new one if it has none or it was closed (a restarted member)."""
         conn: Connection | None = member.conn
         if conn is None or conn.closed:
-            conn = member.conn = await open_connection(self.host, self.port, self.stats, self.client_id,
-                                                       name=f"member{member.index}")
+            conn = member.conn = await open_connection(
+                self.host, self.port, self.stats, self.client_id, name=f"member{member.index}"
+            )
         return conn
 
     def connections(self) -> list[Connection]:
@@ -438,8 +443,13 @@ class Runtime:
             if conn.closed:
                 continue
             for j in range(0, len(mems), batch):
-                members = [ident(member_id=x.member_id, group_instance_id=x.instance_id, reason="loadgen done") for x in mems[j : j + batch]]
-                calls.append(conn.call(m.LeaveGroupRequest(group_id=group_id, members=members), LEAVE_VERSION))
+                members = [
+                    ident(member_id=x.member_id, group_instance_id=x.instance_id, reason="loadgen done")
+                    for x in mems[j : j + batch]
+                ]
+                calls.append(
+                    conn.call(m.LeaveGroupRequest(group_id=group_id, members=members), LEAVE_VERSION)
+                )
         for mem in self.members:
             mem.state = State.STOPPED
         await asyncio.gather(*calls, return_exceptions=True)
@@ -492,7 +502,12 @@ class Runtime:
         self.committing = False
 
     def _send_commit(self, member: Member) -> None:
-        if not (self.committing and member.committer) or member.state is not State.STABLE or member.conn is None or member.conn.closed:
+        if (
+            not (self.committing and member.committer)
+            or member.state is not State.STABLE
+            or member.conn is None
+            or member.conn.closed
+        ):
             return
         member.commit_offset += 1
         member.commit_inflight = True

@@ -46,7 +46,9 @@ def _run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def with_cores_per_1k_heartbeats(result: dict[str, Any], server: dict[str, Any], rate: float) -> dict[str, Any]:
+def with_cores_per_1k_heartbeats(
+    result: dict[str, Any], server: dict[str, Any], rate: float
+) -> dict[str, Any]:
     """``result`` with the server's cores per 1,000 heartbeats/s, when both are known."""
     if server["server_cores"] is not None and rate:
         result["server_cores_per_1k_hb_s"] = round(server["server_cores"] / (rate / 1000), 4)
@@ -111,7 +113,10 @@ async def steady(
         for i in range(members):
             g = i % group_count
             mem = Member(
-                i, group_ids[g], [topic], {topic: group_size},
+                i,
+                group_ids[g],
+                [topic],
+                {topic: group_size},
                 instance_id=f"steady-{run}-{i}" if static else None,
                 session_timeout_ms=session_timeout_ms,
             )
@@ -134,9 +139,15 @@ async def steady(
             "scenario": "steady",
             "target": target.label,
             "params": {
-                "members": members, "groups": group_count, "group_size": group_size, "interval_s": interval_s,
-                "duration_s": duration_s, "connections": shape(connections), "session_timeout_ms": session_timeout_ms,
-                "static": static, "topic": topic_status,
+                "members": members,
+                "groups": group_count,
+                "group_size": group_size,
+                "interval_s": interval_s,
+                "duration_s": duration_s,
+                "connections": shape(connections),
+                "session_timeout_ms": session_timeout_ms,
+                "static": static,
+                "topic": topic_status,
             },
             "connections_opened": stats.connections_opened,
             "setup_s": round(setup_s, 2),
@@ -230,8 +241,17 @@ async def join_storm(
     clock = _StormClock(members)
     try:
         group = [
-            rt.attach(Member(i, group_id, [topic], {topic: partitions}, session_timeout_ms=session_timeout_ms,
-                             rebalance_timeout_ms=rebalance_timeout_ms, listener=clock))
+            rt.attach(
+                Member(
+                    i,
+                    group_id,
+                    [topic],
+                    {topic: partitions},
+                    session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                    listener=clock,
+                )
+            )
             for i in range(members)
         ]
         if rt.per_member:
@@ -254,9 +274,14 @@ async def join_storm(
         return {
             "scenario": "join-storm",
             "target": target.label,
-            "params": {"members": members, "partitions": partitions, "connections": shape(connections),
-                       "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": rebalance_timeout_ms,
-                       "topic": topic_status},
+            "params": {
+                "members": members,
+                "partitions": partitions,
+                "connections": shape(connections),
+                "session_timeout_ms": session_timeout_ms,
+                "rebalance_timeout_ms": rebalance_timeout_ms,
+                "topic": topic_status,
+            },
             "connections_opened": stats.connections_opened,
             "settled": done is not None,
             "members_not_stable": not_stable,
@@ -323,9 +348,17 @@ async def rolling_bounce(
     owners = _Owners(tracker)
     try:
         group = [
-            rt.attach(Member(i, group_id, [topic], {topic: partitions},
-                             instance_id=f"bounce-{run}-{i}" if static else None,
-                             session_timeout_ms=session_timeout_ms, listener=owners))
+            rt.attach(
+                Member(
+                    i,
+                    group_id,
+                    [topic],
+                    {topic: partitions},
+                    instance_id=f"bounce-{run}-{i}" if static else None,
+                    session_timeout_ms=session_timeout_ms,
+                    listener=owners,
+                )
+            )
             for i in range(members)
         ]
         await rt.open_member_connections()
@@ -340,7 +373,9 @@ async def rolling_bounce(
 
         await _join_all(rt, [group], step_timeout_s)
         ok = await _wait_for(stable, step_timeout_s)
-        log.info("bounce: initial group stable=%s generations=%s", ok, sorted({mem.generation for mem in group}))
+        log.info(
+            "bounce: initial group stable=%s generations=%s", ok, sorted({mem.generation for mem in group})
+        )
         initial = {mem.generation for mem in group}
         if not ok:
             raise RuntimeError(f"group never settled before the bounce: {rt.failures[:3]}")
@@ -365,14 +400,23 @@ async def rolling_bounce(
                 await asyncio.sleep(downtime_s)
                 await asyncio.wait_for(rt.join(mem), step_timeout_s)
             except TimeoutError:
-                log.warning("bounce: member %d did not leave and rejoin within %.0fs; stopping", mem.index, step_timeout_s)
+                log.warning(
+                    "bounce: member %d did not leave and rejoin within %.0fs; stopping",
+                    mem.index,
+                    step_timeout_s,
+                )
                 settled_all = False
                 step_times.append(time.perf_counter() - s0)
                 break
             settled = await _wait_for(stable, step_timeout_s)
             settled_all &= settled
-            log.info("bounce: member %d restarted, settled=%s in %.2fs, generations %s", mem.index, settled,
-                     time.perf_counter() - s0, sorted(owners.generations))
+            log.info(
+                "bounce: member %d restarted, settled=%s in %.2fs, generations %s",
+                mem.index,
+                settled,
+                time.perf_counter() - s0,
+                sorted(owners.generations),
+            )
             step_times.append(time.perf_counter() - s0)
         tracker.stop()
         total = time.perf_counter() - t0
@@ -380,9 +424,16 @@ async def rolling_bounce(
         return {
             "scenario": "rolling-bounce",
             "target": target.label,
-            "params": {"members": members, "static": static, "partitions": partitions, "interval_s": interval_s,
-                       "connections": shape(connections), "session_timeout_ms": session_timeout_ms,
-                       "downtime_s": downtime_s, "topic": topic_status},
+            "params": {
+                "members": members,
+                "static": static,
+                "partitions": partitions,
+                "interval_s": interval_s,
+                "connections": shape(connections),
+                "session_timeout_ms": session_timeout_ms,
+                "downtime_s": downtime_s,
+                "topic": topic_status,
+            },
             "connections_opened": stats.connections_opened,
             "bounced": bounced,
             "rebalances": len(set(generations) - initial),
@@ -427,7 +478,13 @@ async def commit_storm(
         groups: list[list[Member]] = [[] for _ in range(group_count)]
         for i in range(committers):
             g = i % group_count
-            groups[g].append(rt.attach(Member(i, group_ids[g], [topic], {topic: group_size}, session_timeout_ms=session_timeout_ms)))
+            groups[g].append(
+                rt.attach(
+                    Member(
+                        i, group_ids[g], [topic], {topic: group_size}, session_timeout_ms=session_timeout_ms
+                    )
+                )
+            )
         await rt.open_member_connections()
         setup_s, not_stable = await _join_all(rt, groups, join_timeout_s)
         log.info("commit: %d members joined in %.1fs (%d not stable)", committers, setup_s, not_stable)
@@ -444,8 +501,14 @@ async def commit_storm(
         return {
             "scenario": "commit-storm",
             "target": target.label,
-            "params": {"committers": committers, "group_size": group_size, "duration_s": duration_s,
-                       "connections": shape(connections), "storage": storage, "topic": topic_status},
+            "params": {
+                "committers": committers,
+                "group_size": group_size,
+                "duration_s": duration_s,
+                "connections": shape(connections),
+                "storage": storage,
+                "topic": topic_status,
+            },
             "connections_opened": stats.connections_opened,
             "setup_s": round(setup_s, 2),
             "members_not_stable_after_setup": not_stable,
@@ -461,7 +524,12 @@ async def commit_storm(
         await rt.close()
 
 
-SCENARIOS = {"steady": steady, "join-storm": join_storm, "rolling-bounce": rolling_bounce, "commit-storm": commit_storm}
+SCENARIOS = {
+    "steady": steady,
+    "join-storm": join_storm,
+    "rolling-bounce": rolling_bounce,
+    "commit-storm": commit_storm,
+}
 
 
 def target_dict(target: Target) -> dict[str, Any]:

@@ -36,10 +36,10 @@ PARTITIONS = 4
 RECORDS = 40
 
 
-
-
 def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("ak-txn")})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": unique("ak-txn")}
+    )
     meta = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         producer.init_transactions(30)
@@ -52,17 +52,21 @@ def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
         meta.close()
 
 
-
-
 @pytest.fixture(scope="module")
 def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     topic, cl, kg, tx = unique("ak-t"), unique("ak-cl"), unique("ak-kg"), unique("ak-tx")
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     produce_numbered(kafka.bootstrap, topic, RECORDS, PARTITIONS)
-    classic = {"partition.assignment.strategy": "range", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
+    classic = {
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": 10000,
+        "heartbeat.interval.ms": 500,
+    }
     members: dict[str, CommittingMember] = {}
     try:
-        members["s1"] = CommittingMember(kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"})
+        members["s1"] = CommittingMember(
+            kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"}
+        )
         members["k1"] = CommittingMember(kafka.bootstrap, kg, topic, "k1", {"group.protocol": "consumer"})
         wait_until(lambda: members["s1"].consumed == RECORDS and members["k1"].consumed == RECORDS, 60,
                    "s1 and k1 consuming everything")  # fmt: skip
@@ -85,7 +89,16 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
         offsets_topic="__consumer_offsets", source="python", input_parquet=None, no_report=False, lag_points=3,
     ))  # fmt: skip
     tables = {name: spark.read.parquet(str(out / name)).toPandas() for name in summary["rows"]}
-    return {"summary": summary, "tables": tables, "topic": topic, "cl": cl, "kg": kg, "tx": tx, "ids": ids, "out": out}
+    return {
+        "summary": summary,
+        "tables": tables,
+        "topic": topic,
+        "cl": cl,
+        "kg": kg,
+        "tx": tx,
+        "ids": ids,
+        "out": out,
+    }
 
 
 def test_every_record_of_kafkas_topic_decodes(report: dict[str, Any]) -> None:
@@ -101,7 +114,12 @@ def test_commits_and_last_committed_offsets(report: dict[str, Any]) -> None:
         last = mine.sort_values("ts").groupby("partition")["offset"].last().to_dict()
         assert last == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
     lag = report["tables"]["lag"]
-    final = lag[lag["group"].isin([report["cl"], report["kg"]])].sort_values("ts").groupby(["group", "partition"]).tail(1)
+    final = (
+        lag[lag["group"].isin([report["cl"], report["kg"]])]
+        .sort_values("ts")
+        .groupby(["group", "partition"])
+        .tail(1)
+    )
     assert len(final) == 2 * PARTITIONS and set(final["lag"]) == {0}
 
 

@@ -44,25 +44,48 @@ def kcoord() -> Iterator[KcoordProcess]:
     # KIP-848 members heartbeat every 0.5 s (the default is 5 s): each of group kg's joins waits for
     # the members to learn the new target, revoke and ack over heartbeats; the target assignments
     # (and so the rebalances and partitions moved that the tests count) are the same.
-    with KcoordProcess("--shards", "4", "--group-initial-rebalance-delay-ms", "0", "--events-partitions", "3",
-                       "--group-consumer-heartbeat-interval-ms", "500") as proc:
+    with KcoordProcess(
+        "--shards",
+        "4",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+        "--events-partitions",
+        "3",
+        "--group-consumer-heartbeat-interval-ms",
+        "500",
+    ) as proc:
         yield proc
 
 
 class Member:
     """A confluent-kafka consumer polled on its own thread; ``assigned`` is what it owns now."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str, strategy: str,
-                 instance: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        client_id: str,
+        strategy: str,
+        instance: str | None = None,
+    ) -> None:
         conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": client_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
         }
         if strategy == "kip848":
             conf["group.protocol"] = "consumer"
         else:
-            conf.update({"partition.assignment.strategy": strategy, "session.timeout.ms": 30000,
-                         "heartbeat.interval.ms": 100})
+            conf.update(
+                {
+                    "partition.assignment.strategy": strategy,
+                    "session.timeout.ms": 30000,
+                    "heartbeat.interval.ms": 100,
+                }
+            )
         if instance is not None:
             conf["group.instance.id"] = instance
         self.consumer = confluent_kafka.Consumer(conf)
@@ -97,13 +120,12 @@ class Member:
         assert not self.errors, self.errors
 
 
-
-
 def settled(members: list[Member], sizes: list[int]) -> Callable[[], bool]:
     def check() -> bool:
         got = sorted(len(mb.assigned) for mb in members)
         union = set().union(*(mb.assigned for mb in members))
         return got == sorted(sizes) and len(union) == PARTITIONS
+
     return check
 
 
@@ -120,9 +142,20 @@ def simple_commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
     """A commit outside any generation (a "simple" group), of ``offset`` on every partition."""
     P = m.OffsetCommitRequest
     with WireClient(bootstrap) as client:
-        req = P(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-            P.OffsetCommitRequestTopic(name=topic, partitions=[
-                P.OffsetCommitRequestPartition(partition_index=p, committed_offset=offset) for p in range(PARTITIONS)])])
+        req = P(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                P.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        P.OffsetCommitRequestPartition(partition_index=p, committed_offset=offset)
+                        for p in range(PARTITIONS)
+                    ],
+                )
+            ],
+        )
         resp = client.request(8, 8, req)
         assert {p.error_code for p in resp.topics[0].partitions} == {0}
 
@@ -139,7 +172,9 @@ def fenced_commits(bootstrap: str, group: str, topic: str, n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def pipeline_out(kcoord: KcoordProcess, tmp_path_factory: pytest.TempPathFactory, spark: Any) -> dict[str, Any]:
+def pipeline_out(
+    kcoord: KcoordProcess, tmp_path_factory: pytest.TempPathFactory, spark: Any
+) -> dict[str, Any]:
     topic = unique("an-t")
     create_topic(kcoord.bootstrap, topic, PARTITIONS)
     produce_numbered(kcoord.bootstrap, topic, 60, PARTITIONS)
@@ -169,15 +204,28 @@ def pipeline_out(kcoord: KcoordProcess, tmp_path_factory: pytest.TempPathFactory
     from kcoord.analytics.run import run
 
     args = argparse.Namespace(
-        bootstrap_server=kcoord.bootstrap, out=str(out), since=None, master="local[2]",
-        events_topic="__kcoord_events", offsets_topic="__kcoord_offsets", source="python", input_parquet=None,
-        no_report=False, lag_points=5,
+        bootstrap_server=kcoord.bootstrap,
+        out=str(out),
+        since=None,
+        master="local[2]",
+        events_topic="__kcoord_events",
+        offsets_topic="__kcoord_offsets",
+        source="python",
+        input_parquet=None,
+        no_report=False,
+        lag_points=5,
     )
     summary = run(args)
     tables = {name: spark.read.parquet(str(out / name)).toPandas() for name in summary["rows"]}
     reb = tables["rebalances"]
     tables["rebalances"] = reb[reb["completed_ts"] <= scripted_until]
-    return {"summary": summary, "tables": tables, "groups": (st, rg, cg, kg), "out": out, "lag_group": lag_group}
+    return {
+        "summary": summary,
+        "tables": tables,
+        "groups": (st, rg, cg, kg),
+        "out": out,
+        "lag_group": lag_group,
+    }
 
 
 def test_static_restarts_cause_no_rebalance(pipeline_out: dict[str, Any]) -> None:
@@ -225,14 +273,28 @@ def test_offsets_topic_and_report(pipeline_out: dict[str, Any]) -> None:
     assert (Path(out) / "report.html").read_text().count("<img") == len(plots)
 
 
-def test_streaming_read_gives_the_batch_records(kcoord: KcoordProcess, spark: Any, pipeline_out: dict[str, Any],
-                                                tmp_path: Path) -> None:
-    batch = spark.read.format("kcoord_kafka").option("bootstrap", kcoord.bootstrap).option(
-        "topic", "__kcoord_events").load()
-    stream = spark.readStream.format("kcoord_kafka").option("bootstrap", kcoord.bootstrap).option(
-        "topic", "__kcoord_events").load()
-    query = (stream.writeStream.format("parquet").option("path", str(tmp_path / "stream"))
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+def test_streaming_read_gives_the_batch_records(
+    kcoord: KcoordProcess, spark: Any, pipeline_out: dict[str, Any], tmp_path: Path
+) -> None:
+    batch = (
+        spark.read.format("kcoord_kafka")
+        .option("bootstrap", kcoord.bootstrap)
+        .option("topic", "__kcoord_events")
+        .load()
+    )
+    stream = (
+        spark.readStream.format("kcoord_kafka")
+        .option("bootstrap", kcoord.bootstrap)
+        .option("topic", "__kcoord_events")
+        .load()
+    )
+    query = (
+        stream.writeStream.format("parquet")
+        .option("path", str(tmp_path / "stream"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     streamed = spark.read.parquet(str(tmp_path / "stream"))
     batch_rows = {(r.partition, r.offset) for r in batch.select("partition", "offset").collect()}
@@ -248,10 +310,20 @@ def test_an_empty_topic_gives_an_empty_report(kcoord: KcoordProcess, spark: Any,
     create_topic(kcoord.bootstrap, topic, 2)
     from kcoord.analytics.run import run
 
-    summary = run(argparse.Namespace(
-        bootstrap_server=kcoord.bootstrap, out=str(tmp_path), since=None, master="local[2]", events_topic=topic,
-        offsets_topic="", source="python", input_parquet=None, no_report=False, lag_points=5,
-    ))
+    summary = run(
+        argparse.Namespace(
+            bootstrap_server=kcoord.bootstrap,
+            out=str(tmp_path),
+            since=None,
+            master="local[2]",
+            events_topic=topic,
+            offsets_topic="",
+            source="python",
+            input_parquet=None,
+            no_report=False,
+            lag_points=5,
+        )
+    )
     assert summary["rows"]["events"] == 0 and summary["plots"] == []
     assert "No events" in (tmp_path / "report.html").read_text()
 

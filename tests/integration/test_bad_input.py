@@ -52,14 +52,18 @@ def test_negative_size_prefix(kcoord: KcoordProcess) -> None:
 
 
 def test_truncated_frame_then_disconnect(kcoord: KcoordProcess) -> None:
-    request = frames.encode_request(12, 4, 1, "t", m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
+    request = frames.encode_request(
+        12, 4, 1, "t", m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    )
     with WireClient(kcoord.bootstrap) as bad:
         bad.send_bytes(request[: len(request) // 2])  # the rest never comes
     still_serving(kcoord.bootstrap)
 
 
 def test_truncated_body_inside_a_whole_frame(kcoord: KcoordProcess) -> None:
-    body = m.JoinGroupRequest(group_id="g", session_timeout_ms=10000, member_id="", protocol_type="consumer").encode(5)
+    body = m.JoinGroupRequest(
+        group_id="g", session_timeout_ms=10000, member_id="", protocol_type="consumer"
+    ).encode(5)
     header = struct.pack(">hhih", 11, 5, 1, 1) + b"t"
     with WireClient(kcoord.bootstrap) as bad:
         bad.send_bytes(frames.frame(header + body[:7]))
@@ -108,4 +112,6 @@ def test_truncated_produce_closes_with_one_log_line(kcoord: KcoordProcess, versi
     new = kcoord.log_path.read_text().splitlines()[before:]
     assert [line for line in new if "malformed request" in line and "Produce" in line], new
     assert len([line for line in new if "malformed request" in line]) == 1, new
-    assert not [line for line in new if "Traceback" in line or "Fatal error" in line or "struct.error" in line], new
+    assert not [
+        line for line in new if "Traceback" in line or "Fatal error" in line or "struct.error" in line
+    ], new

@@ -42,7 +42,9 @@ FAILOVER_BOUND_S = CLUSTER_SESSION_MS / 1000 * 1.5 + 12
 
 @pytest.fixture
 def cluster(upstream: Upstream) -> Iterator[KcoordCluster]:
-    nodes = KcoordCluster(upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS).start()
+    nodes = KcoordCluster(
+        upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS
+    ).start()
     try:
         yield nodes
     finally:
@@ -91,8 +93,14 @@ class KafkaPythonMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         super().__init__()
         self.consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=30000, heartbeat_interval_ms=1000, max_poll_records=20,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=30000,
+            heartbeat_interval_ms=1000,
+            max_poll_records=20,
             retry_backoff_ms=200,
         )
 
@@ -123,8 +131,14 @@ class AiokafkaMember(Member):
         from aiokafka import AIOKafkaConsumer
 
         consumer = AIOKafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=30000, heartbeat_interval_ms=1000, max_poll_records=20,
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=30000,
+            heartbeat_interval_ms=1000,
+            max_poll_records=20,
             retry_backoff_ms=200,
         )
         await consumer.start()
@@ -147,11 +161,17 @@ class AiokafkaMember(Member):
 class ConfluentMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str) -> None:
         super().__init__()
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 30000,
-            "heartbeat.interval.ms": 1000,
-        })
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.instance.id": instance_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 30000,
+                "heartbeat.interval.ms": 1000,
+            }
+        )
         self.consumer.subscribe([topic], on_assign=self._assigned)
 
     def _assigned(self, consumer: Any, partitions: Any) -> None:
@@ -212,16 +232,37 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
         ConfluentMember(bootstrap, confluent_group, topic, "static-1"),
         AiokafkaMember(bootstrap, aio_group, topic),
     ]
-    java = java_peer("ConsumerPeer", [
-        "--bootstrap", bootstrap, "--group", java_group, "--topic", topic, "--instance-id", "java-static-1",
-        "--commit-processed", "--max-poll-records", "20", "--work-ms", "50", "--session-timeout-ms", "30000",
-        "--heartbeat-interval-ms", "1000", "--max-seconds", "240",
-    ])
+    java = java_peer(
+        "ConsumerPeer",
+        [
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            java_group,
+            "--topic",
+            topic,
+            "--instance-id",
+            "java-static-1",
+            "--commit-processed",
+            "--max-poll-records",
+            "20",
+            "--work-ms",
+            "50",
+            "--session-timeout-ms",
+            "30000",
+            "--heartbeat-interval-ms",
+            "1000",
+            "--max-seconds",
+            "240",
+        ],
+    )
     for member in members:
         member.start()
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (all(m.commit_times for m in members) and java_commits(java)[1]):
+        while time.monotonic() < deadline and not (
+            all(m.commit_times for m in members) and java_commits(java)[1]
+        ):
             time.sleep(0.2)
         assert all(m.commit_times for m in members), [m.errors[-3:] for m in members]
         time.sleep(1.0)
@@ -256,8 +297,12 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
     for client, seconds in failover.items():
         assert seconds is not None and seconds < FAILOVER_BOUND_S, (client, failover)
     survivors_bootstrap = cluster.bootstrap
-    groups = ((python_group, members[0].acked), (confluent_group, members[1].acked), (java_group, java_acked),
-              (aio_group, members[2].acked))
+    groups = (
+        (python_group, members[0].acked),
+        (confluent_group, members[1].acked),
+        (java_group, java_acked),
+        (aio_group, members[2].acked),
+    )
     for group, acked in groups:
         final = committed_offsets(survivors_bootstrap, group)
         lost = {p: (o, final.get(p)) for p, o in acked.items() if final.get(p, -1) < o}
@@ -269,18 +314,39 @@ def test_kill9_of_a_node_moves_its_groups_and_loses_no_acknowledged_commit(
     assert not cluster.overlapping_owners()
 
 
-def test_rolling_restart_moves_no_static_member_and_loses_no_commit(cluster: KcoordCluster, java_peer: Any) -> None:
+def test_rolling_restart_moves_no_static_member_and_loses_no_commit(
+    cluster: KcoordCluster, java_peer: Any
+) -> None:
     topic = unique("cluster-rolling")
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce_numbered(cluster.bootstrap, topic, RECORDS, PARTITIONS)
     confluent_group, java_group = unique("rolling-c"), unique("rolling-j")
     bootstrap = cluster.bootstrap
     member = ConfluentMember(bootstrap, confluent_group, topic, "static-r")
-    java = java_peer("ConsumerPeer", [
-        "--bootstrap", bootstrap, "--group", java_group, "--topic", topic, "--instance-id", "java-static-r",
-        "--commit-processed", "--max-poll-records", "20", "--work-ms", "50", "--session-timeout-ms", "30000",
-        "--heartbeat-interval-ms", "1000", "--max-seconds", "240",
-    ])
+    java = java_peer(
+        "ConsumerPeer",
+        [
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            java_group,
+            "--topic",
+            topic,
+            "--instance-id",
+            "java-static-r",
+            "--commit-processed",
+            "--max-poll-records",
+            "20",
+            "--work-ms",
+            "50",
+            "--session-timeout-ms",
+            "30000",
+            "--heartbeat-interval-ms",
+            "1000",
+            "--max-seconds",
+            "240",
+        ],
+    )
     member.start()
     try:
         deadline = time.monotonic() + 60
@@ -293,7 +359,8 @@ def test_rolling_restart_moves_no_static_member_and_loses_no_commit(cluster: Kco
         restarted_at = time.time()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (
-            first_commit_after(member.commit_times, restarted_at) and first_commit_after(java_commits(java)[1], restarted_at)
+            first_commit_after(member.commit_times, restarted_at)
+            and first_commit_after(java_commits(java)[1], restarted_at)
         ):
             time.sleep(0.2)
     finally:
@@ -319,13 +386,17 @@ def test_rolling_restart_moves_no_static_member_and_loses_no_commit(cluster: Kco
 STATIC_SESSION_MS = 30_000
 
 
-def test_a_static_node_restarted_after_kill9_replaces_itself_before_its_session_ends(upstream: Upstream) -> None:
+def test_a_static_node_restarted_after_kill9_replaces_itself_before_its_session_ends(
+    upstream: Upstream,
+) -> None:
     """kcoord's default cluster membership is static (``group.instance.id`` per node id). On Apache
     Kafka a node restarted after kill -9 takes its dead incarnation's place at once (Kafka hands
     the instance id to the new member id) rather than after the session timeout expires it; its
     shards are served again long before that, and never by two nodes at once."""
     if upstream.kind != "kafka":
-        pytest.skip("tansu 0.6's coordinator mishandles static members (docs/tansu.md): kcoord runs dynamic there")
+        pytest.skip(
+            "tansu 0.6's coordinator mishandles static members (docs/tansu.md): kcoord runs dynamic there"
+        )
     cluster = KcoordCluster(upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=STATIC_SESSION_MS,
                             static_membership=True).start()  # fmt: skip
     try:
@@ -334,7 +405,9 @@ def test_a_static_node_restarted_after_kill9_replaces_itself_before_its_session_
         cluster.restart(victim, graceful=False)  # kill -9, then the same node id on the same port
         cluster.wait_for_members(set(cluster.nodes), timeout=STATIC_SESSION_MS / 1000)
         took = time.time() - cluster.kill_times[victim]
-        print(f"static node back in the cluster {took:.1f} s after kill -9 (session {STATIC_SESSION_MS / 1000:.0f} s)")
+        print(
+            f"static node back in the cluster {took:.1f} s after kill -9 (session {STATIC_SESSION_MS / 1000:.0f} s)"
+        )
         assert took < STATIC_SESSION_MS / 1000 / 2, took
         assert not cluster.overlapping_owners()
     finally:

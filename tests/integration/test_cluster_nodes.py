@@ -39,7 +39,9 @@ def cluster(upstream: Upstream) -> Iterator[KcoordCluster]:
     (the refused-duplicate test waits until the cluster has settled on the same shards again), and
     the others only read it or use groups and topics of their own. The cut-off test mutates its
     cluster, so it starts its own."""
-    nodes = KcoordCluster(upstream.bootstrap, size=2, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS).start()
+    nodes = KcoordCluster(
+        upstream.bootstrap, size=2, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS
+    ).start()
     try:
         yield nodes
     finally:
@@ -76,8 +78,17 @@ def test_a_second_process_with_a_node_id_in_use_is_refused(cluster: KcoordCluste
 
 def test_a_node_with_another_shard_count_is_refused_at_start(cluster: KcoordCluster) -> None:
     other = KcoordProcess(
-        "--shards", str(SHARDS + 2), "--internal-topic", cluster.topic, "--coordinator-node-id", str(BASE_NODE_ID + 7),
-        "--cluster-enabled", "true", "--cluster-static-membership", "false", bootstrap=cluster.upstream,
+        "--shards",
+        str(SHARDS + 2),
+        "--internal-topic",
+        cluster.topic,
+        "--coordinator-node-id",
+        str(BASE_NODE_ID + 7),
+        "--cluster-enabled",
+        "true",
+        "--cluster-static-membership",
+        "false",
+        bootstrap=cluster.upstream,
     )
     with pytest.raises(RuntimeError, match="exited with 1"):
         other.start(timeout=40)
@@ -86,10 +97,21 @@ def test_a_node_with_another_shard_count_is_refused_at_start(cluster: KcoordClus
     assert "joining group" not in text
 
 
-def test_groups_shards_shows_which_node_serves_each_shard(cluster: KcoordCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_groups_shards_shows_which_node_serves_each_shard(
+    cluster: KcoordCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     view = cluster.latest_view()
-    code = kcoord_main(["groups", "--bootstrap-server", cluster.bootstrap, "--json", "shards",
-                        "--internal-topic", cluster.topic])
+    code = kcoord_main(
+        [
+            "groups",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--json",
+            "shards",
+            "--internal-topic",
+            cluster.topic,
+        ]
+    )
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
     expected = {shard: node for node, (_, shards, _) in view.items() for shard in shards}
@@ -98,12 +120,19 @@ def test_groups_shards_shows_which_node_serves_each_shard(cluster: KcoordCluster
     assert all(r["address"] == f"127.0.0.1:{ports[r['node']]}" for r in rows)
 
 
-def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its_shards(upstream: Upstream) -> None:
+def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its_shards(
+    upstream: Upstream,
+) -> None:
     host, port = upstream.bootstrap.rsplit(":", 1)
     cut = BASE_NODE_ID + 2
     with FaultUpstream(target=(host, int(port))) as proxy:
-        nodes = KcoordCluster(upstream.bootstrap, size=3, shards=SHARDS, session_timeout_ms=CLUSTER_SESSION_MS,
-                              upstreams={cut: proxy.address})
+        nodes = KcoordCluster(
+            upstream.bootstrap,
+            size=3,
+            shards=SHARDS,
+            session_timeout_ms=CLUSTER_SESSION_MS,
+            upstreams={cut: proxy.address},
+        )
         try:
             nodes.start()
             held = nodes.latest_view()[cut][1]
@@ -121,11 +150,15 @@ def test_a_node_cut_off_from_the_upstream_stops_serving_before_another_takes_its
             text = nodes.nodes[cut].log_path.read_text()
             released = [line for line in text.splitlines() if "no answer from the group coordinator" in line]
             assert released, nodes.nodes[cut].log_tail()
-            released_at = next(e.at for e in nodes.shard_events() if e.node == cut and not e.gained and e.at > paused_at)
+            released_at = next(
+                e.at for e in nodes.shard_events() if e.node == cut and not e.gained and e.at > paused_at
+            )
             assert released_at < min(moved.values()), (released_at, moved)
             assert not nodes.overlapping_owners()
             proxy.resume()
-            nodes.wait_for_members(set(nodes.nodes), timeout=60)  # the healed node rejoins and gets shards back
+            nodes.wait_for_members(
+                set(nodes.nodes), timeout=60
+            )  # the healed node rejoins and gets shards back
             assert not nodes.overlapping_owners()
         finally:
             nodes.stop()
@@ -137,15 +170,26 @@ def test_transactional_offsets_reach_the_node_serving_the_group(cluster: KcoordC
     transaction (exactly-once across nodes)."""
     view = cluster.latest_view()
     owner, other = BASE_NODE_ID, BASE_NODE_ID + 1
-    group = next(g for g in (unique("eos") for _ in range(10_000)) if shard_for_group(g, SHARDS) in view[owner][1])
+    group = next(
+        g for g in (unique("eos") for _ in range(10_000)) if shard_for_group(g, SHARDS) in view[owner][1]
+    )
     source, sink = unique("eos-src"), unique("eos-dst")
     create_topic(cluster.bootstrap, source, 1)
     create_topic(cluster.bootstrap, sink, 1)
     produce_numbered(cluster.bootstrap, source, 50, 1)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([source])
-    producer = Producer({"bootstrap.servers": cluster.nodes[other].bootstrap, "transactional.id": unique("tx")})
+    producer = Producer(
+        {"bootstrap.servers": cluster.nodes[other].bootstrap, "transactional.id": unique("tx")}
+    )
     try:
         producer.init_transactions(30)
         processed = 0

@@ -36,8 +36,9 @@ def commit(group: str, offsets: dict[tuple[str, int], int]) -> Any:
     R = m.OffsetCommitRequest
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
-        by_topic.setdefault(topic, []).append(R.OffsetCommitRequestPartition(partition_index=partition,
-                                                                             committed_offset=offset))
+        by_topic.setdefault(topic, []).append(
+            R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+        )
     return R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
              topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])  # fmt: skip
 
@@ -54,7 +55,9 @@ def fetched(client: WireClient, group: str, topics: dict[str, list[int]]) -> dic
 
 
 @pytest.mark.parametrize("version", [2, 7, 8, 9])
-def test_unknown_topics_and_partitions_get_unknown_topic_or_partition(kcoord: KcoordProcess, version: int) -> None:
+def test_unknown_topics_and_partitions_get_unknown_topic_or_partition(
+    kcoord: KcoordProcess, version: int
+) -> None:
     topic, ghost, group = unique("real"), unique("ghost"), unique("g")
     create_topic(kcoord.bootstrap, topic, 2)
     with WireClient(kcoord.bootstrap) as client:
@@ -63,7 +66,11 @@ def test_unknown_topics_and_partitions_get_unknown_topic_or_partition(kcoord: Kc
         assert errors(answer) == [(ghost, 0, UNKNOWN), (ghost, 3, UNKNOWN), (topic, 0, 0), (topic, 1, 0),
                                   (topic, 2, UNKNOWN)]  # fmt: skip
         assert fetched(client, group, {topic: [0, 1, 2], ghost: [0]}) == {
-            (topic, 0): 7, (topic, 1): 8, (topic, 2): -1, (ghost, 0): -1}
+            (topic, 0): 7,
+            (topic, 1): 8,
+            (topic, 2): -1,
+            (ghost, 0): -1,
+        }
         # Asking did not create the topic (the lookup sends allow_auto_topic_creation=false).
         again = client.request(ApiKey.OFFSET_COMMIT, version, commit(group, {(ghost, 0): 6}))
         assert errors(again) == [(ghost, 0, UNKNOWN)]
@@ -72,9 +79,13 @@ def test_unknown_topics_and_partitions_get_unknown_topic_or_partition(kcoord: Kc
 def test_a_topic_created_through_kcoord_is_committable_at_once(kcoord: KcoordProcess) -> None:
     topic, group = unique("later"), unique("g")
     with WireClient(kcoord.bootstrap) as client:
-        assert errors(client.request(ApiKey.OFFSET_COMMIT, 8, commit(group, {(topic, 0): 1}))) == [(topic, 0, UNKNOWN)]
+        assert errors(client.request(ApiKey.OFFSET_COMMIT, 8, commit(group, {(topic, 0): 1}))) == [
+            (topic, 0, UNKNOWN)
+        ]
         create_topic(kcoord.bootstrap, topic, 1)  # its Metadata passes through kcoord
-        assert errors(client.request(ApiKey.OFFSET_COMMIT, 8, commit(group, {(topic, 0): 2}))) == [(topic, 0, 0)]
+        assert errors(client.request(ApiKey.OFFSET_COMMIT, 8, commit(group, {(topic, 0): 2}))) == [
+            (topic, 0, 0)
+        ]
         assert fetched(client, group, {topic: [0]}) == {(topic, 0): 2}
 
 

@@ -49,8 +49,15 @@ def kcoord_with(env: dict[str, str], *args: str) -> Iterator[KcoordProcess]:
     os.environ.update(env)
     try:
         proc = KcoordProcess(
-            "--shards", "2", "--storage", "memory", "--group-initial-rebalance-delay-ms", "0",
-            "--metrics", f"127.0.0.1:{port}", *args,
+            "--shards",
+            "2",
+            "--storage",
+            "memory",
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--metrics",
+            f"127.0.0.1:{port}",
+            *args,
         )
         proc.start()
     finally:
@@ -160,17 +167,33 @@ def big_group(address: str, group: str, blob: int) -> None:
     """A Stable classic group of one member whose subscription and assignment are ``blob`` bytes each:
     each DescribeGroups of it is answered with about 2 * ``blob`` bytes."""
     with WireClient(address) as c:
-        join = c.request(11, 3, m.JoinGroupRequest(
-            group_id=group, session_timeout_ms=120_000, rebalance_timeout_ms=120_000, member_id="",
-            protocol_type="consumer",
-            protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"s" * blob)],
-        ))
+        join = c.request(
+            11,
+            3,
+            m.JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=120_000,
+                rebalance_timeout_ms=120_000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"s" * blob)],
+            ),
+        )
         assert join.error_code == 0, join
-        sync = c.request(14, 2, m.SyncGroupRequest(
-            group_id=group, generation_id=join.generation_id, member_id=join.member_id,
-            assignments=[m.SyncGroupRequest.SyncGroupRequestAssignment(member_id=join.member_id,
-                                                                        assignment=b"a" * blob)],
-        ))
+        sync = c.request(
+            14,
+            2,
+            m.SyncGroupRequest(
+                group_id=group,
+                generation_id=join.generation_id,
+                member_id=join.member_id,
+                assignments=[
+                    m.SyncGroupRequest.SyncGroupRequestAssignment(
+                        member_id=join.member_id, assignment=b"a" * blob
+                    )
+                ],
+            ),
+        )
         assert sync.error_code == 0, sync
 
 
@@ -219,9 +242,13 @@ def test_a_client_that_never_reads_is_held_to_a_bound_and_others_are_still_serve
                 "unsent output is still accounted for after its connection closed"
             )
             assert wait_for(lambda: metric(proc, "kcoord_connections") == 1, 10)
-            assert good.request(15, 5, m.DescribeGroupsRequest(groups=["big"])).groups[0].group_state == "Stable"
-        print(f"\nnever-reading client: sent {sent} bytes; kcoord RSS {baseline:.0f} -> peak {peak:.0f} MiB, "
-              f"after close {rss_mib(proc):.0f} MiB; slowest other request {slowest * 1000:.0f} ms")
+            assert (
+                good.request(15, 5, m.DescribeGroupsRequest(groups=["big"])).groups[0].group_state == "Stable"
+            )
+        print(
+            f"\nnever-reading client: sent {sent} bytes; kcoord RSS {baseline:.0f} -> peak {peak:.0f} MiB, "
+            f"after close {rss_mib(proc):.0f} MiB; slowest other request {slowest * 1000:.0f} ms"
+        )
 
 
 def test_a_connection_whose_unsent_output_passes_the_cap_is_closed() -> None:
@@ -252,7 +279,9 @@ def test_a_connection_whose_unsent_output_passes_the_cap_is_closed() -> None:
 def test_large_partial_frames_share_one_budget_and_all_finish() -> None:
     frame_size = 16 * MiB
     cap = 32 * MiB
-    with kcoord_with({"KCOORD_QUEUED_MAX_REQUEST_BYTES": str(cap)}, "--max-frame-size", str(frame_size + 64)) as proc:
+    with kcoord_with(
+        {"KCOORD_QUEUED_MAX_REQUEST_BYTES": str(cap)}, "--max-frame-size", str(frame_size + 64)
+    ) as proc:
         conns = [raw(proc) for _ in range(10)]
         frame = api_versions_frame(padding=frame_size - 10)
         views = [memoryview(frame) for _ in conns]
@@ -263,7 +292,7 @@ def test_large_partial_frames_share_one_budget_and_all_finish() -> None:
             while time.monotonic() < deadline:  # every connection sends all but the last MiB it can
                 for i, s in enumerate(conns):
                     if len(views[i]) > MiB:
-                        views[i] = views[i][push(s, views[i][: len(views[i]) - MiB]):]
+                        views[i] = views[i][push(s, views[i][: len(views[i]) - MiB]) :]
                 peak = max(peak, rss_mib(proc))
                 time.sleep(0.02)
             time.sleep(0.3)
@@ -278,14 +307,16 @@ def test_large_partial_frames_share_one_budget_and_all_finish() -> None:
             while not all(done) and time.monotonic() < deadline:
                 for i, s in enumerate(conns):
                     if views[i]:
-                        views[i] = views[i][push(s, views[i]):]
+                        views[i] = views[i][push(s, views[i]) :]
                     elif not done[i] and select.select([s], [], [], 0)[0]:
                         done[i] = answered(s)
                 peak = max(peak, rss_mib(proc))
                 time.sleep(0.01)
             assert all(done), f"{done.count(False)} of {len(conns)} large frames never completed"
             assert wait_for(lambda: metric(proc, "kcoord_buffered_bytes", kind="partial_frames") == 0, 5)
-            print(f"\n10 x 16 MiB partial frames, cap 32 MiB: kcoord RSS {baseline:.0f} -> peak {peak:.0f} MiB")
+            print(
+                f"\n10 x 16 MiB partial frames, cap 32 MiB: kcoord RSS {baseline:.0f} -> peak {peak:.0f} MiB"
+            )
         finally:
             for s in conns:
                 s.close()

@@ -67,12 +67,32 @@ def kcoord_container() -> Iterator[tuple[str, int, int]]:
     # Port per broker: kcoord tells clients its listen port and base+1 for the broker, so both are
     # published unchanged; the metrics port is not 9100, which the HEALTHCHECK must find by itself.
     docker(
-        "run", "-d", "--name", name,
-        "-p", f"127.0.0.1:{port}:{port}", "-p", f"127.0.0.1:{port + 1}:{port + 1}",
-        "-p", f"127.0.0.1:{metrics}:{metrics}",
-        "--health-interval", "2s", "--health-start-period", "60s",
-        KCOORD_TAG, "serve", "--listen", f"0.0.0.0:{port}", "--broker-ports", str(port + 1),
-        "--advertised-host", "127.0.0.1", "--metrics", f"0.0.0.0:{metrics}", "--shards", "4",
+        "run",
+        "-d",
+        "--name",
+        name,
+        "-p",
+        f"127.0.0.1:{port}:{port}",
+        "-p",
+        f"127.0.0.1:{port + 1}:{port + 1}",
+        "-p",
+        f"127.0.0.1:{metrics}:{metrics}",
+        "--health-interval",
+        "2s",
+        "--health-start-period",
+        "60s",
+        KCOORD_TAG,
+        "serve",
+        "--listen",
+        f"0.0.0.0:{port}",
+        "--broker-ports",
+        str(port + 1),
+        "--advertised-host",
+        "127.0.0.1",
+        "--metrics",
+        f"0.0.0.0:{metrics}",
+        "--shards",
+        "4",
     )
     try:
         yield name, port, metrics
@@ -116,7 +136,9 @@ def test_compose_stack_kafka_kcoord_prometheus() -> None:
         prometheus = f"http://127.0.0.1:{base + 3}"
         deadline = time.monotonic() + 90
         while http_get(f"{prometheus}/-/healthy")[0] != 200 or prometheus_kcoord_up(prometheus) != ["1"]:
-            assert time.monotonic() < deadline, f"Prometheus: kcoord target not up: {prometheus_kcoord_up(prometheus)}"
+            assert time.monotonic() < deadline, (
+                f"Prometheus: kcoord target not up: {prometheus_kcoord_up(prometheus)}"
+            )
             time.sleep(2)
         assert http_get(f"http://127.0.0.1:{base + 2}/healthz")[0] == 200
 
@@ -229,7 +251,9 @@ def test_cluster_compose_survives_a_killed_and_a_cut_off_node() -> None:
                     assert got == acked[group], (group, got, acked[group])
                     pending.discard(group)
             if pending:
-                assert time.monotonic() < deadline, f"not served by node 3 after the faults: {sorted(pending)}"
+                assert time.monotonic() < deadline, (
+                    f"not served by node 3 after the faults: {sorted(pending)}"
+                )
                 time.sleep(1)
         phase("every group served by node 3 with its acknowledged offsets")
         # And served for real: a member of a group node 1 had resumes from its commit and commits again.

@@ -26,7 +26,14 @@ pytestmark = pytest.mark.integration
 
 def start_kcoord(upstream: Upstream, topic: str, port: int | None = None) -> KcoordProcess:
     return KcoordProcess(
-        "--shards", "4", "--storage", "kafka", "--internal-topic", topic, bootstrap=upstream.bootstrap, port=port
+        "--shards",
+        "4",
+        "--storage",
+        "kafka",
+        "--internal-topic",
+        topic,
+        bootstrap=upstream.bootstrap,
+        port=port,
     ).start()
 
 
@@ -71,8 +78,6 @@ class SimpleCommitter(threading.Thread):
         return {tp: acks[-1][1] for tp, acks in self.acked.items() if acks}
 
 
-
-
 def fetch_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -99,8 +104,21 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(upstream: Upst
         static = ["--session-timeout-ms", "45000", "--close", "remain", "--commit", "--max-poll-records", "5",
                   "--poll-ms", "100", "--max-seconds", "240", "--metadata-recovery-strategy", "none"]  # fmt: skip
         peers = [
-            java_peer("ConsumerPeer", ["--bootstrap", kcoord.bootstrap, "--group", java_group, "--topic", topic,
-                                       "--instance-id", iid, *static], name=iid)  # fmt: skip
+            java_peer(
+                "ConsumerPeer",
+                [
+                    "--bootstrap",
+                    kcoord.bootstrap,
+                    "--group",
+                    java_group,
+                    "--topic",
+                    topic,
+                    "--instance-id",
+                    iid,
+                    *static,
+                ],
+                name=iid,
+            )  # fmt: skip
             for iid in ("d1", "d2")
         ]
         generation = None
@@ -137,9 +155,17 @@ def test_kill9_keeps_every_acknowledged_commit_and_static_members(upstream: Upst
         # clients find the coordinator again and keep committing: each has a commit acknowledged by
         # the restarted kcoord (a static member it did not know would have rejoined, not committed)
         restarted, restarted_wall = time.monotonic(), time.time()
-        wait_until(lambda: all(a and a[-1][0] > restarted for a in committer.acked.values()) and all(
-            any(e["event"] == "committed" and e["ts"] / 1000 > restarted_wall for e in list(p.events)) for p in peers
-        ), 60, "commits acknowledged by the restarted kcoord")
+        wait_until(
+            lambda: (
+                all(a and a[-1][0] > restarted for a in committer.acked.values())
+                and all(
+                    any(e["event"] == "committed" and e["ts"] / 1000 > restarted_wall for e in list(p.events))
+                    for p in peers
+                )
+            ),
+            60,
+            "commits acknowledged by the restarted kcoord",
+        )
         committer.stop_flag.set()
         committer.join(60)
 
@@ -186,7 +212,9 @@ def test_restart_during_rebalance_completes_with_single_owners(upstream: Upstrea
                     break
             time.sleep(0.2)
         else:
-            raise AssertionError(f"no clean assignment after restart: {[p.latest('assigned') for p in peers]}")
+            raise AssertionError(
+                f"no clean assignment after restart: {[p.latest('assigned') for p in peers]}"
+            )
     finally:
         kcoord.kill()
 
@@ -208,7 +236,9 @@ def commit_once(address: str, group: str, offset: int, topic: str) -> int:
 def fetch_once(address: str, group: str, topic: str) -> int:
     R = m.OffsetFetchRequest
     with WireClient(address) as client:
-        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
+        response = client.request(
+            9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+        )
     return response.topics[0].partitions[0].committed_offset
 
 
@@ -220,7 +250,9 @@ def test_a_second_kcoord_on_the_same_topic_fences_the_first(upstream: Upstream) 
         topic = unique("fenced")
         create_topic(first.bootstrap, topic, 1)  # commits name topics that exist
         assert commit_once(first.bootstrap, group, 42, topic) == 0
-        second = start_kcoord(upstream, offsets_topic)  # takes ownership of every shard: epoch bump + fence write
+        second = start_kcoord(
+            upstream, offsets_topic
+        )  # takes ownership of every shard: epoch bump + fence write
         assert fetch_once(second.bootstrap, group, topic) == 42  # it loaded what the first acknowledged
         # The zombie's next write is rejected by the cluster, so it must not acknowledge it.
         assert commit_once(first.bootstrap, group, 99, topic) == ErrorCode.NOT_COORDINATOR

@@ -67,7 +67,9 @@ class Producer:
         self.producer_id, self.epoch = self.init()
 
     def init(self) -> tuple[int, int]:
-        resp = self.conn.request(sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000))
+        resp = self.conn.request(
+            sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000)
+        )
         assert resp.error_code == 0, resp
         return resp.producer_id, resp.producer_epoch
 
@@ -129,13 +131,17 @@ def wait_offset(env: Env, group: str, expected: int) -> None:
         time.sleep(0.05)
 
 
-def test_a_commit_whose_transaction_never_added_the_group_is_invalid_txn_state(env: Env, producer: Producer) -> None:
+def test_a_commit_whose_transaction_never_added_the_group_is_invalid_txn_state(
+    env: Env, producer: Producer
+) -> None:
     group = unique("eosbad-g")
     assert producer.txn_commit(group, 5) == E.INVALID_TXN_STATE
     assert stable_offset(env, group) == (-1, 0)
 
 
-def test_producers_the_upstream_does_not_know_get_its_error_and_commit_nothing(env: Env, producer: Producer) -> None:
+def test_producers_the_upstream_does_not_know_get_its_error_and_commit_nothing(
+    env: Env, producer: Producer
+) -> None:
     group = unique("eosbad-g")
     # An unknown transactional id, a producer id the id does not map to, a future epoch: the
     # upstream transaction coordinator's answers (tansu: TRANSACTIONAL_ID_NOT_FOUND, UNKNOWN_PRODUCER_ID,
@@ -169,10 +175,14 @@ def test_a_zombie_epoch_is_fenced(env: Env, producer: Producer) -> None:
     old_epoch = producer.epoch
     assert producer.add_offsets(group) == E.NONE
     assert producer.txn_commit(group, 3) == E.NONE
-    producer.producer_id, producer.epoch = producer.init()  # a new instance: bumps the epoch, aborts the transaction
+    producer.producer_id, producer.epoch = (
+        producer.init()
+    )  # a new instance: bumps the epoch, aborts the transaction
     assert producer.epoch > old_epoch
     assert producer.add_offsets(group, epoch=old_epoch) == E.PRODUCER_FENCED
-    assert producer.add_offsets(group, epoch=old_epoch, version=1) == E.INVALID_PRODUCER_EPOCH  # no PRODUCER_FENCED before v2
+    assert (
+        producer.add_offsets(group, epoch=old_epoch, version=1) == E.INVALID_PRODUCER_EPOCH
+    )  # no PRODUCER_FENCED before v2
     assert producer.add_offsets(group) == E.NONE
     assert producer.txn_commit(group, 666, epoch=old_epoch) == E.INVALID_PRODUCER_EPOCH
     assert producer.txn_commit(group, 7) == E.NONE
@@ -189,8 +199,14 @@ def test_a_commit_for_a_member_the_group_does_not_have_is_refused(env: Env, prod
             subscribed_topic_names=[env.topic], topic_partitions=[]))  # fmt: skip
     assert joined.error_code == 0, joined
     assert producer.add_offsets(group) == E.NONE
-    assert producer.txn_commit(group, 4, member_id="ghost", generation=joined.member_epoch) == E.UNKNOWN_MEMBER_ID
-    assert producer.txn_commit(group, 4, member_id=member, generation=joined.member_epoch + 3) == E.ILLEGAL_GENERATION
+    assert (
+        producer.txn_commit(group, 4, member_id="ghost", generation=joined.member_epoch)
+        == E.UNKNOWN_MEMBER_ID
+    )
+    assert (
+        producer.txn_commit(group, 4, member_id=member, generation=joined.member_epoch + 3)
+        == E.ILLEGAL_GENERATION
+    )
     assert producer.txn_commit(group, 4, member_id=member, generation=joined.member_epoch) == E.NONE
     assert producer.end(committed=True) == E.NONE
     wait_offset(env, group, 4)
@@ -200,7 +216,9 @@ def test_a_malformed_add_offsets_to_txn_closes_only_its_connection(env: Env, pro
     with WireClient(producer.coordinator) as bad:
         # A v3 (flexible) header with no client id and no tags, then a transactional id whose compact
         # length runs far past the frame.
-        payload = struct.pack(">hhih", ApiKey.ADD_OFFSETS_TO_TXN, 3, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x0f"
+        payload = (
+            struct.pack(">hhih", ApiKey.ADD_OFFSETS_TO_TXN, 3, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x0f"
+        )
         bad.send_bytes(struct.pack(">i", len(payload)) + payload)
         assert bad.is_closed_by_server()
     group = unique("eosbad-g")
@@ -210,7 +228,9 @@ def test_a_malformed_add_offsets_to_txn_closes_only_its_connection(env: Env, pro
     wait_offset(env, group, 1)
 
 
-def test_a_new_instance_of_the_producer_commits_after_the_old_one_committed(env: Env, producer: Producer) -> None:
+def test_a_new_instance_of_the_producer_commits_after_the_old_one_committed(
+    env: Env, producer: Producer
+) -> None:
     """What a client does after a fatal error (Kafka Streams, librdkafka apps): a new producer with
     the same transactional id (same producer id, next epoch) right after a committed transaction."""
     group = unique("eosbad-g")

@@ -119,8 +119,12 @@ class TransformLoop(threading.Thread):
                     self.producer.produce(self.sink, msg.value(), partition=msg.partition())
                 positions = self.consumer.position(self.consumer.assignment())
                 if abort:
-                    positions = [TopicPartition(tp.topic, tp.partition, tp.offset + POISON) for tp in positions]
-                self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), 60)
+                    positions = [
+                        TopicPartition(tp.topic, tp.partition, tp.offset + POISON) for tp in positions
+                    ]
+                self.producer.send_offsets_to_transaction(
+                    positions, self.consumer.consumer_group_metadata(), 60
+                )
                 pausing = self.pause_requested.is_set() and not self.paused.is_set()
                 if pausing:
                     self.paused_offsets = positions
@@ -198,7 +202,9 @@ def read_committed_output(bootstrap: str, topic: str, expected: int, timeout: fl
     return seen
 
 
-def assert_committed_output(upstream: Upstream, seen: Counter[bytes], inputs: set[bytes], aborted: bool) -> None:
+def assert_committed_output(
+    upstream: Upstream, seen: Counter[bytes], inputs: set[bytes], aborted: bool
+) -> None:
     """Each input exactly once in the read_committed output; after aborts on tansu only "at least
     once", because tansu hands aborted records to read_committed consumers (docs/tansu.md)."""
     if aborted and upstream.kind == "tansu":
@@ -206,20 +212,28 @@ def assert_committed_output(upstream: Upstream, seen: Counter[bytes], inputs: se
         return
     assert set(seen) == inputs, "the committed output holds other records than the input's"
     duplicated = {value: n for value, n in seen.items() if n > 1}
-    assert not duplicated, f"{len(duplicated)} input records more than once, e.g. {list(duplicated.items())[:5]}"
+    assert not duplicated, (
+        f"{len(duplicated)} input records more than once, e.g. {list(duplicated.items())[:5]}"
+    )
 
 
-def wait_until_done(loop: TransformLoop, bootstrap: str, group: str, source: str, count: int, timeout: float) -> dict[int, int]:
+def wait_until_done(
+    loop: TransformLoop, bootstrap: str, group: str, source: str, count: int, timeout: float
+) -> dict[int, int]:
     """Poll the committed offsets until they reach the source's end; no sample may be poisoned."""
     ends = end_offsets(count)
     deadline = time.monotonic() + timeout
     while True:
         offsets = committed(bootstrap, group, source)
-        assert all(o < POISON for o in offsets.values()), f"an aborted transaction's offsets are visible: {offsets}"
+        assert all(o < POISON for o in offsets.values()), (
+            f"an aborted transaction's offsets are visible: {offsets}"
+        )
         if offsets == ends:
             return offsets
         if time.monotonic() > deadline:
-            raise AssertionError(f"committed {offsets}, input ends at {ends}; loop failures: {loop.failures[-5:]}")
+            raise AssertionError(
+                f"committed {offsets}, input ends at {ends}; loop failures: {loop.failures[-5:]}"
+            )
         time.sleep(0.3)
 
 
@@ -238,7 +252,9 @@ def test_confluent_transform_loop_outputs_each_record_exactly_once(kcoord: Kcoor
     assert sum(offsets.values()) == 10_000
     assert loop.aborted_txns == 0 and loop.committed_txns >= 20, (loop.committed_txns, loop.failures)
     seen = read_committed_output(bs, sink, 10_000)
-    assert set(seen) == inputs and set(seen.values()) == {1}, "each input exactly once in the committed output"
+    assert set(seen) == inputs and set(seen.values()) == {1}, (
+        "each input exactly once in the committed output"
+    )
 
 
 def test_confluent_aborted_transactions_never_commit_their_offsets(kcoord: Kcoord) -> None:
@@ -255,10 +271,16 @@ def test_confluent_aborted_transactions_never_commit_their_offsets(kcoord: Kcoor
         offsets = wait_until_done(loop, bs, group, source, len(inputs), timeout=90)
     finally:
         loop.stop()
-    assert loop.aborted_txns >= 5 and loop.committed_txns >= 5, (loop.aborted_txns, loop.committed_txns, loop.failures)
+    assert loop.aborted_txns >= 5 and loop.committed_txns >= 5, (
+        loop.aborted_txns,
+        loop.committed_txns,
+        loop.failures,
+    )
     kcoord.restart()
     assert committed(bs, group, source) == offsets
-    assert_committed_output(kcoord.upstream, read_committed_output(bs, sink, len(inputs)), inputs, aborted=True)
+    assert_committed_output(
+        kcoord.upstream, read_committed_output(bs, sink, len(inputs)), inputs, aborted=True
+    )
 
 
 def test_confluent_zombie_producer_is_fenced_and_its_offsets_never_appear(kcoord: Kcoord) -> None:
@@ -270,14 +292,18 @@ def test_confluent_zombie_producer_is_fenced_and_its_offsets_never_appear(kcoord
     metadata_consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
         group_metadata = metadata_consumer.consumer_group_metadata()
-        zombie = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 20_000})
+        zombie = Producer(
+            {"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 20_000}
+        )
         zombie.init_transactions(60)
         zombie.begin_transaction()
         zombie.produce(sink, b"zombie", partition=0)
         zombie.send_offsets_to_transaction([TopicPartition(source, 0, POISON)], group_metadata, 60)
         # A new instance with the same transactional id: its InitProducerId bumps the epoch and
         # aborts the zombie's transaction, whose offsets were added to kcoord's partition.
-        successor = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 20_000})
+        successor = Producer(
+            {"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 20_000}
+        )
         successor.init_transactions(60)
         with pytest.raises(KafkaException):
             zombie.send_offsets_to_transaction([TopicPartition(source, 1, POISON)], group_metadata, 30)
@@ -337,7 +363,9 @@ def test_confluent_transform_loop_survives_kill_9_of_kcoord(kcoord: Kcoord) -> N
             expected = {**before, **{tp.partition: tp.offset for tp in loop.paused_offsets if tp.offset >= 0}}
             deadline = time.monotonic() + 20
             while (after := committed(bs, group, source)) != expected:
-                assert time.monotonic() < deadline, f"the paused transaction's offsets are not visible: {after} != {expected}"
+                assert time.monotonic() < deadline, (
+                    f"the paused transaction's offsets are not visible: {after} != {expected}"
+                )
                 time.sleep(0.2)
         # The loop's producer saw every broker down (all are kcoord's ports); librdkafka then waits
         # for ever on the group coordinator it decommissioned (the docstring): the next loop has a
@@ -351,4 +379,6 @@ def test_confluent_transform_loop_survives_kill_9_of_kcoord(kcoord: Kcoord) -> N
     kcoord.restart()
     assert committed(bs, group, source) == offsets  # as loaded from the log once more
     # the abort_every=1 loop aborted its transactions (and the kill may abort one)
-    assert_committed_output(kcoord.upstream, read_committed_output(bs, sink, len(inputs)), inputs, aborted=True)
+    assert_committed_output(
+        kcoord.upstream, read_committed_output(bs, sink, len(inputs)), inputs, aborted=True
+    )

@@ -58,7 +58,9 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
         yield proc
 
 
-def ctp_args(bootstrap: str, group: str, source: str, sink: str, protocol: str, name: str, *extra: str) -> list[str]:
+def ctp_args(
+    bootstrap: str, group: str, source: str, sink: str, protocol: str, name: str, *extra: str
+) -> list[str]:
     return ["--bootstrap", bootstrap, "--group", group, "--input", source, "--output", sink,
             "--group-protocol", protocol, "--client-id", name, "--commit-interval-ms", "100",
             "--max-poll-records", "200", "--max-txn-records", "250", "--max-seconds", "120", *extra]  # fmt: skip
@@ -102,8 +104,12 @@ def wait_until_committed(peers: list[JavaPeer], ends: dict[str, int], timeout: f
     deadline = time.monotonic() + timeout
     while committed_by_peers(peers) != ends:
         if time.monotonic() > deadline:
-            tails = "\n".join(f"--- {p.name}: {[e.get('event') for e in p.events[-8:]]}\n{p.stderr_tail(10)}" for p in peers)
-            raise AssertionError(f"not committed within {timeout}s: {committed_by_peers(peers)} != {ends}\n{tails}")
+            tails = "\n".join(
+                f"--- {p.name}: {[e.get('event') for e in p.events[-8:]]}\n{p.stderr_tail(10)}" for p in peers
+            )
+            raise AssertionError(
+                f"not committed within {timeout}s: {committed_by_peers(peers)} != {ends}\n{tails}"
+            )
         time.sleep(0.2)
 
 
@@ -130,7 +136,9 @@ def read_output(bootstrap: str, sink: str, expected: int, timeout: float = 30.0)
         origins: Counter[str] = Counter()
         deadline = time.monotonic() + timeout
         while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, f"output not read within {timeout}s: {sum(origins.values())} of {expected}"
+            assert time.monotonic() < deadline, (
+                f"output not read within {timeout}s: {sum(origins.values())} of {expected}"
+            )
             for records in consumer.poll(timeout_ms=500).values():
                 for r in records:
                     origins[r.value.split(b"|", 1)[0].decode()] += 1
@@ -152,7 +160,9 @@ def stop_all(peers: list[JavaPeer]) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_each_input_record_is_in_the_output_exactly_once(kcoord: KcoordProcess, upstream: Upstream, java_peer, protocol: str) -> None:  # type: ignore[no-untyped-def]
+def test_each_input_record_is_in_the_output_exactly_once(
+    kcoord: KcoordProcess, upstream: Upstream, java_peer, protocol: str
+) -> None:  # type: ignore[no-untyped-def]
     """Two CTP members share the input: the first processes half of it alone, the second joins
     (a rebalance: under the classic protocol the first commits its open transaction in
     onPartitionsRevoked), then the other half comes and both process it."""
@@ -161,12 +171,18 @@ def test_each_input_record_is_in_the_output_exactly_once(kcoord: KcoordProcess, 
     started = time.monotonic()
 
     def start(n: str) -> JavaPeer:
-        return java_peer("CtpPeer", ctp_args(kcoord.bootstrap, group, source, sink, protocol, f"ctp-{n}"), name=f"ctp-{protocol}-{n}")
+        return java_peer(
+            "CtpPeer",
+            ctp_args(kcoord.bootstrap, group, source, sink, protocol, f"ctp-{n}"),
+            name=f"ctp-{protocol}-{n}",
+        )
 
     peers = [start("a")]
     deadline = time.monotonic() + 30
     while not events(peers, "txn_committed"):
-        assert time.monotonic() < deadline, f"no transaction committed in 30s: {[e.get('event') for e in peers[0].events]}"
+        assert time.monotonic() < deadline, (
+            f"no transaction committed in 30s: {[e.get('event') for e in peers[0].events]}"
+        )
         time.sleep(0.1)
     peers.append(start("b"))
     deadline = time.monotonic() + 30
@@ -182,11 +198,15 @@ def test_each_input_record_is_in_the_output_exactly_once(kcoord: KcoordProcess, 
     assert group_offsets(kcoord.bootstrap, group) == ends
     aborted = events(peers, "txn_aborted")
     assert not aborted, aborted
-    assert not events(peers, "fenced") and not events(peers, "error"), events(peers, "fenced") + events(peers, "error")
+    assert not events(peers, "fenced") and not events(peers, "error"), events(peers, "fenced") + events(
+        peers, "error"
+    )
     origins = read_output(upstream.bootstrap, sink, RECORDS)
     assert set(origins) == every_input(ends)
     duplicated = {o: n for o, n in origins.items() if n > 1}
-    assert not duplicated, f"{len(duplicated)} input records in the output more than once, e.g. {list(duplicated.items())[:5]}"
+    assert not duplicated, (
+        f"{len(duplicated)} input records in the output more than once, e.g. {list(duplicated.items())[:5]}"
+    )
     commits = events(peers, "txn_committed")
     assert sum(e["records"] for e in commits) == RECORDS
     # both members took part (the group was shared)
@@ -216,7 +236,9 @@ class OffsetSampler(threading.Thread):
 
 
 @pytest.mark.parametrize("abort_every", [0, 3], ids=["no-aborts", "abort-every-3rd"])
-def test_kill9_kcoord_mid_loop_recovers_without_losing_or_inventing_offsets(upstream: Upstream, java_peer, abort_every: int) -> None:  # type: ignore[no-untyped-def]
+def test_kill9_kcoord_mid_loop_recovers_without_losing_or_inventing_offsets(
+    upstream: Upstream, java_peer, abort_every: int
+) -> None:  # type: ignore[no-untyped-def]
     internal = unique("__kcoord_eos_kill")
     kcoord = KcoordProcess(*kcoord_args(internal), bootstrap=upstream.bootstrap).start()
     sampler: OffsetSampler | None = None
@@ -227,7 +249,14 @@ def test_kill9_kcoord_mid_loop_recovers_without_losing_or_inventing_offsets(upst
         # kcoord is every broker address these clients know: keep the cached view while it is down
         # instead of rebootstrapping to nothing (see test_durability); slow the loop down a little
         # (50 records a poll) so the kill lands in the middle.
-        extra = ["--max-poll-records", "50", "--metadata-recovery-strategy", "none", "--abort-every", str(abort_every)]
+        extra = [
+            "--max-poll-records",
+            "50",
+            "--metadata-recovery-strategy",
+            "none",
+            "--abort-every",
+            str(abort_every),
+        ]
         peers = [java_peer("CtpPeer", ctp_args(kcoord.bootstrap, group, source, sink, "consumer", f"ctp-{n}", *extra),
                            name=f"ctp-kill-{n}") for n in ("a", "b")]  # fmt: skip
         sampler = OffsetSampler(kcoord, group)
@@ -276,13 +305,17 @@ def test_kill9_kcoord_mid_loop_recovers_without_losing_or_inventing_offsets(upst
     for _asked, answered, sample in sampler.samples:
         for tp, off in sample.items():
             allowed = committed_offsets.get(tp, set()) | uncertain.get(tp, set())
-            assert off in allowed, f"{tp} showed offset {off} at t+{answered - killed_at:.1f}s, which no committed transaction wrote"
+            assert off in allowed, (
+                f"{tp} showed offset {off} at t+{answered - killed_at:.1f}s, which no committed transaction wrote"
+            )
     # offsets never go back: a fetch asked after another was answered shows at least as much
     for _, answered, earlier in sampler.samples:
         for asked, _, later in sampler.samples:
             if asked > answered:
                 for tp, off in earlier.items():
-                    assert later.get(tp, 0) >= off, f"{tp} went back from {off} to {later.get(tp)}: a committed offset was lost"
+                    assert later.get(tp, 0) >= off, (
+                        f"{tp} went back from {off} to {later.get(tp)}: a committed offset was lost"
+                    )
     # what the peers saw committed before the kill is there as soon as the new kcoord serves
     for tp, off in before_kill.items():
         assert right_after.get(tp, 0) >= off, (tp, right_after, before_kill)
@@ -293,15 +326,21 @@ def test_kill9_kcoord_mid_loop_recovers_without_losing_or_inventing_offsets(upst
     requested = [e for e in aborted if e["cause"] == "requested"]
     if abort_every:
         assert requested, "--abort-every aborted nothing"
-    print(f"abort_every={abort_every}: killed at {sum(before_kill.values())} of {RECORDS} records committed; "
-          f"kcoord back {restarted_in:.1f}s after the kill; "
-          f"{len(events(peers, 'txn_committed'))} committed, {len(aborted)} aborted "
-          f"({Counter(e['cause'] + ':' + str(e['error']) for e in aborted)}); fenced {len(events(peers, 'fenced'))}; "
-          f"{len(sampler.samples)} offset samples, {sampler.failures} failed")
+    print(
+        f"abort_every={abort_every}: killed at {sum(before_kill.values())} of {RECORDS} records committed; "
+        f"kcoord back {restarted_in:.1f}s after the kill; "
+        f"{len(events(peers, 'txn_committed'))} committed, {len(aborted)} aborted "
+        f"({Counter(e['cause'] + ':' + str(e['error']) for e in aborted)}); fenced {len(events(peers, 'fenced'))}; "
+        f"{len(sampler.samples)} offset samples, {sampler.failures} failed"
+    )
     origins = read_output(upstream.bootstrap, sink, RECORDS)
     assert set(origins) == every_input(ends)  # at least once, whatever aborted
     if aborted and upstream.kind == "tansu":
-        pytest.skip(f"offsets checked; output exactly-once not checkable: {len(aborted)} transactions aborted and "
-                    + TANSU_ABORTED_REASON)
+        pytest.skip(
+            f"offsets checked; output exactly-once not checkable: {len(aborted)} transactions aborted and "
+            + TANSU_ABORTED_REASON
+        )
     duplicated = {o: n for o, n in origins.items() if n > 1}
-    assert not duplicated, f"{len(duplicated)} input records in the output more than once, e.g. {list(duplicated.items())[:5]}"
+    assert not duplicated, (
+        f"{len(duplicated)} input records in the output more than once, e.g. {list(duplicated.items())[:5]}"
+    )

@@ -154,8 +154,9 @@ def test_an_upstream_stall_loses_no_acknowledged_commit(upstream: Upstream, data
             for c in committers:
                 c.stop()
             kcoord.kill()
-    restarted = KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", offsets_topic,
-                              bootstrap=upstream.bootstrap).start()
+    restarted = KcoordProcess(
+        "--shards", "3", "--storage", "kafka", "--internal-topic", offsets_topic, bootstrap=upstream.bootstrap
+    ).start()
     try:
         _durable(restarted.bootstrap, committers)
     finally:

@@ -41,7 +41,9 @@ async def test_follow_returns_each_marker_once_it_is_written(tansu: TansuBroker)
         # a partition of some size (a few minutes of a busy shard): tansu's empty answers come with it
         for n in range(BATCHES):
             await log.append([offset("g", 1, n)])
-        assert [r for entry in [e async for e in log.read()] for r in entry][-1:] == [offset("g", 1, BATCHES - 1)]
+        assert [r for entry in [e async for e in log.read()] for r in entry][-1:] == [
+            offset("g", 1, BATCHES - 1)
+        ]
         missed = []
         for n in range(30):
             txn_id = f"{topic}-{n}"
@@ -54,6 +56,8 @@ async def test_follow_returns_each_marker_once_it_is_written(tansu: TansuBroker)
             if markers != [EndTxnMarker(pid, epoch, True)]:
                 missed.append((n, markers))
                 markers += await log.follow() + await log.follow()  # catch up before the next round
-        assert not missed, f"follow() missed the marker just written in {len(missed)} of 30 rounds: {missed[:5]}"
+        assert not missed, (
+            f"follow() missed the marker just written in {len(missed)} of 30 rounds: {missed[:5]}"
+        )
     finally:
         await storage.close()

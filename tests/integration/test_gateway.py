@@ -56,7 +56,9 @@ def move_records(bootstrap: str, topic: str, count: int = 10_000, partitions: in
         producer.send(topic, key=b"k%d" % i, value=value, partition=i % partitions)
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     received: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -98,7 +100,10 @@ def test_kafka_python_sees_kcoord_versions(kcoord_embedded: KcoordProcess) -> No
         versions = admin.api_versions()  # what kafka-python negotiated with kcoord
     finally:
         admin.close()
-    ranges = {int(k): (v[0], v[1]) if isinstance(v, tuple) else (v.min_version, v.max_version) for k, v in versions.items()}
+    ranges = {
+        int(k): (v[0], v[1]) if isinstance(v, tuple) else (v.min_version, v.max_version)
+        for k, v in versions.items()
+    }
     for key, rng in GROUP_API_RANGES.items():
         assert ranges[key] == rng, key
 
@@ -123,8 +128,11 @@ def test_sasl_is_not_offered_and_a_sasl_request_closes_the_connection(
     assert not {17, 36} & offered, sorted(offered)
     flexible = (api_key, version) == (36, 2)
     header = struct.pack(">hhih", api_key, version, 1, 4) + b"sasl" + (b"\x00" if flexible else b"")
-    body = (b"\x06PLAIN\x00" if flexible else struct.pack(">h", 5) + b"PLAIN") if api_key == 17 else (
-        b"\x01\x00" if flexible else struct.pack(">i", 0))
+    body = (
+        (b"\x06PLAIN\x00" if flexible else struct.pack(">h", 5) + b"PLAIN")
+        if api_key == 17
+        else (b"\x01\x00" if flexible else struct.pack(">i", 0))
+    )
     with WireClient(kcoord_embedded.bootstrap) as client:
         client.send_bytes(frames.frame(header + body))
         assert client.is_closed_by_server()
@@ -153,7 +161,9 @@ def test_metadata_lists_only_kcoord_addresses(kcoord_upstream: KcoordProcess, up
         assert any(b.port == int(port) for b in resp.brokers)  # kcoord's coordinator node is listed
 
 
-def test_describe_cluster_lists_only_kcoord_addresses(kcoord_upstream: KcoordProcess, upstream: Upstream) -> None:
+def test_describe_cluster_lists_only_kcoord_addresses(
+    kcoord_upstream: KcoordProcess, upstream: Upstream
+) -> None:
     host = kcoord_upstream.bootstrap.split(":")[0]
     with WireClient(kcoord_upstream.bootstrap) as client:
         resp = client.request(60, 0, m.DescribeClusterRequest())
@@ -208,8 +218,14 @@ def test_sigterm_on_the_embedded_broker_with_clients_connected_exits_promptly() 
     try:
         producer.produce("gateway-stop", b"x")
         assert producer.flush(30) == 0  # connected to a relayed broker port, and stays so
-        consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "gateway-stop",
-                             "auto.offset.reset": "earliest", "log_level": 0})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": proc.bootstrap,
+                "group.id": "gateway-stop",
+                "auto.offset.reset": "earliest",
+                "log_level": 0,
+            }
+        )
         consumer.subscribe(["gateway-stop"])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -244,13 +260,19 @@ def test_acks_zero_produce_does_not_stall_later_responses(kcoord_upstream: Kcoor
     with WireClient(kcoord_upstream.bootstrap) as probe:  # find the broker port that leads the partition
         # Kafka's CreateTopics answers before every broker's metadata has the new topic's leader.
         while True:
-            meta = probe.request(3, 9, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
-            if (meta.topics[0].partitions and meta.topics[0].partitions[0].leader_id >= 0) or time.monotonic() > deadline:
+            meta = probe.request(
+                3, 9, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)])
+            )
+            if (
+                meta.topics[0].partitions and meta.topics[0].partitions[0].leader_id >= 0
+            ) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
     leader = meta.topics[0].partitions[0].leader_id
     broker = next(b for b in meta.brokers if b.node_id == leader)
-    batch = encode_batch([(None, b"fire-and-forget-%d" % i) for i in range(10)], timestamp=int(time.time() * 1000))
+    batch = encode_batch(
+        [(None, b"fire-and-forget-%d" % i) for i in range(10)], timestamp=int(time.time() * 1000)
+    )
     produce = P(acks=0, timeout_ms=5000, topic_data=[
         P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])
     ])  # fmt: skip

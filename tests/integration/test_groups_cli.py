@@ -29,7 +29,10 @@ def kcoord() -> Iterator[KcoordProcess]:
 def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kcoord.coordinator", "groups", "--bootstrap-server", bootstrap, *args],
-        capture_output=True, text=True, cwd=REPO, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
 
 
@@ -38,9 +41,15 @@ def test_list_and_describe_a_static_consumer_group_with_lag(kcoord: KcoordProces
     create_topic(kcoord.bootstrap, topic, PARTITIONS)
     produce_numbered(kcoord.bootstrap, topic, RECORDS, PARTITIONS)
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=kcoord.bootstrap, group_id=group, group_instance_id="worker-1",
-        client_id="cli-test-client", auto_offset_reset="earliest", enable_auto_commit=False,
-        session_timeout_ms=10000, heartbeat_interval_ms=500,
+        topic,
+        bootstrap_servers=kcoord.bootstrap,
+        group_id=group,
+        group_instance_id="worker-1",
+        client_id="cli-test-client",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
     )
     try:
         consumed = 0
@@ -61,7 +70,12 @@ def test_list_and_describe_a_static_consumer_group_with_lag(kcoord: KcoordProces
         described = groups_cli(kcoord.bootstrap, "--json", "describe", group)
         assert described.returncode == 0, described.stderr
         [d] = json.loads(described.stdout)
-        assert (d["group"], d["state"], d["protocol_type"], d["protocol"]) == (group, "Stable", "consumer", "range")
+        assert (d["group"], d["state"], d["protocol_type"], d["protocol"]) == (
+            group,
+            "Stable",
+            "consumer",
+            "range",
+        )
         [member] = d["members"]
         assert member["group_instance_id"] == "worker-1" and member["client_id"] == "cli-test-client"
         assert member["member_id"].startswith("worker-1") and member["host"].endswith("127.0.0.1")
@@ -98,8 +112,16 @@ def test_describe_a_consumer_protocol_group(kcoord: KcoordProcess) -> None:
     topic, group = unique("cli-848-topic"), unique("cli-848-group")
     create_topic(kcoord.bootstrap, topic, PARTITIONS)
     produce_numbered(kcoord.bootstrap, topic, RECORDS, PARTITIONS)
-    consumer = Consumer({"bootstrap.servers": kcoord.bootstrap, "group.id": group, "group.protocol": "consumer",
-                         "client.id": "cli-848-client", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kcoord.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": "cli-848-client",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.subscribe([topic])
         consumed = 0
@@ -113,7 +135,12 @@ def test_describe_a_consumer_protocol_group(kcoord: KcoordProcess) -> None:
         described = groups_cli(kcoord.bootstrap, "--json", "describe", group)
         assert described.returncode == 0, described.stderr
         [d] = json.loads(described.stdout)
-        assert (d["group"], d["state"], d["protocol_type"], d["protocol"]) == (group, "Stable", "consumer", "uniform")
+        assert (d["group"], d["state"], d["protocol_type"], d["protocol"]) == (
+            group,
+            "Stable",
+            "consumer",
+            "uniform",
+        )
         [member] = d["members"]
         assert member["client_id"] == "cli-848-client"
         assert member["assignment"] == {topic: list(range(PARTITIONS))}

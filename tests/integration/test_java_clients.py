@@ -33,7 +33,17 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
 
 
 def consumer_args(kcoord: KcoordProcess, group: str, topic: str, *extra: str) -> list[str]:
-    return ["--bootstrap", kcoord.bootstrap, "--group", group, "--topic", topic, "--max-seconds", "240", *extra]
+    return [
+        "--bootstrap",
+        kcoord.bootstrap,
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--max-seconds",
+        "240",
+        *extra,
+    ]
 
 
 def latest_assignment(peer: JavaPeer) -> dict[str, Any] | None:
@@ -81,7 +91,9 @@ def test_static_membership_restart_fence_and_remove(kcoord: KcoordProcess, java_
     create_topic(kcoord.bootstrap, topic, PARTITIONS)
     static = ["--session-timeout-ms", "30000", "--close", "remain", "--assignor", "range", "--commit"]
     peers = {
-        iid: java_peer("ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", iid, *static), name=iid)
+        iid: java_peer(
+            "ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", iid, *static), name=iid
+        )
         for iid in ("s1", "s2", "s3")
     }
     generation = wait_settled(list(peers.values()))
@@ -93,7 +105,9 @@ def test_static_membership_restart_fence_and_remove(kcoord: KcoordProcess, java_
 
     # Restart s2 within its session timeout: no rebalance, same generation, same partitions.
     assert peers["s2"].stop() == 0
-    restarted = java_peer("ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", "s2", *static), name="s2b")
+    restarted = java_peer(
+        "ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", "s2", *static), name="s2b"
+    )
     again = restarted.wait_for("assigned", timeout=60)
     assert again["generation"] == generation
     assert sorted(again["current"]) == before["s2"]
@@ -101,12 +115,16 @@ def test_static_membership_restart_fence_and_remove(kcoord: KcoordProcess, java_
     for iid in ("s1", "s3"):
         assert latest_assignment(peers[iid])["generation"] == generation  # type: ignore[index]
         assert peers[iid].latest("revoked") is None or all(
-            e["generation"] < generation or not e["partitions"] for e in peers[iid].events if e["event"] == "revoked"
+            e["generation"] < generation or not e["partitions"]
+            for e in peers[iid].events
+            if e["event"] == "revoked"
         )
     peers["s2"] = restarted
 
     # A second process with instance id s1 while s1 is alive: one of the two is fenced.
-    duplicate = java_peer("ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", "s1", *static), name="dup")
+    duplicate = java_peer(
+        "ConsumerPeer", consumer_args(kcoord, group, topic, "--instance-id", "s1", *static), name="dup"
+    )
     duplicate.wait_for("assigned", timeout=60)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (peers["s1"].latest("fenced") or duplicate.latest("fenced")):
@@ -124,7 +142,9 @@ def test_static_membership_restart_fence_and_remove(kcoord: KcoordProcess, java_
     assert removed["results"] == {"s3": "OK"}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        owned = [tp for p in (survivor, peers["s2"]) for tp in (latest_assignment(p) or {}).get("current", [])]
+        owned = [
+            tp for p in (survivor, peers["s2"]) for tp in (latest_assignment(p) or {}).get("current", [])
+        ]
         if len(owned) == PARTITIONS and len(set(owned)) == PARTITIONS:
             break
         time.sleep(0.2)

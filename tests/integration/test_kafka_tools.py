@@ -56,8 +56,6 @@ class Workload:
     members: dict[str, CommittingMember]
 
 
-
-
 def produce_one_per_batch(bootstrap: str, topic: str) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     for i in range(PARTITIONS * PER_PARTITION):
@@ -89,7 +87,9 @@ def table(output: str, first_column: str) -> list[dict[str, str]]:
             header = [(m.group(), m.start()) for m in re.finditer(r"\S+", line)]
         elif header is not None:
             ends = [start for _, start in header[1:]] + [len(line)]
-            rows.append({name: line[start:end].strip() for (name, start), end in zip(header, ends, strict=True)})
+            rows.append(
+                {name: line[start:end].strip() for (name, start), end in zip(header, ends, strict=True)}
+            )
     return rows
 
 
@@ -98,7 +98,11 @@ def workload(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> It
     try:
         require_java()
         # The tools run from Kafka's distribution whichever upstream is under test; no broker is started.
-        tools = upstream if isinstance(upstream, KafkaBroker) else KafkaBroker(log_dir=tmp_path_factory.mktemp("tools"))
+        tools = (
+            upstream
+            if isinstance(upstream, KafkaBroker)
+            else KafkaBroker(log_dir=tmp_path_factory.mktemp("tools"))
+        )
     except KafkaUnavailable as exc:
         pytest.skip(str(exc))
     internal = unique("__kcoord_tools")
@@ -117,12 +121,25 @@ def workload(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> It
                         "heartbeat.interval.ms": 500}  # fmt: skip
         members["static"] = CommittingMember(kcoord.bootstrap, classic, topic, "tools-static-client",
                                    {**classic_conf, "group.instance.id": STATIC_ID})  # fmt: skip
-        wait_until(lambda: members["static"].assigned == set(range(PARTITIONS)), 60, "the static member's assignment")
-        members["dynamic"] = CommittingMember(kcoord.bootstrap, classic, topic, "tools-dynamic-client", classic_conf)
-        members["kip848"] = CommittingMember(kcoord.bootstrap, kip848, topic, "tools-kip848-client", {"group.protocol": "consumer"})
+        wait_until(
+            lambda: members["static"].assigned == set(range(PARTITIONS)), 60, "the static member's assignment"
+        )
+        members["dynamic"] = CommittingMember(
+            kcoord.bootstrap, classic, topic, "tools-dynamic-client", classic_conf
+        )
+        members["kip848"] = CommittingMember(
+            kcoord.bootstrap, kip848, topic, "tools-kip848-client", {"group.protocol": "consumer"}
+        )
         total = PARTITIONS * PER_PARTITION
-        wait_until(lambda: len(members["static"].assigned | members["dynamic"].assigned) == PARTITIONS
-                   and members["static"].assigned and members["dynamic"].assigned, 60, "the classic group's 2 members")
+        wait_until(
+            lambda: (
+                len(members["static"].assigned | members["dynamic"].assigned) == PARTITIONS
+                and members["static"].assigned
+                and members["dynamic"].assigned
+            ),
+            60,
+            "the classic group's 2 members",
+        )
         wait_until(lambda: members["kip848"].consumed == total, 60, "the KIP-848 member's records")
         wait_until(lambda: committed(kcoord.bootstrap, classic) == {(topic, p): PER_PARTITION for p in range(PARTITIONS)},
                    60, "the classic group's commits")  # fmt: skip
@@ -187,20 +204,24 @@ def test_describe_members_verbose_offsets_and_state(workload: Workload) -> None:
         owner = owner or (dynamic if row["GROUP"] == w.classic else kip848)
         assert row["CONSUMER-ID"] == owner.member_id and row["CLIENT-ID"].startswith("tools-")
 
-    state = {row["GROUP"]: row for row in table(consumer_groups(w, "--describe", *groups, "--state"), "GROUP")}
+    state = {
+        row["GROUP"]: row for row in table(consumer_groups(w, "--describe", *groups, "--state"), "GROUP")
+    }
     assert state[w.classic]["ASSIGNMENT-STRATEGY"] == "range"
     assert state[w.classic]["STATE"] == "Stable" and state[w.classic]["#MEMBERS"] == "2"
     assert state[w.kip848]["ASSIGNMENT-STRATEGY"] == "uniform"
     assert state[w.kip848]["STATE"] == "Stable" and state[w.kip848]["#MEMBERS"] == "1"
     for row in state.values():
-        assert row["COORDINATOR"] .startswith(f"{w.kcoord.bootstrap.split(':')[0]}:")  # (ID): kcoord's address
+        assert row["COORDINATOR"].startswith(f"{w.kcoord.bootstrap.split(':')[0]}:")  # (ID): kcoord's address
 
 
 def test_reset_offsets_and_delete_offsets(workload: Workload) -> None:
     w = workload
     group = ("--group", w.reset, "--topic", w.topic)
     earliest = table(consumer_groups(w, "--reset-offsets", *group, "--to-earliest", "--execute"), "GROUP")
-    assert sorted((int(r["PARTITION"]), r["NEW-OFFSET"]) for r in earliest) == [(p, "0") for p in range(PARTITIONS)]
+    assert sorted((int(r["PARTITION"]), r["NEW-OFFSET"]) for r in earliest) == [
+        (p, "0") for p in range(PARTITIONS)
+    ]
     assert committed(w.kcoord.bootstrap, w.reset) == {(w.topic, p): 0 for p in range(PARTITIONS)}
 
     to_offset = table(consumer_groups(w, "--reset-offsets", *group, "--to-offset", "7", "--execute"), "GROUP")
@@ -211,10 +232,13 @@ def test_reset_offsets_and_delete_offsets(workload: Workload) -> None:
     refused = w.tools.tool("kafka-consumer-groups.sh", "--bootstrap-server", w.kcoord.bootstrap, "--reset-offsets",
                            "--group", w.classic, "--topic", w.topic, "--to-earliest", "--execute", check=False)  # fmt: skip
     assert f"can only be reset if the group '{w.classic}' is inactive, but the current state is Stable" in (
-        refused.stdout + refused.stderr)
+        refused.stdout + refused.stderr
+    )
 
     deleted = table(consumer_groups(w, "--delete-offsets", *group), "TOPIC")
-    assert sorted((int(r["PARTITION"]), r["STATUS"]) for r in deleted) == [(p, "Successful") for p in range(PARTITIONS)]
+    assert sorted((int(r["PARTITION"]), r["STATUS"]) for r in deleted) == [
+        (p, "Successful") for p in range(PARTITIONS)
+    ]
     assert committed(w.kcoord.bootstrap, w.reset) == {}
 
 
@@ -230,7 +254,9 @@ def test_groups_list_with_type_and_protocol_filters(workload: Workload) -> None:
     names = {r["GROUP"] for r in table(only_new, "GROUP")}
     assert w.kip848 in names and w.classic not in names and w.reset not in names
     # --consumer: consumer groups of both protocols (classic ones by their protocol type "consumer")
-    consumers = w.tools.tool("kafka-groups.sh", "--bootstrap-server", w.kcoord.bootstrap, "--list", "--consumer").stdout
+    consumers = w.tools.tool(
+        "kafka-groups.sh", "--bootstrap-server", w.kcoord.bootstrap, "--list", "--consumer"
+    ).stdout
     names = {r["GROUP"] for r in table(consumers, "GROUP")}
     assert {w.kip848, w.classic, w.reset} <= names
 
@@ -238,8 +264,19 @@ def test_groups_list_with_type_and_protocol_filters(workload: Workload) -> None:
 def console_consumer(w: Workload, formatter: str) -> list[dict[str, Any]]:
     """Every record of kcoord's internal topic, read from the upstream itself, as the formatter prints it."""
     done = w.tools.tool(
-        "kafka-console-consumer.sh", "--bootstrap-server", w.upstream.bootstrap, "--topic", w.internal_topic,
-        "--partition", "0", "--offset", "earliest", "--timeout-ms", "3000", "--formatter", f"org.apache.kafka.tools.consumer.{formatter}",
+        "kafka-console-consumer.sh",
+        "--bootstrap-server",
+        w.upstream.bootstrap,
+        "--topic",
+        w.internal_topic,
+        "--partition",
+        "0",
+        "--offset",
+        "earliest",
+        "--timeout-ms",
+        "3000",
+        "--formatter",
+        f"org.apache.kafka.tools.consumer.{formatter}",
         check=False,
     )
     # --timeout-ms ends the tool with "Processed a total of N messages" after a TimeoutException (4.0).
@@ -266,7 +303,12 @@ def test_kafka_formatters_read_kcoords_records(workload: Workload) -> None:
     for group in (w.classic, w.kip848):
         for p in range(PARTITIONS):
             v = latest[(group, w.topic, p)]
-            assert v is not None and v["offset"] == PER_PARTITION and v["metadata"] == "" and v["commitTimestamp"] > 0
+            assert (
+                v is not None
+                and v["offset"] == PER_PARTITION
+                and v["metadata"] == ""
+                and v["commitTimestamp"] > 0
+            )
     # the reset group's (whatever the reset tests left: reset, or deleted by tombstones) are what kcoord serves
     now = committed(w.kcoord.bootstrap, w.reset)
     for p in range(PARTITIONS):
@@ -295,7 +337,6 @@ def test_kafka_formatters_read_kcoords_records(workload: Workload) -> None:
     assert reset is not None and reset["members"] == [] and reset["protocolType"] == "consumer"
     # KIP-848 records have no formatter in Kafka 4.0 (each of these two prints only its own types)
     assert w.kip848 not in last
-
 
 
 def test_kafka_decodes_kcoords_kip848_records(workload: Workload) -> None:

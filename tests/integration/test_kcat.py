@@ -23,7 +23,14 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # No initial rebalance delay (Kafka's default waits 3 s for more members): each -G run is the
     # group's only member, so there is nobody to wait for.
     # An internal topic of its own: the upstream is shared by the whole session.
-    args = ("--shards", "4", "--group-initial-rebalance-delay-ms", "0", "--internal-topic", unique("__kcoord_kcat"))
+    args = (
+        "--shards",
+        "4",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+        "--internal-topic",
+        unique("__kcoord_kcat"),
+    )
     with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
@@ -41,7 +48,16 @@ def test_kcat_metadata_produce_consume(kcoord: KcoordProcess) -> None:
     create_topic(kcoord.bootstrap, topic, 2)
     listing = kcat("-b", kcoord.bootstrap, "-L", "-t", topic)
     assert f"{kcoord.bootstrap}" in listing and "2 partitions" in listing
-    kcat("-b", kcoord.bootstrap, "-P", "-t", topic, "-p", "0", stdin="\n".join(f"line-{i}" for i in range(50)) + "\n")
+    kcat(
+        "-b",
+        kcoord.bootstrap,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        "0",
+        stdin="\n".join(f"line-{i}" for i in range(50)) + "\n",
+    )
     out = kcat("-b", kcoord.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q")
     assert out.split() == [f"line-{i}" for i in range(50)]
 
@@ -49,8 +65,26 @@ def test_kcat_metadata_produce_consume(kcoord: KcoordProcess) -> None:
 def test_kcat_balanced_consumer_group_commits(kcoord: KcoordProcess) -> None:
     topic, group = unique("kcat-g"), unique("kcat-group")
     create_topic(kcoord.bootstrap, topic, 2)
-    kcat("-b", kcoord.bootstrap, "-P", "-t", topic, "-p", "0", stdin="\n".join(f"a{i}" for i in range(20)) + "\n")
-    kcat("-b", kcoord.bootstrap, "-P", "-t", topic, "-p", "1", stdin="\n".join(f"b{i}" for i in range(20)) + "\n")
+    kcat(
+        "-b",
+        kcoord.bootstrap,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        "0",
+        stdin="\n".join(f"a{i}" for i in range(20)) + "\n",
+    )
+    kcat(
+        "-b",
+        kcoord.bootstrap,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        "1",
+        stdin="\n".join(f"b{i}" for i in range(20)) + "\n",
+    )
     # -G joins a balanced group through kcoord; -e exits at the end of every assigned partition.
     # (-o would pin the start offset and ignore commits; auto.offset.reset only applies without one.)
     args = ["-b", kcoord.bootstrap, "-G", group, "-e", "-q", "-X", "auto.offset.reset=earliest",

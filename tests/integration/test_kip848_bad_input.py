@@ -123,7 +123,9 @@ def env(tansu: TansuBroker) -> Iterator[Env]:
         env = Env(proc, topic, ids[topic], other, ids[other])
         for role in ("same", "other"):  # "same": the group the bad requests aim at
             group, member_id = unique(f"bad848-{role}"), str(uuid.uuid4())
-            joined = heartbeat(proc.bootstrap, **join_request(group, member_id, subscribed_topic_names=[topic]))
+            joined = heartbeat(
+                proc.bootstrap, **join_request(group, member_id, subscribed_topic_names=[topic])
+            )
             assert joined.error_code == 0, joined
             owned = assigned(joined)
             assert owned == {env.topic_id: set(range(PARTITIONS))}, owned
@@ -150,7 +152,9 @@ def healthy_afterwards(env: Env) -> Iterator[None]:
         assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
     env.group_epochs_moved = False
     assert [(mb.member_id, mb.member_epoch) for mb in after.members] == [(same.member_id, same.epoch)]
-    assert {tp.topic_id: set(tp.partitions) for tp in after.members[0].assignment.topic_partitions} == same.owned
+    assert {
+        tp.topic_id: set(tp.partitions) for tp in after.members[0].assignment.topic_partitions
+    } == same.owned
     assert env.kcoord.alive
     new_log = env.kcoord.log_path.read_text(errors="replace")[start:]
     assert "Traceback" not in new_log and "level=ERROR" not in new_log, new_log[-4000:]
@@ -161,7 +165,9 @@ def healthy_afterwards(env: Env) -> Iterator[None]:
 def test_an_epoch_above_the_members_is_fenced(env: Env, epoch: int) -> None:
     same = env.members["same"]
     epoch = max(epoch, same.epoch + 1)
-    response = heartbeat(env.kcoord.bootstrap, group_id=same.group, member_id=same.member_id, member_epoch=epoch)
+    response = heartbeat(
+        env.kcoord.bootstrap, group_id=same.group, member_id=same.member_id, member_epoch=epoch
+    )
     assert response.error_code == E.FENCED_MEMBER_EPOCH, response
     assert f"greater member epoch ({epoch})" in (response.error_message or "")
 
@@ -212,7 +218,10 @@ def test_a_static_leave_for_an_instance_id_nobody_holds(env: Env) -> None:
     same = env.members["same"]
     response = heartbeat(env.kcoord.bootstrap, group_id=same.group, member_id=str(uuid.uuid4()), member_epoch=-2,
                          instance_id="ghost")  # fmt: skip
-    assert (response.error_code, response.error_message) == (E.UNKNOWN_MEMBER_ID, "Instance id ghost is unknown.")
+    assert (response.error_code, response.error_message) == (
+        E.UNKNOWN_MEMBER_ID,
+        "Instance id ghost is unknown.",
+    )
     response = heartbeat(env.kcoord.bootstrap, group_id=unique("bad848-nogroup"), member_id=str(uuid.uuid4()),
                          member_epoch=-2, instance_id="ghost")  # fmt: skip
     assert response.error_code == E.GROUP_ID_NOT_FOUND, response
@@ -230,7 +239,10 @@ def test_a_static_heartbeat_with_the_healthy_members_id_is_not_its_instance(env:
     same = env.members["same"]
     response = heartbeat(env.kcoord.bootstrap, group_id=same.group, member_id=same.member_id,
                          member_epoch=same.epoch, instance_id="intruder")  # fmt: skip
-    assert (response.error_code, response.error_message) == (E.UNKNOWN_MEMBER_ID, "Instance id intruder is unknown.")
+    assert (response.error_code, response.error_message) == (
+        E.UNKNOWN_MEMBER_ID,
+        "Instance id intruder is unknown.",
+    )
 
 
 # -- required fields --------------------------------------------------------------------------------------------
@@ -249,16 +261,22 @@ def test_a_static_heartbeat_with_the_healthy_members_id_is_not_its_instance(env:
          "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
     ],
 )  # fmt: skip
-def test_missing_or_empty_fields_are_invalid(env: Env, version: int, fields: dict[str, Any], message: str) -> None:
+def test_missing_or_empty_fields_are_invalid(
+    env: Env, version: int, fields: dict[str, Any], message: str
+) -> None:
     same = env.members["same"]
-    response = heartbeat(env.kcoord.bootstrap, version, **{**join_request(same.group, str(uuid.uuid4())), **fields})
+    response = heartbeat(
+        env.kcoord.bootstrap, version, **{**join_request(same.group, str(uuid.uuid4())), **fields}
+    )
     assert (response.error_code, response.error_message) == (E.INVALID_REQUEST, message)
 
 
 def test_v0_join_with_an_empty_member_id_gets_one_from_the_server(env: Env) -> None:
     """Only v0 lets the server pick the member id (KIP-1082 made v1 clients generate it)."""
     group = unique("bad848-v0")
-    response = heartbeat(env.kcoord.bootstrap, 0, **join_request(group, "", subscribed_topic_names=[env.other_topic]))
+    response = heartbeat(
+        env.kcoord.bootstrap, 0, **join_request(group, "", subscribed_topic_names=[env.other_topic])
+    )
     assert response.error_code == 0 and response.member_id, response
     assert uuid.UUID(response.member_id)
     assert assigned(response) == {env.other_topic_id: {0, 1}}
@@ -295,7 +313,9 @@ def test_a_regex_that_does_not_compile_under_re2(env: Env, regex: str) -> None:
     joining = heartbeat(env.kcoord.bootstrap, **join_request(same.group, str(uuid.uuid4()),
                         subscribed_topic_names=None, subscribed_topic_regex=regex))  # fmt: skip
     assert joining.error_code == E.INVALID_REGULAR_EXPRESSION, joining
-    assert (joining.error_message or "").startswith(f"SubscribedTopicRegex `{regex}` is not a valid regular expression")
+    assert (joining.error_message or "").startswith(
+        f"SubscribedTopicRegex `{regex}` is not a valid regular expression"
+    )
     # the healthy member itself switching to it: refused, it keeps its subscription
     switching = heartbeat(env.kcoord.bootstrap, group_id=same.group, member_id=same.member_id, member_epoch=same.epoch,
                           subscribed_topic_regex=regex)  # fmt: skip
@@ -330,7 +350,9 @@ def test_a_subscription_to_five_thousand_topic_names(env: Env) -> None:
     response = heartbeat(env.kcoord.bootstrap, **join_request(group, member_id, subscribed_topic_names=names))
     assert response.error_code == 0, response
     assert assigned(response) == {env.other_topic_id: {0, 1}}
-    again = heartbeat(env.kcoord.bootstrap, group_id=group, member_id=member_id, member_epoch=response.member_epoch)
+    again = heartbeat(
+        env.kcoord.bootstrap, group_id=group, member_id=member_id, member_epoch=response.member_epoch
+    )
     assert again.error_code == 0 and again.member_epoch == response.member_epoch, again
     described = describe(env.kcoord.bootstrap, group)
     assert described.error_code == 0 and len(described.members[0].subscribed_topic_names) == 5_000
@@ -343,7 +365,9 @@ def test_the_same_five_thousand_missing_names_in_the_healthy_members_group(env: 
     env.group_epochs_moved = True
     names = [f"bad848-missing-{i:05d}" for i in range(5_000)]
     member_id = str(uuid.uuid4())
-    response = heartbeat(env.kcoord.bootstrap, **join_request(same.group, member_id, subscribed_topic_names=names))
+    response = heartbeat(
+        env.kcoord.bootstrap, **join_request(same.group, member_id, subscribed_topic_names=names)
+    )
     assert response.error_code == 0 and assigned(response) == {}, response
     check = full_heartbeat(env.kcoord.bootstrap, same, env.topic)
     assert check.error_code == 0 and assigned(check) == same.owned, check
@@ -360,9 +384,13 @@ def test_a_long_member_id_is_a_member_id(env: Env, length: int) -> None:
     """Kafka does not limit a member id's length (clients send a UUID; the Java client's is 22
     characters of base64): anything its string reader takes (<= 0x7fff bytes) is accepted."""
     group, member_id = unique("bad848-longmid"), ("m" * length)
-    response = heartbeat(env.kcoord.bootstrap, **join_request(group, member_id, subscribed_topic_names=[env.other_topic]))
+    response = heartbeat(
+        env.kcoord.bootstrap, **join_request(group, member_id, subscribed_topic_names=[env.other_topic])
+    )
     assert response.error_code == 0 and response.member_id == member_id, response
-    again = heartbeat(env.kcoord.bootstrap, group_id=group, member_id=member_id, member_epoch=response.member_epoch)
+    again = heartbeat(
+        env.kcoord.bootstrap, group_id=group, member_id=member_id, member_epoch=response.member_epoch
+    )
     assert again.error_code == 0, again
     left = heartbeat(env.kcoord.bootstrap, group_id=group, member_id=member_id, member_epoch=-1)
     assert left.error_code == 0, left
@@ -371,7 +399,9 @@ def test_a_long_member_id_is_a_member_id(env: Env, length: int) -> None:
 def test_a_long_group_id_is_a_group_id(env: Env) -> None:
     group = unique("bad848-longgroup").ljust(32_767, "g")
     member_id = str(uuid.uuid4())
-    response = heartbeat(env.kcoord.bootstrap, **join_request(group, member_id, subscribed_topic_names=[env.other_topic]))
+    response = heartbeat(
+        env.kcoord.bootstrap, **join_request(group, member_id, subscribed_topic_names=[env.other_topic])
+    )
     assert response.error_code == 0, response
     assert assigned(response) == {env.other_topic_id: {0, 1}}
     described = describe(env.kcoord.bootstrap, group)
@@ -380,7 +410,9 @@ def test_a_long_group_id_is_a_group_id(env: Env) -> None:
 
 @pytest.mark.parametrize("where", ["group_id", "member_id"])
 def test_a_string_longer_than_kafka_reads_closes_the_connection(env: Env, where: str) -> None:
-    fields = join_request(unique("bad848-toolong"), str(uuid.uuid4()), subscribed_topic_names=[env.other_topic])
+    fields = join_request(
+        unique("bad848-toolong"), str(uuid.uuid4()), subscribed_topic_names=[env.other_topic]
+    )
     fields[where] = fields[where].ljust(32_768, "x")
     with WireClient(env.kcoord.bootstrap) as client:
         client.send(CGH, 1, REQ(**fields))

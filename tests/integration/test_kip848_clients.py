@@ -31,8 +31,15 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
-    with KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", unique("__kcoord_cgh"),
-                       bootstrap=upstream.bootstrap) as proc:
+    with KcoordProcess(
+        "--shards",
+        "3",
+        "--storage",
+        "kafka",
+        "--internal-topic",
+        unique("__kcoord_cgh"),
+        bootstrap=upstream.bootstrap,
+    ) as proc:
         yield proc
 
 
@@ -81,7 +88,10 @@ def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-u
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        return {tp.partition: tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)}
+        return {
+            tp.partition: tp.offset
+            for tp in probe.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        }
     finally:
         probe.close()
 
@@ -167,8 +177,14 @@ def test_a_regular_expression_subscription_is_resolved_by_the_coordinator(kcoord
     for topic in [*matching, f"other-{prefix}"]:
         create_topic(kcoord.bootstrap, topic, 2)
         produce_numbered(kcoord.bootstrap, topic, 10, 2)
-    consumer = Consumer({"bootstrap.servers": kcoord.bootstrap, "group.id": unique("cgh-regex-group"),
-                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kcoord.bootstrap,
+            "group.id": unique("cgh-regex-group"),
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.subscribe([f"^{prefix}-.*"])
         seen: set[str] = set()

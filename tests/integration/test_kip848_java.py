@@ -88,7 +88,9 @@ def describe_members(kcoord: KcoordProcess, group: str) -> dict[str, Any]:
 # topic ids with Metadata v12 topics=[{topicId=<id>, name=''}], which tansu refuses
 # (connection.metadata_asked_by_id).
 @pytest.mark.parametrize("option", ["--pattern", "--subscription-pattern"])
-def test_pattern_subscription_gets_exactly_the_matching_topics(kcoord: KcoordProcess, java_peer, option: str) -> None:  # type: ignore[no-untyped-def]
+def test_pattern_subscription_gets_exactly_the_matching_topics(
+    kcoord: KcoordProcess, java_peer, option: str
+) -> None:  # type: ignore[no-untyped-def]
     """--pattern: subscribe(java.util.regex.Pattern) (the client matches its metadata and sends
     topic names); --subscription-pattern: subscribe(SubscriptionPattern) (the coordinator
     resolves the RE2 regex)."""
@@ -138,8 +140,12 @@ def test_killed_member_is_replaced_and_no_record_is_lost(kcoord: KcoordProcess, 
     final = committed_offsets(kcoord, group)
     assert set(final) == every and all(offset == 600 for offset in final.values()), final
     victim_count = (victim.latest("records") or {}).get("total", 0)
-    delivered = sum(e["count"] for p in (survivor, victim, restarted) for e in p.events if e["event"] == "records")
-    print(f"reassigned {took:.1f}s after the kill; delivered {delivered} records for 2400 (the victim {victim_count}); committed {final}")
+    delivered = sum(
+        e["count"] for p in (survivor, victim, restarted) for e in p.events if e["event"] == "records"
+    )
+    print(
+        f"reassigned {took:.1f}s after the kill; delivered {delivered} records for 2400 (the victim {victim_count}); committed {final}"
+    )
     assert delivered >= 2400  # at least once (records the victim got but did not commit come again)
     # no gap: every partition was read up to its last record by someone
     last = {}
@@ -151,7 +157,9 @@ def test_killed_member_is_replaced_and_no_record_is_lost(kcoord: KcoordProcess, 
     assert last == {tp: 599 for tp in every}
 
 
-def ownership_intervals(peer: JavaPeer, ended_ms: float | None = None) -> dict[str, list[tuple[float, float]]]:
+def ownership_intervals(
+    peer: JavaPeer, ended_ms: float | None = None
+) -> dict[str, list[tuple[float, float]]]:
     """partition -> [(from, to)] in the peer's wall-clock ms ("ts" of its callbacks): from an
     "assigned" (the consumer protocol's callbacks are incremental) to the "revoked" or "lost" that
     took it away, or to ``ended_ms`` (the kill) / now."""
@@ -194,7 +202,9 @@ def test_three_members_split_six_partitions_and_survive_a_kill(kcoord: KcoordPro
     every = partitions(topic, 6)
     create_topic(kcoord.bootstrap, topic, 6)
     # 20 records a poll, a commit after each, 30 ms of "work": the victim dies part-way through its share
-    args = consumer_args(kcoord, group, "--topic", topic, "--commit", "--max-poll-records", "20", "--work-ms", "30")
+    args = consumer_args(
+        kcoord, group, "--topic", topic, "--commit", "--max-poll-records", "20", "--work-ms", "30"
+    )
     a, b, victim = (java_peer("ConsumerPeer", args, name=f"j848-three-{n}") for n in ("a", "b", "victim"))
 
     def two_each(peers: list[JavaPeer]) -> Callable[[], bool]:
@@ -231,21 +241,31 @@ def test_three_members_split_six_partitions_and_survive_a_kill(kcoord: KcoordPro
     assert last == {tp: 599 for tp in every}, last  # every partition read to its last record
     delivered = sum(e["count"] for p in peers.values() for e in p.events if e["event"] == "records")
     assert delivered >= 3600  # at least once: what the victim read but had not committed comes again
-    assert not [e for p in (a, b, restarted) for e in p.events if e["event"] in ("commit_failed", "error", "fenced")]
-    owners = {name: ownership_intervals(p, killed_ms if name == "victim" else None) for name, p in peers.items()}
+    assert not [
+        e for p in (a, b, restarted) for e in p.events if e["event"] in ("commit_failed", "error", "fenced")
+    ]
+    owners = {
+        name: ownership_intervals(p, killed_ms if name == "victim" else None) for name, p in peers.items()
+    }
     assert_never_owned_twice(owners)
-    print(f"victim's partitions reassigned {took:.1f}s after the kill (it had read {victim_read}); "
-          f"delivered {delivered} records for 3600; "
-          f"ownership changes: { {n: sum(len(v) for v in o.values()) for n, o in owners.items()} }")
+    print(
+        f"victim's partitions reassigned {took:.1f}s after the kill (it had read {victim_read}); "
+        f"delivered {delivered} records for 3600; "
+        f"ownership changes: { {n: sum(len(v) for v in o.values()) for n, o in owners.items()} }"
+    )
 
 
-def test_static_member_restarted_within_the_session_keeps_its_partitions(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
+def test_static_member_restarted_within_the_session_keeps_its_partitions(
+    kcoord: KcoordProcess, java_peer
+) -> None:  # type: ignore[no-untyped-def]
     topic, group = unique("j848-static"), unique("j848-static-group")
     every = partitions(topic, 4)
     create_topic(kcoord.bootstrap, topic, 4)
 
     def start(iid: str, name: str) -> JavaPeer:
-        return java_peer("ConsumerPeer", consumer_args(kcoord, group, "--topic", topic, "--instance-id", iid), name=name)
+        return java_peer(
+            "ConsumerPeer", consumer_args(kcoord, group, "--topic", topic, "--instance-id", iid), name=name
+        )
 
     s1, s2 = start("s1", "j848-s1"), start("s2", "j848-s2")
     wait_until(split_evenly([s1, s2], every), 30, "two static members split four partitions")
@@ -258,20 +278,26 @@ def test_static_member_restarted_within_the_session_keeps_its_partitions(kcoord:
     assert s2.stop() == 0  # a static member's close: leave heartbeat with epoch -2, assignment kept
     stopped_at = time.monotonic()
     restarted = start("s2", "j848-s2b")
-    wait_until(lambda: bool(owned(restarted)), SESSION_MS / 1000 + 20, "the restarted static member is assigned")
+    wait_until(
+        lambda: bool(owned(restarted)), SESSION_MS / 1000 + 20, "the restarted static member is assigned"
+    )
     rejoined_after = time.monotonic() - stopped_at
     assert owned(restarted) == s2_partitions
     time.sleep(2)  # a (wrong) rebalance would show up on s1 now
     after = describe_members(kcoord, group)
     assert set(after) == {"s1", "s2"}
     assert after["s2"].member_id != before["s2"].member_id  # a new process took the instance id over
-    print(f"s2 rejoined {rejoined_after:.1f}s after stopping; s1 epoch {s1_epoch} -> {after['s1'].member_epoch}; "
-          f"s2 epoch {before['s2'].member_epoch} -> {after['s2'].member_epoch}; s2 kept {sorted(s2_partitions)}")
+    print(
+        f"s2 rejoined {rejoined_after:.1f}s after stopping; s1 epoch {s1_epoch} -> {after['s1'].member_epoch}; "
+        f"s2 epoch {before['s2'].member_epoch} -> {after['s2'].member_epoch}; s2 kept {sorted(s2_partitions)}"
+    )
     assert after["s1"].member_epoch == s1_epoch, (
         f"s1's epoch moved {s1_epoch} -> {after['s1'].member_epoch} (s2 rejoined after {rejoined_after:.1f}s)"
     )
     assert owned(s1) == every - s2_partitions
-    assert not [e for e in s1.events[s1_seen:] if e["event"] in ("assigned", "revoked", "lost")], "s1 was rebalanced"
+    assert not [e for e in s1.events[s1_seen:] if e["event"] in ("assigned", "revoked", "lost")], (
+        "s1 was rebalanced"
+    )
 
 
 def test_admin_client_view_of_a_consumer_protocol_group(kcoord: KcoordProcess, java_peer) -> None:  # type: ignore[no-untyped-def]
@@ -279,9 +305,13 @@ def test_admin_client_view_of_a_consumer_protocol_group(kcoord: KcoordProcess, j
     every = partitions(topic, 3)
     create_topic(kcoord.bootstrap, topic, 3)
     produce_numbered(kcoord.bootstrap, topic, 30, 3)
-    member = java_peer("ConsumerPeer", consumer_args(kcoord, group, "--topic", topic, "--commit"), name="j848-admin")
+    member = java_peer(
+        "ConsumerPeer", consumer_args(kcoord, group, "--topic", topic, "--commit"), name="j848-admin"
+    )
     wait_until(lambda: owned(member) == every, 30, "the member gets every partition")
-    wait_until(lambda: sum((member.latest("committed") or {}).get("offsets", {}).values()) == 30, 20, "30 committed")
+    wait_until(
+        lambda: sum((member.latest("committed") or {}).get("offsets", {}).values()) == 30, 20, "30 committed"
+    )
 
     described = run_admin(kcoord.bootstrap, "describe", group)["groups"][0]
     assert described["type"].upper() == "CONSUMER", described

@@ -150,12 +150,18 @@ def test_leader_endpoints_name_kcoord_ports_never_the_brokers(
     new_host, new_port = endpoints[NEW_NODE]
     assert new_host == "127.0.0.1" and new_port not in (kcoord.port, broker_port(kcoord))
     # Everything else in the answer is the broker's, unchanged.
-    partitions = response.responses[0].partition_responses if api_key == ApiKey.PRODUCE else response.responses[0].partitions
+    partitions = (
+        response.responses[0].partition_responses
+        if api_key == ApiKey.PRODUCE
+        else response.responses[0].partitions
+    )
     assert partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert partitions[0].current_leader.leader_id == 1 and partitions[0].current_leader.leader_epoch == 5
 
 
-def test_answers_without_endpoints_are_relayed_byte_for_byte(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+def test_answers_without_endpoints_are_relayed_byte_for_byte(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
     upstream, kcoord = fake
     R = m.FetchResponse
     records = bytes(range(256)) * 64
@@ -171,17 +177,26 @@ def test_answers_without_endpoints_are_relayed_byte_for_byte(fake: tuple[FaultUp
 def large_fetch(node_ids: list[int], records: bytes, partitions: int) -> Any:
     """A Fetch answer of megabytes: records on every partition but the last, which has moved."""
     R = m.FetchResponse
-    parts = [R.PartitionData(partition_index=p, high_watermark=10, records=records) for p in range(partitions - 1)]
+    parts = [
+        R.PartitionData(partition_index=p, high_watermark=10, records=records) for p in range(partitions - 1)
+    ]
     leader = node_ids[0] if node_ids else 1
-    parts.append(R.PartitionData(partition_index=partitions - 1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                 high_watermark=-1, current_leader=R.LeaderIdAndEpoch(leader_id=leader,
-                                                                                      leader_epoch=5)))
+    parts.append(
+        R.PartitionData(
+            partition_index=partitions - 1,
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            high_watermark=-1,
+            current_leader=R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=5),
+        )
+    )
     return R(responses=[R.FetchableTopicResponse(topic="t", topic_id=uuid.UUID(int=1), partitions=parts)],
              node_endpoints=[R.NodeEndpoint(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1], rack="r1")
                              for n in node_ids] if node_ids else [])  # fmt: skip
 
 
-def test_a_large_answer_is_written_while_it_arrives_byte_for_byte(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+def test_a_large_answer_is_written_while_it_arrives_byte_for_byte(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
     """Cut-through: a slow broker's 2 MB answer reaches the client as it comes, not after its end."""
     upstream, kcoord = fake
     records = bytes(range(256)) * 4096  # 1 MiB
@@ -208,7 +223,8 @@ def test_a_large_answer_is_written_while_it_arrives_byte_for_byte(fake: tuple[Fa
         upstream.paced_writes = (0, 0.0)
     assert bytes(body) == frames.encode_response(ApiKey.FETCH, 16, 77, answer)[4:]
     assert done_at - first_bytes_at > 0.3, (
-        f"the client's first bytes came {done_at - first_bytes_at:.3f} s before the broker's last: stored, not streamed")
+        f"the client's first bytes came {done_at - first_bytes_at:.3f} s before the broker's last: stored, not streamed"
+    )
 
 
 def test_a_streamed_answer_naming_a_leader_keeps_its_length_and_no_broker_address(
@@ -265,8 +281,10 @@ def test_a_large_answer_behind_a_parked_join_waits_its_turn_whole_and_rewritten(
     try:
         with socket.create_connection(("127.0.0.1", broker_port(kcoord)), timeout=30) as sock:
             # v3: no member-id round trip (KIP-394), so the join parks for the initial rebalance delay.
-            sock.sendall(frames.encode_request(ApiKey.JOIN_GROUP, 3, 1, "parked", join)
-                         + frames.encode_request(ApiKey.FETCH, 16, 2, "parked", fetch_request(16)))
+            sock.sendall(
+                frames.encode_request(ApiKey.JOIN_GROUP, 3, 1, "parked", join)
+                + frames.encode_request(ApiKey.FETCH, 16, 2, "parked", fetch_request(16))
+            )
             first, second = read_frame(sock), read_frame(sock)
     finally:
         upstream.paced_writes = (0, 0.0)
@@ -281,14 +299,19 @@ def test_a_large_answer_behind_a_parked_join_waits_its_turn_whole_and_rewritten(
     assert [p.records for p in fetched.responses[0].partitions[:2]] == [records, records]
 
 
-def test_every_address_carrying_api_kcoord_advertises_is_covered(fake: tuple[FaultUpstream, KcoordProcess]) -> None:
+def test_every_address_carrying_api_kcoord_advertises_is_covered(
+    fake: tuple[FaultUpstream, KcoordProcess],
+) -> None:
     """What kcoord offers a client, against an upstream offering Kafka 4.0's ranges: every API
     whose answers can hold an address is either rewritten in every offered version or offered
     only in versions without addresses."""
     _, kcoord = fake
     with WireClient(kcoord.bootstrap) as client:
-        resp = client.request(ApiKey.API_VERSIONS, 3, m.ApiVersionsRequest(client_software_name="t",
-                                                                            client_software_version="1"))
+        resp = client.request(
+            ApiKey.API_VERSIONS,
+            3,
+            m.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        )
     offered = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
     assert offered[ApiKey.PRODUCE] == KAFKA_40_VERSIONS[ApiKey.PRODUCE]
     assert offered[ApiKey.FETCH] == KAFKA_40_VERSIONS[ApiKey.FETCH]
@@ -336,7 +359,9 @@ def relayed_exchange(draw: st.DrawFn) -> tuple[int, int, Any, Any]:
         n = draw(NODE_IDS)
         if version >= 4:
             request = m.FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"])
-            answer = R(coordinators=[R.Coordinator(key="txn", node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])])
+            answer = R(
+                coordinators=[R.Coordinator(key="txn", node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])]
+            )
         else:
             request = m.FindCoordinatorRequest(key="txn", key_type=1)
             answer = R(node_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])
@@ -371,7 +396,9 @@ def test_no_relayed_answer_names_an_upstream_address(
     elif api_key == ApiKey.DESCRIBE_CLUSTER:
         addresses = [(b.broker_id, b.host, b.port) for b in response.brokers]
     elif api_key == ApiKey.FIND_COORDINATOR:
-        addresses = [(c.node_id, c.host, c.port) for c in (response.coordinators if version >= 4 else [response])]
+        addresses = [
+            (c.node_id, c.host, c.port) for c in (response.coordinators if version >= 4 else [response])
+        ]
     else:
         addresses = [(e.node_id, e.host, e.port) for e in response.node_endpoints]
         assert [e.node_id for e in response.node_endpoints] == [e.node_id for e in answer.node_endpoints]
@@ -386,16 +413,28 @@ def test_a_taken_broker_port_costs_no_client_its_connection() -> None:
     with FaultUpstream() as upstream:
         ADDRESSES[1] = (upstream.host, upstream.port)
         port = free_port_block(4)
-        with socket.socket() as squatter, KcoordProcess("--storage", "memory", "--shards", "1",
-                                                        bootstrap=upstream.address, port=port) as kcoord:
+        with (
+            socket.socket() as squatter,
+            KcoordProcess(
+                "--storage", "memory", "--shards", "1", bootstrap=upstream.address, port=port
+            ) as kcoord,
+        ):
             squatter.bind(("127.0.0.1", port + 2))  # node 1 got port + 1 at start; the next broker's is taken
             squatter.listen()
             R = m.DescribeClusterResponse
-            upstream.responder = lambda api, v, req: R(cluster_id="c", controller_id=1, brokers=[
-                R.DescribeClusterBroker(broker_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1]) for n in (1, 2)])
+            upstream.responder = lambda api, v, req: R(
+                cluster_id="c",
+                controller_id=1,
+                brokers=[
+                    R.DescribeClusterBroker(broker_id=n, host=ADDRESSES[n][0], port=ADDRESSES[n][1])
+                    for n in (1, 2)
+                ],
+            )
             with WireClient(f"127.0.0.1:{broker_port(kcoord)}") as client:
                 first = client.request(ApiKey.DESCRIBE_CLUSTER, 1, m.DescribeClusterRequest())
-                again = client.request(ApiKey.DESCRIBE_CLUSTER, 1, m.DescribeClusterRequest())  # same connection
+                again = client.request(
+                    ApiKey.DESCRIBE_CLUSTER, 1, m.DescribeClusterRequest()
+                )  # same connection
             ports = {b.broker_id: b.port for b in first.brokers}
             assert ports[1] == port + 1 and ports[2] not in (port, port + 1, port + 2)
             assert {b.broker_id: b.port for b in again.brokers} == ports
@@ -405,6 +444,7 @@ def test_a_taken_broker_port_costs_no_client_its_connection() -> None:
 
 
 # -- KIP-848 APIs ------------------------------------------------------------------------------------
+
 
 def test_consumer_group_apis_are_served_by_kcoord_and_the_connection_stays(
     fake: tuple[FaultUpstream, KcoordProcess],
@@ -416,8 +456,13 @@ def test_consumer_group_apis_are_served_by_kcoord_and_the_connection_stays(
             group_id="g", member_id="", member_epoch=0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
             topic_partitions=[]))  # fmt: skip
         assert hb.error_code == ErrorCode.NONE and hb.member_id and hb.member_epoch == 1
-        desc = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(group_ids=["g", "b"]))
-        assert [(g.group_id, g.error_code) for g in desc.groups] == [("g", 0), ("b", ErrorCode.GROUP_ID_NOT_FOUND)]
+        desc = client.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 0, m.ConsumerGroupDescribeRequest(group_ids=["g", "b"])
+        )
+        assert [(g.group_id, g.error_code) for g in desc.groups] == [
+            ("g", 0),
+            ("b", ErrorCode.GROUP_ID_NOT_FOUND),
+        ]
         # Same connection, still served.
         meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[]))
         assert meta.brokers
@@ -435,7 +480,10 @@ def faulty_cluster(tansu: Any) -> Iterator[tuple[FaultUpstream, KcoordProcess]]:
     a broker that just lost the partition's leadership."""
     host, port = tansu.bootstrap.rsplit(":", 1)
     upstream = FaultUpstream(target=(host, int(port)), node_id=tansu_node_id(tansu))
-    with upstream, KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=upstream.address) as kcoord:
+    with (
+        upstream,
+        KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=upstream.address) as kcoord,
+    ):
         upstream.fault_produce_every = 5
         yield upstream, kcoord
 
@@ -510,7 +558,8 @@ def test_librdkafka_idempotent_producer_through_leader_changes_stores_each_recor
 
 
 def test_java_producer_through_leader_changes_stores_each_record_once(
-    faulty_cluster: tuple[FaultUpstream, KcoordProcess], java_peer: Any,
+    faulty_cluster: tuple[FaultUpstream, KcoordProcess],
+    java_peer: Any,
 ) -> None:
     upstream, kcoord = faulty_cluster
     topic = f"kip951-java-{uuid.uuid4().hex[:8]}"
@@ -542,7 +591,9 @@ def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kafka
     except KafkaUnavailable as exc:
         pytest.skip(str(exc))
     try:
-        with KcoordProcess("--storage", "memory", "--shards", "2", bootstrap=cluster.brokers[0].bootstrap) as kcoord:
+        with KcoordProcess(
+            "--storage", "memory", "--shards", "2", bootstrap=cluster.brokers[0].bootstrap
+        ) as kcoord:
             yield cluster, kcoord
     finally:
         cluster.stop()
@@ -566,7 +617,9 @@ class LeaderFlipper(threading.Thread):
         (the election is repeated until then: it fails while the reordering is still being applied)."""
         for p in self.replicas:
             self.replicas[p].reverse()
-        self.admin.alter_partition_reassignments({TopicPartition(self.topic, p): r for p, r in self.replicas.items()})
+        self.admin.alter_partition_reassignments(
+            {TopicPartition(self.topic, p): r for p, r in self.replicas.items()}
+        )
         wanted = {p: r[0] for p, r in self.replicas.items()}
         deadline = time.monotonic() + timeout
         while True:
@@ -602,7 +655,9 @@ def create_replicated_topic(cluster: KafkaCluster, topic: str, partitions: int) 
     place_topic(cluster, topic, {p: [1 + p % 2, 2 - p % 2] for p in range(partitions)}, create=True)
 
 
-def place_topic(cluster: KafkaCluster, topic: str, replicas: dict[int, list[int]], create: bool = False) -> None:
+def place_topic(
+    cluster: KafkaCluster, topic: str, replicas: dict[int, list[int]], create: bool = False
+) -> None:
     """Create ``topic`` with, or move it to, these replicas (the first one leads); returns once the
     cluster's metadata shows them all in sync with the first one leading."""
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
@@ -616,7 +671,9 @@ def place_topic(cluster: KafkaCluster, topic: str, replicas: dict[int, list[int]
             described = admin.describe_topics([topic])[0]
             placed = {p["partition_index"]: (p["leader_id"], sorted(p["replica_nodes"]), sorted(p["isr_nodes"]))
                       for p in described["partitions"]}  # fmt: skip
-            if described["error_code"] == 0 and placed == {p: (r[0], sorted(r), sorted(r)) for p, r in replicas.items()}:
+            if described["error_code"] == 0 and placed == {
+                p: (r[0], sorted(r), sorted(r)) for p, r in replicas.items()
+            }:
                 return
             assert time.monotonic() < deadline, described
             time.sleep(0.1)
@@ -656,7 +713,11 @@ def test_kafka_answers_a_request_to_the_old_leader_with_kcoord_addresses(
     place_topic(cluster, topic, {0: [1]}, create=True)
     place_topic(cluster, topic, {0: [2]})
     with WireClient(kcoord.bootstrap) as client:
-        meta = client.request(ApiKey.METADATA, 12, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]))
+        meta = client.request(
+            ApiKey.METADATA,
+            12,
+            m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)]),
+        )
     topic_id = meta.topics[0].topic_id
     ports = kcoord_ports(kcoord)
     assert set(ports) >= {1, 2}, ports
@@ -725,7 +786,8 @@ def test_librdkafka_idempotent_producer_through_kafka_leader_moves_stores_each_r
 
 
 def test_java_producer_through_kafka_leader_moves_stores_each_record_once(
-    kafka_pair: tuple[KafkaCluster, KcoordProcess], java_peer: Any,
+    kafka_pair: tuple[KafkaCluster, KcoordProcess],
+    java_peer: Any,
 ) -> None:
     cluster, kcoord = kafka_pair
     topic = f"kip951-kafka-java-{uuid.uuid4().hex[:8]}"

@@ -35,8 +35,15 @@ def kcoord(tansu: TansuBroker) -> Iterator[KcoordProcess]:
     # A short initial rebalance delay (Kafka's default is 3 s, and a group whose members keep arriving
     # waits it twice): the scenarios' members all send their JoinGroups at once, well within 0.5 s, so
     # they still join one generation together; what is checked here is connection counts, not timing.
-    with KcoordProcess("--internal-topic", unique("__kcoord_lgconn"), "--metrics", f"127.0.0.1:{port}",
-                       "--group-initial-rebalance-delay-ms", "500", bootstrap=tansu.bootstrap) as proc:
+    with KcoordProcess(
+        "--internal-topic",
+        unique("__kcoord_lgconn"),
+        "--metrics",
+        f"127.0.0.1:{port}",
+        "--group-initial-rebalance-delay-ms",
+        "500",
+        bootstrap=tansu.bootstrap,
+    ) as proc:
         proc.metrics_url = f"http://127.0.0.1:{port}/metrics"  # type: ignore[attr-defined]
         yield proc
 
@@ -69,7 +76,9 @@ def test_per_member_shape_gives_each_member_its_own_connection(kcoord: KcoordPro
                 groups[g].append(rt.attach(Member(i, group_ids[g], [topic], {topic: group_size})))
             before = accepted(kcoord)
             await rt.open_member_connections()
-            await asyncio.gather(*(rt.join_group(g) for g in groups))  # joins go on the members' own connections
+            await asyncio.gather(
+                *(rt.join_group(g) for g in groups)
+            )  # joins go on the members' own connections
             assert all(mem.state is State.STABLE for mem in rt.members), rt.failures
             assert accepted(kcoord) - before == members  # no lanes, no shared connections: one each
             assert stats.connections_opened == members

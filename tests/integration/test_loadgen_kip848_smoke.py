@@ -29,16 +29,34 @@ INTERVAL_MS = 500
 
 @pytest.fixture(scope="module")
 def kcoord(tansu: TansuBroker) -> Iterator[KcoordProcess]:
-    with KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", unique("__kcoord_lg848"),
-                       "--group-consumer-heartbeat-interval-ms", str(INTERVAL_MS),
-                       bootstrap=tansu.bootstrap) as proc:
+    with KcoordProcess(
+        "--shards",
+        "3",
+        "--storage",
+        "kafka",
+        "--internal-topic",
+        unique("__kcoord_lg848"),
+        "--group-consumer-heartbeat-interval-ms",
+        str(INTERVAL_MS),
+        bootstrap=tansu.bootstrap,
+    ) as proc:
         yield proc
 
 
 def test_members_settle_with_every_partition_owned_once(kcoord: KcoordProcess) -> None:
     async def run() -> None:
-        s = await _settled_groups(Target(kcoord.bootstrap), "lgsmoke", members=50, group_size=10, partitions=12,
-                                  interval_s=None, connections=4, join_rate=500.0, settle_timeout_s=60.0, static=False)
+        s = await _settled_groups(
+            Target(kcoord.bootstrap),
+            "lgsmoke",
+            members=50,
+            group_size=10,
+            partitions=12,
+            interval_s=None,
+            connections=4,
+            join_rate=500.0,
+            settle_timeout_s=60.0,
+            static=False,
+        )
         try:
             assert s.settle_s is not None, s.unsettled
             assert s.server_interval_ms == INTERVAL_MS and s.interval_s == INTERVAL_MS / 1000
@@ -48,7 +66,10 @@ def test_members_settle_with_every_partition_owned_once(kcoord: KcoordProcess) -
                 assert len(members) == 10
                 assert all(mb.state is CState.MEMBER for mb in members)
                 owned = Counter(tp for mb in members for tp in mb.partitions())
-                assert len(owned) == 12 and set(owned.values()) == {1}, (gid, owned)  # each partition exactly once
+                assert len(owned) == 12 and set(owned.values()) == {1}, (
+                    gid,
+                    owned,
+                )  # each partition exactly once
                 assert len({tid for tid, _ in owned}) == 1  # the one topic, by id
                 g = described[gid]
                 assert g.error_code == 0 and g.group_epoch == g.assignment_epoch
@@ -67,9 +88,20 @@ def test_members_settle_with_every_partition_owned_once(kcoord: KcoordProcess) -
 
 
 def test_consumer_steady_window_has_no_errors(kcoord: KcoordProcess) -> None:
-    r = asyncio.run(consumer_steady(Target(kcoord.bootstrap, "kcoord"), members=50, group_size=10, duration_s=3.0,
-                                    connections=4, join_rate=500.0, settle_timeout_s=60.0))
-    assert r["params"]["connections"] == 4 and r["connections_opened"] == 4  # the old shared shape, still there
+    r = asyncio.run(
+        consumer_steady(
+            Target(kcoord.bootstrap, "kcoord"),
+            members=50,
+            group_size=10,
+            duration_s=3.0,
+            connections=4,
+            join_rate=500.0,
+            settle_timeout_s=60.0,
+        )
+    )
+    assert (
+        r["params"]["connections"] == 4 and r["connections_opened"] == 4
+    )  # the old shared shape, still there
     assert r["settle_s"] is not None and r["groups_unsettled_before_window"] == 0
     assert r["window"]["errors"] == {} and r["failures"] == []
     assert r["in_window"]["fenced"] == 0 and r["in_window"]["assignment_changes"] == 0
@@ -81,8 +113,16 @@ def test_consumer_steady_window_has_no_errors(kcoord: KcoordProcess) -> None:
 
 def test_consumer_commit_by_topic_id_is_accepted(kcoord: KcoordProcess) -> None:
     # the default shape: one connection per member, as real clients have, for its heartbeats and commits
-    r = asyncio.run(consumer_commit(Target(kcoord.bootstrap, "kcoord"), members=20, group_size=5, duration_s=2.0,
-                                    join_rate=500.0, settle_timeout_s=60.0))
+    r = asyncio.run(
+        consumer_commit(
+            Target(kcoord.bootstrap, "kcoord"),
+            members=20,
+            group_size=5,
+            duration_s=2.0,
+            join_rate=500.0,
+            settle_timeout_s=60.0,
+        )
+    )
     assert r["params"]["connections"] == "per-member" and r["connections_opened"] == 20
     assert r["settle_s"] is not None
     assert r["committers"] == 20 and r["partitions_per_commit"] == 1.0

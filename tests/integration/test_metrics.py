@@ -36,8 +36,14 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 def kcoord() -> Iterator[KcoordProcess]:
     port = free_port()
     with KcoordProcess(
-        "--shards", str(SHARDS), "--metrics", f"127.0.0.1:{port}", "--log-format", "json",
-        "--group-initial-rebalance-delay-ms", "0",
+        "--shards",
+        str(SHARDS),
+        "--metrics",
+        f"127.0.0.1:{port}",
+        "--log-format",
+        "json",
+        "--group-initial-rebalance-delay-ms",
+        "0",
     ) as proc:
         proc.metrics_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
         yield proc
@@ -85,8 +91,13 @@ def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: Kc
     create_topic(kcoord.bootstrap, topic, 2)
     produce_numbered(kcoord.bootstrap, topic, 200, 2)
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=kcoord.bootstrap, group_id=group, auto_offset_reset="earliest",
-        enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=200,
+        topic,
+        bootstrap_servers=kcoord.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=200,
     )
     try:
         consumed = 0
@@ -143,10 +154,18 @@ def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: Kc
     assert total(after, "kcoord_member_removals_total", reason="leave_group") >= 1
     assert total(after, "kcoord_rebalances_total", reason="member_left") >= 1
 
-    events = [json.loads(line) for line in Path(kcoord.log_path).read_text().splitlines() if line.startswith("{")]
+    events = [
+        json.loads(line) for line in Path(kcoord.log_path).read_text().splitlines() if line.startswith("{")
+    ]
     mine = [e for e in events if e.get("group") == group]
     kinds = {e["event"] for e in mine}
-    assert {"member.joined", "rebalance.started", "rebalance.completed", "member.left", "member.fenced"} <= kinds
+    assert {
+        "member.joined",
+        "rebalance.started",
+        "rebalance.completed",
+        "member.left",
+        "member.fenced",
+    } <= kinds
     completed = next(e for e in mine if e["event"] == "rebalance.completed")
     assert completed["generation"] >= 1 and completed["duration_ms"] >= 0 and completed["members"] == 1
     fenced_line = next(e for e in mine if e["event"] == "member.fenced")

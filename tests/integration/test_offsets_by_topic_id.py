@@ -27,7 +27,9 @@ def kcoord_address(tansu: TansuBroker) -> Iterator[str]:
 def topic_id(address: str, topic: str) -> uuid.UUID:
     T = m.MetadataRequest.MetadataRequestTopic
     with WireClient(address) as client:
-        response = client.request(3, 12, m.MetadataRequest(topics=[T(name=topic)], allow_auto_topic_creation=False))
+        response = client.request(
+            3, 12, m.MetadataRequest(topics=[T(name=topic)], allow_auto_topic_creation=False)
+        )
     found = response.topics[0]
     assert found.error_code == 0 and found.topic_id.int != 0
     return found.topic_id
@@ -47,7 +49,11 @@ def commit_v10(address: str, group: str, offsets: dict[uuid.UUID, dict[int, int]
 
 def fetch_v10(address: str, group: str, topics: dict[uuid.UUID, list[int]] | None) -> m.OffsetFetchResponse:
     R = m.OffsetFetchRequest
-    wanted = None if topics is None else [R.OffsetFetchRequestTopics(topic_id=t, partition_indexes=ps) for t, ps in topics.items()]
+    wanted = (
+        None
+        if topics is None
+        else [R.OffsetFetchRequestTopics(topic_id=t, partition_indexes=ps) for t, ps in topics.items()]
+    )
     request = R(groups=[R.OffsetFetchRequestGroup(group_id=group, topics=wanted)])
     with WireClient(address) as client:
         return client.request(9, 10, request)
@@ -59,7 +65,9 @@ def test_commit_and_fetch_by_topic_id(kcoord_address: str) -> None:
     tid = topic_id(kcoord_address, topic)
     missing = uuid.uuid4()
     answer = commit_v10(kcoord_address, group, {tid: {0: 5, 1: 7}, missing: {0: 1}})
-    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
+    assert [
+        (t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics
+    ] == [
         (tid, [(0, ErrorCode.NONE), (1, ErrorCode.NONE)]),
         (missing, [(0, ErrorCode.UNKNOWN_TOPIC_ID)]),
     ]
@@ -71,7 +79,9 @@ def test_commit_and_fetch_by_topic_id(kcoord_address: str) -> None:
         (missing, [(0, -1, ErrorCode.UNKNOWN_TOPIC_ID)]),
     ]  # fmt: skip
     everything = fetch_v10(kcoord_address, group, None).groups[0]
-    assert [(t.topic_id, sorted(p.committed_offset for p in t.partitions)) for t in everything.topics] == [(tid, [5, 7])]
+    assert [(t.topic_id, sorted(p.committed_offset for p in t.partitions)) for t in everything.topics] == [
+        (tid, [5, 7])
+    ]
 
 
 def test_a_commit_of_unknown_ids_only_never_reaches_the_group(kcoord_address: str) -> None:
@@ -90,4 +100,6 @@ def test_a_topic_id_first_seen_in_a_commit_is_looked_up(kcoord_address: str, tan
     tid = topic_id(tansu.bootstrap, topic)
     answer = commit_v10(kcoord_address, group, {tid: {0: 3}})
     assert [p.error_code for t in answer.topics for p in t.partitions] == [ErrorCode.NONE]
-    assert fetch_v10(kcoord_address, group, {tid: [0]}).groups[0].topics[0].partitions[0].committed_offset == 3
+    assert (
+        fetch_v10(kcoord_address, group, {tid: [0]}).groups[0].topics[0].partitions[0].committed_offset == 3
+    )

@@ -93,7 +93,9 @@ def join(address: str, group: str, member_id: str = "") -> Any:
             protocol_type="consumer", protocols=[P(name="range", metadata=SUBSCRIPTION)]))  # fmt: skip
 
 
-def sync(address: str, group: str, member_id: str, generation: int, plan: dict[str, bytes] | None = None) -> Any:
+def sync(
+    address: str, group: str, member_id: str, generation: int, plan: dict[str, bytes] | None = None
+) -> Any:
     A = m.SyncGroupRequest.SyncGroupRequestAssignment
     with WireClient(address, timeout=30) as client:
         return client.request(ApiKey.SYNC_GROUP, 5, m.SyncGroupRequest(

@@ -35,7 +35,14 @@ def data_topic(upstream: Upstream) -> str:
 
 def start_kcoord(upstream: Upstream, offsets_topic: str, *extra: str) -> KcoordProcess:
     return KcoordProcess(
-        "--shards", "2", "--storage", "kafka", "--internal-topic", offsets_topic, *extra, bootstrap=upstream.bootstrap
+        "--shards",
+        "2",
+        "--storage",
+        "kafka",
+        "--internal-topic",
+        offsets_topic,
+        *extra,
+        bootstrap=upstream.bootstrap,
     ).start()
 
 
@@ -73,8 +80,14 @@ def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(upstream: Upstre
     """The periodic ownership refresh of a fenced kcoord must not fence the new
     owner and then serve its own stale state. Only the refresh acts here: the tail check is off."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("split-brain")
-    first = start_kcoord(upstream, offsets_topic, "--ownership-refresh-interval-ms", "1500",
-                         "--ownership-check-interval-ms", "3600000")
+    first = start_kcoord(
+        upstream,
+        offsets_topic,
+        "--ownership-refresh-interval-ms",
+        "1500",
+        "--ownership-check-interval-ms",
+        "3600000",
+    )
     second: KcoordProcess | None = None
     try:
         assert commit(first.bootstrap, group, 10) == ErrorCode.NONE
@@ -94,7 +107,9 @@ def test_refresh_never_takes_back_a_shard_another_kcoord_fenced(upstream: Upstre
             second.kill()
 
 
-def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(upstream: Upstream, data_topic: str) -> None:
+def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(
+    upstream: Upstream, data_topic: str
+) -> None:
     """No stale OffsetFetch/DescribeGroups/Heartbeat answers with error NONE
     once another kcoord took the shard, although the fenced one never writes again."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("stale-read")
@@ -105,8 +120,11 @@ def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(upstream:
         assert fetch(first.bootstrap, group) == (ErrorCode.NONE, 10)
         second = start_kcoord(upstream, offsets_topic)
         assert commit(second.bootstrap, group, 30) == ErrorCode.NONE
-        took = wait_for(lambda: fetch(first.bootstrap, group)[0] == ErrorCode.NOT_COORDINATOR, 5.0,
-                        "the fenced kcoord answers OffsetFetch with NOT_COORDINATOR")
+        took = wait_for(
+            lambda: fetch(first.bootstrap, group)[0] == ErrorCode.NOT_COORDINATOR,
+            5.0,
+            "the fenced kcoord answers OffsetFetch with NOT_COORDINATOR",
+        )
         assert took < 5.0
         assert describe(first.bootstrap, group) == ErrorCode.NOT_COORDINATOR
         assert heartbeat(first.bootstrap, group) == ErrorCode.NOT_COORDINATOR
@@ -142,7 +160,9 @@ def topics_of(upstream: Upstream) -> set[str]:
         admin.close()
 
 
-def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(upstream: Upstream, data_topic: str) -> None:
+def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(
+    upstream: Upstream, data_topic: str
+) -> None:
     """tansu acknowledges a Produce to a deleted topic (the data goes nowhere);
     kcoord sees that the write landed below the end of the log it loaded. Apache Kafka refuses it
     with UNKNOWN_TOPIC_OR_PARTITION; kcoord asks whether the topic is gone rather than retrying
@@ -156,22 +176,34 @@ def test_a_commit_written_into_a_deleted_topic_is_never_acknowledged(upstream: U
         _delete_topic(upstream, offsets_topic)
         # Kafka's DeleteTopics answers once the controller decided; the broker drops the partition a
         # moment later and acknowledges a Produce until then (into a log about to go): wait for that.
-        wait_for(lambda: offsets_topic not in topics_of(upstream), 10.0, "the deleted topic leaves the metadata")
+        wait_for(
+            lambda: offsets_topic not in topics_of(upstream), 10.0, "the deleted topic leaves the metadata"
+        )
         assert commit(kcoord.bootstrap, group, 6) != ErrorCode.NONE
-        assert fetch(kcoord.bootstrap, group)[0] != ErrorCode.NONE  # it does not answer from lost state either
+        assert (
+            fetch(kcoord.bootstrap, group)[0] != ErrorCode.NONE
+        )  # it does not answer from lost state either
         assert "lost" in kcoord.log_tail(200)
     finally:
         kcoord.kill()
 
 
-def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(upstream: Upstream, data_topic: str) -> None:
+def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(
+    upstream: Upstream, data_topic: str
+) -> None:
     """The topic disappears while kcoord is idle. Within the check interval the
     shards stop serving and /healthz and the log say why; kcoord re-creates the topic, serves again,
     and what it acknowledges then survives a kill -9."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("lost-topic")
     metrics_port = free_port_block(1)
-    kcoord = start_kcoord(upstream, offsets_topic, "--ownership-check-interval-ms", "300",
-                          "--metrics", f"127.0.0.1:{metrics_port}")
+    kcoord = start_kcoord(
+        upstream,
+        offsets_topic,
+        "--ownership-check-interval-ms",
+        "300",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+    )
     restarted: KcoordProcess | None = None
     try:
         assert commit(kcoord.bootstrap, group, 7) == ErrorCode.NONE

@@ -33,13 +33,22 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     # the three members start together and join well within it; a late one would only add a rebalance,
     # which these tests make anyway when a member leaves.
     # An internal topic of its own: the upstream is shared by the whole session.
-    args = ("--shards", "8", "--group-initial-rebalance-delay-ms", "500", "--internal-topic", unique("__kcoord_py"))
+    args = (
+        "--shards",
+        "8",
+        "--group-initial-rebalance-delay-ms",
+        "500",
+        "--internal-topic",
+        unique("__kcoord_py"),
+    )
     with KcoordProcess(*args, bootstrap=upstream.bootstrap) as proc:
         yield proc
 
 
 class KafkaPythonMember(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str, sink: list[bytes], lock: threading.Lock) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, sink: list[bytes], lock: threading.Lock
+    ) -> None:
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(
             topic,
@@ -70,8 +79,6 @@ class KafkaPythonMember(threading.Thread):
             self.consumer.close()  # LeaveGroup
         except BaseException as exc:  # surfaced by the test
             self.error = exc
-
-
 
 
 def test_kafka_python_group_shares_and_rebalances(kcoord: KcoordProcess) -> None:
@@ -112,8 +119,14 @@ def test_aiokafka_group_shares_and_rebalances(kcoord: KcoordProcess) -> None:
 
         async def member(i: int) -> None:
             consumer = AIOKafkaConsumer(
-                topic, bootstrap_servers=kcoord.bootstrap, group_id=group, auto_offset_reset="earliest",
-                enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000, max_poll_records=50,
+                topic,
+                bootstrap_servers=kcoord.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=1000,
+                max_poll_records=50,
             )
             await consumer.start()
             try:
@@ -163,15 +176,17 @@ def test_confluent_kafka_group(kcoord: KcoordProcess, strategy: str) -> None:
 
     def member(i: int) -> None:
         try:
-            c = Consumer({
-                "bootstrap.servers": kcoord.bootstrap,
-                "group.id": group,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "partition.assignment.strategy": strategy,
-                "session.timeout.ms": 10000,
-                "heartbeat.interval.ms": 1000,
-            })
+            c = Consumer(
+                {
+                    "bootstrap.servers": kcoord.bootstrap,
+                    "group.id": group,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "partition.assignment.strategy": strategy,
+                    "session.timeout.ms": 10000,
+                    "heartbeat.interval.ms": 1000,
+                }
+            )
             c.subscribe([topic])
             while not stop[i].is_set():
                 msgs = c.consume(num_messages=50, timeout=0.2)

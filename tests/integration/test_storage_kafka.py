@@ -65,18 +65,33 @@ def offset(group: str, partition: int, value: int | None) -> Record:
     key = OffsetCommitKey(group=group, topic="orders", partition=partition)
     if value is None:
         return Record(key, None)
-    return Record(key, OffsetCommitValue(offset=value, leader_epoch=-1, metadata="m", commit_timestamp=1_700_000_000_000))
+    return Record(
+        key,
+        OffsetCommitValue(offset=value, leader_epoch=-1, metadata="m", commit_timestamp=1_700_000_000_000),
+    )
 
 
 def group(name: str, generation: int) -> Record:
     member = MemberMetadata(
-        member_id="m-1", group_instance_id="static-1", client_id="c", client_host="/127.0.0.1",
-        rebalance_timeout=30000, session_timeout=10000, subscription=b"sub", assignment=b"asg",
+        member_id="m-1",
+        group_instance_id="static-1",
+        client_id="c",
+        client_host="/127.0.0.1",
+        rebalance_timeout=30000,
+        session_timeout=10000,
+        subscription=b"sub",
+        assignment=b"asg",
     )
     return Record(
         GroupMetadataKey(group=name),
-        GroupMetadataValue(protocol_type="consumer", generation=generation, protocol="range", leader="m-1",
-                           current_state_timestamp=1_700_000_000_000, members=[member]),
+        GroupMetadataValue(
+            protocol_type="consumer",
+            generation=generation,
+            protocol="range",
+            leader="m-1",
+            current_state_timestamp=1_700_000_000_000,
+            members=[member],
+        ),
     )
 
 
@@ -120,20 +135,41 @@ async def wait_for_marker(log: KafkaShardLog, producer_id: int) -> None:
         await asyncio.sleep(0.02)
 
 
-async def begin_transaction(storage: KafkaStorage, topic: str, txn_id: str, records: list[Record]) -> tuple[int, int]:
+async def begin_transaction(
+    storage: KafkaStorage, topic: str, txn_id: str, records: list[Record]
+) -> tuple[int, int]:
     """A client's transaction holding ``records`` in ``topic``'s partition 0, left open: (pid, epoch)."""
-    init = await request(storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000))
+    init = await request(
+        storage, sm.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000)
+    )
     pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
     add = sm.AddPartitionsToTxnRequest(
-        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-        v3_and_below_topics=[sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[
+            sm.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])
+        ],
     )
     await request(storage, add)
-    batch = encode_batch([encode_record(r) for r in records], timestamp=int(time.time() * 1000), producer_id=pid,
-                         producer_epoch=epoch, base_sequence=0, transactional=True)
-    produce = sm.ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-        sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    batch = encode_batch(
+        [encode_record(r) for r in records],
+        timestamp=int(time.time() * 1000),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=0,
+        transactional=True,
+    )
+    produce = sm.ProduceRequest(
+        transactional_id=txn_id,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            sm.ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[sm.ProduceRequest.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
     resp = await request(storage, produce)
     assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
     return pid, epoch
@@ -172,14 +208,20 @@ async def test_non_compacted_topic_is_a_startup_error(broker: Upstream) -> None:
     topic = new_topic()
     storage = make_storage(broker, topic)
     create = sm.CreateTopicsRequest(
-        topics=[sm.CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=2, replication_factor=1, configs=[])],
+        topics=[
+            sm.CreateTopicsRequest.CreatableTopic(
+                name=topic, num_partitions=2, replication_factor=1, configs=[]
+            )
+        ],
         timeout_ms=5000,
     )
     resp = await request(storage, create)
     assert resp.topics[0].error_code == 0  # type: ignore[attr-defined]
     # Apache Kafka's DescribeConfigs reports the default policy; tansu reports only configs set at
     # creation, so kcoord names the default itself.
-    with pytest.raises(StorageError, match=r"cleanup\.policy=delete( \(the default\))?; kcoord needs cleanup\.policy=compact"):
+    with pytest.raises(
+        StorageError, match=r"cleanup\.policy=delete( \(the default\))?; kcoord needs cleanup\.policy=compact"
+    ):
         await storage.open(2)
     await storage.close()
 
@@ -328,8 +370,12 @@ async def test_transactional_data_counts_only_when_committed(broker: Upstream) -
         async def transaction(txn_id: str, records: list[Record], end: bool | None) -> None:
             pid, epoch = await begin_transaction(storage, topic, txn_id, records)
             if end is not None:
-                ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
-                                                                producer_epoch=epoch, committed=end))
+                ended = await request(
+                    storage,
+                    sm.EndTxnRequest(
+                        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=end
+                    ),
+                )
                 assert ended.error_code == 0  # type: ignore[attr-defined]
                 await wait_for_marker(storage.shard_log(0), pid)
 
@@ -365,8 +411,12 @@ async def test_transactions_load_as_the_memory_oracle_replays_them(broker: Upstr
         return pid, epoch
 
     async def end(txn_id: str, pid: int, epoch: int, commit: bool) -> None:
-        ended = await request(storage, sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid,
-                                                        producer_epoch=epoch, committed=commit))
+        ended = await request(
+            storage,
+            sm.EndTxnRequest(
+                transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit
+            ),
+        )
         assert ended.error_code == 0  # type: ignore[attr-defined]
         await wait_for_marker(kafka_log, pid)
         oracle.write_marker(pid, epoch, commit)
@@ -415,7 +465,9 @@ async def test_a_second_kcoord_fences_the_first(broker: Upstream) -> None:
     b = make_storage(broker, topic)
     await b.open(2)
     try:
-        assert await read_all(b, 0) == [offset("g", 0, 1)]  # B's load sees everything A wrote before the fence
+        assert await read_all(b, 0) == [
+            offset("g", 0, 1)
+        ]  # B's load sees everything A wrote before the fence
         with pytest.raises(FencedError, match="another kcoord took over"):
             await a.shard_log(0).append([offset("g", 0, 2)])  # the zombie's write is rejected by the broker
         with pytest.raises(FencedError):  # and A stays fenced: it does not take the shard back on reload
@@ -450,7 +502,11 @@ async def test_the_tail_check_finds_a_new_owner_without_a_write(broker: Upstream
         assert await b.shard_log(0).check_tail() is None and b.shard_log(0).serving
         found = await a.shard_log(0).check_tail()
         assert found is not None and "epoch 1" in found
-        assert isinstance(a.shard_log(0).fenced, FencedError) and len(lost) == 1 and lost[0] is a.shard_log(0).fenced
+        assert (
+            isinstance(a.shard_log(0).fenced, FencedError)
+            and len(lost) == 1
+            and lost[0] is a.shard_log(0).fenced
+        )
         await a.shard_log(0).refresh_ownership()  # the periodic refresh leaves a fenced shard alone
         await b.shard_log(0).append([offset("g", 0, 3)])  # B was not fenced back
         assert await read_all(b, 0) == [offset("g", 0, 3)]
@@ -536,11 +592,23 @@ async def test_fencing_is_enforced_at_the_partition_after_the_fence_batch(broker
         await read_all(b, 0)  # takes ownership
         log_b = b.shard_log(0)
         assert (log_b.producer_id, log_b.producer_epoch) == (old_pid, old_epoch + 1)
-        batch = encode_batch([(b"\x00\x01zombie", b"\x00\x03x")], timestamp=int(time.time() * 1000),
-                             producer_id=old_pid, producer_epoch=old_epoch, base_sequence=old_seq)
-        produce = sm.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-            sm.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                sm.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        batch = encode_batch(
+            [(b"\x00\x01zombie", b"\x00\x03x")],
+            timestamp=int(time.time() * 1000),
+            producer_id=old_pid,
+            producer_epoch=old_epoch,
+            base_sequence=old_seq,
+        )
+        produce = sm.ProduceRequest(
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                sm.ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                )
+            ],
+        )
         resp = await request(b, produce)
         assert resp.responses[0].partition_responses[0].error_code in (47, 90)  # type: ignore[attr-defined]
     finally:

@@ -69,7 +69,9 @@ def init_producer(c: BlockingConnection, txn_id: str) -> tuple[int, int]:
     return resp.producer_id, resp.producer_epoch
 
 
-def add_partition_v3(c: BlockingConnection, txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
+def add_partition_v3(
+    c: BlockingConnection, txn_id: str, pid: int, epoch: int, topic: str, partition: int
+) -> int:
     """AddPartitionsToTxn v3, the client form (what kcoord would send for its shard's partition)."""
     resp = c.request(A(
         v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
@@ -89,26 +91,55 @@ def produce_txn(
     """A transactional batch at ``sequence``: (error code, base offset)."""
     batch = encode_batch(records, timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch,
                          base_sequence=sequence, transactional=True)  # fmt: skip
-    resp = c.request(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])]))
+    resp = c.request(
+        P(
+            transactional_id=txn_id,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                P.TopicProduceData(
+                    name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)]
+                )
+            ],
+        )
+    )
     part = resp.responses[0].partition_responses[0]
     return int(part.error_code), int(part.base_offset)
 
 
 def end_txn(c: BlockingConnection, txn_id: str, pid: int, epoch: int, commit: bool) -> Any:
-    return c.request(sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit))
+    return c.request(
+        sm.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+    )
 
 
 def fetch(c: BlockingConnection, topic: str, partition: int, isolation: int) -> tuple[Any, list[RecordBatch]]:
-    resp = c.request(F(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation,
-                       topics=[F.FetchTopic(topic=topic, partitions=[
-                           F.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)])]), 11)
+    resp = c.request(
+        F(
+            replica_id=-1,
+            max_wait_ms=100,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=isolation,
+            topics=[
+                F.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        F.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)
+                    ],
+                )
+            ],
+        ),
+        11,
+    )
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0
     return part, decode_batches(part.records or b"")
 
 
-def add_offsets_to_txn(c: BlockingConnection, version: int, txn_id: str, pid: int, epoch: int, group: str) -> bytes:
+def add_offsets_to_txn(
+    c: BlockingConnection, version: int, txn_id: str, pid: int, epoch: int, group: str
+) -> bytes:
     """AddOffsetsToTxn v0-2 by hand (kcoord's codec has no schema for it): the response body."""
 
     def string(s: str) -> bytes:
@@ -128,7 +159,10 @@ def test_transactional_batches_and_their_markers_on_a_compacted_topic(conn: Bloc
     topic = compacted_topic(conn)
     pid1, e1 = init_producer(conn, f"{topic}-commit")
     assert add_partition_v3(conn, f"{topic}-commit", pid1, e1, topic, 0) == 0
-    assert produce_txn(conn, f"{topic}-commit", pid1, e1, topic, 0, [(b"k1", b"v1"), (b"k2", b"v2")]) == (0, 0)
+    assert produce_txn(conn, f"{topic}-commit", pid1, e1, topic, 0, [(b"k1", b"v1"), (b"k2", b"v2")]) == (
+        0,
+        0,
+    )
     ended = end_txn(conn, f"{topic}-commit", pid1, e1, commit=True)
     assert ended.error_code == 0
 
@@ -142,7 +176,10 @@ def test_transactional_batches_and_their_markers_on_a_compacted_topic(conn: Bloc
     assert produce_txn(conn, f"{topic}-open", pid3, e3, topic, 0, [(b"k4", b"v4")]) == (0, 5)
 
     part, batches = fetch(conn, topic, 0, isolation=0)  # read_uncommitted
-    assert (part.high_watermark, part.last_stable_offset) == (6, 5)  # LSO: the open transaction's first offset
+    assert (part.high_watermark, part.last_stable_offset) == (
+        6,
+        5,
+    )  # LSO: the open transaction's first offset
     assert part.aborted_transactions in (None, [])  # never filled, even for the aborted transaction at 3
     shape = [(b.base_offset, b.producer_id, b.is_transactional, b.is_control, b.control_type(), len(b.records))
              for b in batches]  # fmt: skip
@@ -163,7 +200,9 @@ def test_transactional_batches_and_their_markers_on_a_compacted_topic(conn: Bloc
     assert part.aborted_transactions in (None, [])
 
 
-def test_the_sequence_of_a_transactional_producer_continues_across_its_transactions(conn: BlockingConnection) -> None:
+def test_the_sequence_of_a_transactional_producer_continues_across_its_transactions(
+    conn: BlockingConnection,
+) -> None:
     """kcoord, appending for a client's producer id, must carry that producer's sequence per partition."""
     topic = compacted_topic(conn)
     txn = f"{topic}-seq"
@@ -172,16 +211,27 @@ def test_the_sequence_of_a_transactional_producer_continues_across_its_transacti
     assert produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"1"), (b"b", b"2")], sequence=0) == (0, 0)
     assert end_txn(conn, txn, pid, epoch, commit=True).error_code == 0
     assert add_partition_v3(conn, txn, pid, epoch, topic, 0) == 0
-    assert produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"3")], sequence=0)[0] == 46  # DUPLICATE_SEQUENCE_NUMBER
-    assert produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"3")], sequence=5)[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (
+        produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"3")], sequence=0)[0] == 46
+    )  # DUPLICATE_SEQUENCE_NUMBER
+    assert (
+        produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"3")], sequence=5)[0] == 45
+    )  # OUT_OF_ORDER_SEQUENCE_NUMBER
     assert produce_txn(conn, txn, pid, epoch, topic, 0, [(b"a", b"3")], sequence=2) == (0, 3)
     assert end_txn(conn, txn, pid, epoch, commit=False).error_code == 0
     _, batches = fetch(conn, topic, 0, isolation=0)
-    assert [(b.base_offset, b.control_type()) for b in batches] == [(0, None), (2, CONTROL_COMMIT), (3, None), (4, CONTROL_ABORT)]
+    assert [(b.base_offset, b.control_type()) for b in batches] == [
+        (0, None),
+        (2, CONTROL_COMMIT),
+        (3, None),
+        (4, CONTROL_ABORT),
+    ]
 
 
 # -- (c) adding a partition on the client's behalf; AddOffsetsToTxn ---------------------------------
-def test_a_partition_added_from_another_connection_gets_the_clients_marker(broker: TansuBroker, conn: BlockingConnection) -> None:
+def test_a_partition_added_from_another_connection_gets_the_clients_marker(
+    broker: TansuBroker, conn: BlockingConnection
+) -> None:
     """What kcoord would do: AddPartitionsToTxn v3 (and the transactional Produce) for its own
     partition, with the client's transactional id, producer id and epoch, on kcoord's connection;
     the client's EndTxn on its own connection writes the marker there too."""
@@ -193,10 +243,15 @@ def test_a_partition_added_from_another_connection_gets_the_clients_marker(broke
         assert produce_txn(kcoord_side, txn, pid, epoch, topic, 1, [(b"k", b"v")]) == (0, 0)
     assert end_txn(conn, txn, pid, epoch, commit=True).error_code == 0
     _, batches = fetch(conn, topic, 1, isolation=0)
-    assert [(b.base_offset, b.producer_id, b.control_type()) for b in batches] == [(0, pid, None), (1, pid, CONTROL_COMMIT)]
+    assert [(b.base_offset, b.producer_id, b.control_type()) for b in batches] == [
+        (0, pid, None),
+        (1, pid, CONTROL_COMMIT),
+    ]
 
 
-def test_a_transactional_produce_to_a_partition_never_added_is_accepted_and_gets_no_marker(conn: BlockingConnection) -> None:
+def test_a_transactional_produce_to_a_partition_never_added_is_accepted_and_gets_no_marker(
+    conn: BlockingConnection,
+) -> None:
     """Kafka refuses this (the partition is not in the transaction); tansu appends it, and EndTxn
     writes no marker for it: the data stays open for good. kcoord must add its partition first."""
     topic = compacted_topic(conn)
@@ -214,7 +269,9 @@ def test_add_offsets_to_txn_answers_none_and_creates_no_offsets_topic(conn: Bloc
     txn = f"{topic}-offsets"
     pid, epoch = init_producer(conn, txn)
     for version in (0, 1, 2):
-        assert add_offsets_to_txn(conn, version, txn, pid, epoch, "some-group") == b"\x00\x00\x00\x00\x00\x00"  # throttle 0, error 0
+        assert (
+            add_offsets_to_txn(conn, version, txn, pid, epoch, "some-group") == b"\x00\x00\x00\x00\x00\x00"
+        )  # throttle 0, error 0
     assert end_txn(conn, txn, pid, epoch, commit=True).error_code == 0
     metadata = conn.request(sm.MetadataRequest(topics=None), 1)
     assert "__consumer_offsets" not in {t.name for t in metadata.topics}

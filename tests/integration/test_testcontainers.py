@@ -62,7 +62,9 @@ def _apache_kafka_container(network: object | None = None, alias: str = "kafka")
             self.with_env("KAFKA_BROKER_ID", "1")
             self.with_env("KAFKA_PROCESS_ROLES", "broker,controller")
             self.with_env("KAFKA_LISTENERS", f"{self.listeners},CONTROLLER://0.0.0.0:9094")
-            self.with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", f"{self.security_protocol_map},CONTROLLER:PLAINTEXT")
+            self.with_env(
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", f"{self.security_protocol_map},CONTROLLER:PLAINTEXT"
+            )
             self.with_env("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER")
             self.with_env("KAFKA_CONTROLLER_QUORUM_VOTERS", "1@localhost:9094")
             # Single node: kcoord's storage uses transactions, whose state log defaults to RF 3.
@@ -101,8 +103,13 @@ def consume_all(bootstrap: str, topic: str, group: str, expected: int, timeout: 
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-        enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=1000,
     )
     try:
         consumed = 0
@@ -149,11 +156,23 @@ def test_kcoord_image_serves_a_group_next_to_kafka(docker_engine: None) -> None:
         kcoord = (
             DockerContainer(str(image))
             .with_network(network)
-            .with_command([
-                "serve", "--listen", f"0.0.0.0:{port}", "--broker-ports", str(port + 1),
-                "--bootstrap-server", "kafka:9092", "--advertised-host", "127.0.0.1",
-                "--metrics", f"0.0.0.0:{metrics_port}", "--shards", "4",
-            ])
+            .with_command(
+                [
+                    "serve",
+                    "--listen",
+                    f"0.0.0.0:{port}",
+                    "--broker-ports",
+                    str(port + 1),
+                    "--bootstrap-server",
+                    "kafka:9092",
+                    "--advertised-host",
+                    "127.0.0.1",
+                    "--metrics",
+                    f"0.0.0.0:{metrics_port}",
+                    "--shards",
+                    "4",
+                ]
+            )
             .with_bind_ports(port, port)
             .with_bind_ports(port + 1, port + 1)
             .with_bind_ports(metrics_port, metrics_port)
@@ -163,7 +182,9 @@ def test_kcoord_image_serves_a_group_next_to_kafka(docker_engine: None) -> None:
             deadline = time.monotonic() + 90
             while True:
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=2) as resp:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{metrics_port}/healthz", timeout=2
+                    ) as resp:
                         if resp.status == 200:
                             break
                 except OSError:

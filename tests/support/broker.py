@@ -118,7 +118,9 @@ class BrokerProcess:
     stop_timeout_s = 5.0
     poll_interval_s = 0.05
 
-    def __init__(self, host: str, log_dir: str | os.PathLike[str] | None, log_name: str, port: int | None = None) -> None:
+    def __init__(
+        self, host: str, log_dir: str | os.PathLike[str] | None, log_name: str, port: int | None = None
+    ) -> None:
         self.host = host
         self._fixed_port = port
         self.port = port or 0
@@ -200,7 +202,9 @@ class BrokerProcess:
                 except (OSError, ConnectionError, struct.error) as exc:
                     last_error = exc
             time.sleep(self.poll_interval_s)
-        self._fail(f"{self.kind} not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})")
+        self._fail(
+            f"{self.kind} not ready on {self.bootstrap} after {timeout:.0f}s (last error: {last_error!r})"
+        )
 
     def _fail(self, reason: str) -> None:
         raise BrokerStartError(f"{reason}\n--- {self.log_path} (tail) ---\n{self.log_tail()}")

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from .java import JavaPeer
 
 
-def two_workers_share_work(bootstrap: str, group: str, java_peer: Callable[..., JavaPeer], session_ms: int) -> None:
+def two_workers_share_work(
+    bootstrap: str, group: str, java_peer: Callable[..., JavaPeer], session_ms: int
+) -> None:
     """The first worker takes everything; when a second joins, the first revokes half of its work and a
     follow-up rebalance hands it over, so the two end up with disjoint halves of 2 connectors x 3 tasks."""
     common = ["--bootstrap", bootstrap, "--group", group, "--connectors", "2", "--tasks", "3",

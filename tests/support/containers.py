@@ -45,7 +45,9 @@ def engine_problem() -> str | None:
     except Exception as exc:
         return str(exc)
     try:
-        proc = subprocess.run([cli, "version", "--format", "{{.Server.Version}}"], capture_output=True, timeout=15)
+        proc = subprocess.run(
+            [cli, "version", "--format", "{{.Server.Version}}"], capture_output=True, timeout=15
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{cli} version: {exc}"
     if proc.returncode != 0:
@@ -123,10 +125,17 @@ class ComposeProject:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")} | dict(env)
 
     def run(self, *args: str, timeout: float = 300, check: bool = True) -> str:
-        proc = subprocess.run([self.cli, "-p", self.name, "-f", str(self.file), *args], capture_output=True,
-                              timeout=timeout, env=self.env, cwd=self.file.parent)
+        proc = subprocess.run(
+            [self.cli, "-p", self.name, "-f", str(self.file), *args],
+            capture_output=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=self.file.parent,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"docker-compose {' '.join(args)}: {proc.stderr.decode(errors='replace')[-3000:]}")
+            raise AssertionError(
+                f"docker-compose {' '.join(args)}: {proc.stderr.decode(errors='replace')[-3000:]}"
+            )
         return proc.stdout.decode(errors="replace")
 
     def container(self, service: str) -> str:
@@ -178,15 +187,22 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     assert producer.flush(60) == 0, "records not acknowledged"
 
 
-def consume_and_commit(bootstrap: str, topic: str, group: str, expected: int, timeout: float = 90) -> dict[int, int]:
+def consume_and_commit(
+    bootstrap: str, topic: str, group: str, expected: int, timeout: float = 90
+) -> dict[int, int]:
     """Join ``group``, consume until ``expected`` records came, commit synchronously (acknowledged);
     returns partition -> the committed offset the coordinator acknowledged."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": 10000,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+        }
+    )
     try:
         consumer.subscribe([topic])
         consumed = 0

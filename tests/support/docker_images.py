@@ -114,7 +114,8 @@ def image_inputs(tag: str) -> str | None:
     """The ``org.kcoord.inputs`` label of a local image, '' without it, None when there is no image."""
     proc = subprocess.run(
         [docker_cli(), "image", "inspect", "--format", f'{{{{ index .Config.Labels "{LABEL}" }}}}', tag],
-        capture_output=True, timeout=30,
+        capture_output=True,
+        timeout=30,
     )
     if proc.returncode != 0:
         return None
@@ -150,7 +151,7 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
             if end < 0:
                 out += re.escape(c)
             else:
-                out += fnmatch.translate(pattern[i:end + 1])[4:-3]  # fnmatch's class syntax
+                out += fnmatch.translate(pattern[i : end + 1])[4:-3]  # fnmatch's class syntax
                 i = end
         else:
             out += re.escape(c)
@@ -264,9 +265,16 @@ def build_base() -> str:
     with tempfile.TemporaryDirectory(prefix="kcoord-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         proc = subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_INCLUDE)}", "bookworm", str(rootfs),
-             DEBIAN_MIRROR],
-            capture_output=True, timeout=1200,
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_INCLUDE)}",
+                "bookworm",
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            capture_output=True,
+            timeout=1200,
         )
         if proc.returncode != 0:
             raise BuildError(f"debootstrap failed: {proc.stdout.decode(errors='replace')[-2000:]}")
@@ -276,10 +284,21 @@ def build_base() -> str:
         (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
         for lists in (rootfs / "var/lib/apt/lists").glob("*_*"):
             lists.unlink()
-        tar = subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], capture_output=True,
-                             check=True).stdout
-        docker("import", "--change", f"LABEL {LABEL}={digest}", "--change", 'CMD ["bash"]',
-               "--change", "ENV LANG=C.UTF-8", "-", BASE_TAG, input=tar)
+        tar = subprocess.run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], capture_output=True, check=True
+        ).stdout
+        docker(
+            "import",
+            "--change",
+            f"LABEL {LABEL}={digest}",
+            "--change",
+            'CMD ["bash"]',
+            "--change",
+            "ENV LANG=C.UTF-8",
+            "-",
+            BASE_TAG,
+            input=tar,
+        )
     _say(f"{BASE_TAG}: built in {time.monotonic() - started:.0f}s ({digest})")
     return digest
 
@@ -345,7 +364,9 @@ def main() -> int:
         build_all()
     except (BuildError, subprocess.SubprocessError, OSError) as exc:
         print(f"build_images: {exc}", file=sys.stderr)
-        REASON_FILE.write_text(str(exc).strip().splitlines()[0][:500] + "\n" if str(exc).strip() else "failed\n")
+        REASON_FILE.write_text(
+            str(exc).strip().splitlines()[0][:500] + "\n" if str(exc).strip() else "failed\n"
+        )
         return 1
     _say(f"all images ready in {time.monotonic() - started:.0f}s")
     return 0

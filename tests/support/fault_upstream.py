@@ -161,8 +161,11 @@ class FaultUpstream:
                 elif upstream is not None:
                     relayed = upstream.send(frames.frame(payload))
                     assert relayed is not None
-                    rewrite = self._rewriter(payload, api_key, version) if not refused else (
-                        self._add_refused(version, refused))
+                    rewrite = (
+                        self._rewriter(payload, api_key, version)
+                        if not refused
+                        else (self._add_refused(version, refused))
+                    )
                     fut = relayed if rewrite is None else _then(relayed, rewrite)
                 else:
                     log.error("fake upstream has no answer for api %d v%d", api_key, version)
@@ -211,8 +214,13 @@ class FaultUpstream:
             if self.target is not None:
                 return None
             R = m.ApiVersionsResponse
-            keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in self.versions.items()]
-            return _payload(frames.encode_response(api_key, min(version, 3), correlation_id, R(api_keys=keys)))
+            keys = [
+                R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in self.versions.items()
+            ]
+            return _payload(
+                frames.encode_response(api_key, min(version, 3), correlation_id, R(api_keys=keys))
+            )
         if (
             api_key == ApiKey.PRODUCE
             and self.fault_produce_every
@@ -228,7 +236,11 @@ class FaultUpstream:
         _, request = frames.decode_request_body(payload, api_key, version)
         if api_key == ApiKey.METADATA:
             response = m.MetadataResponse(
-                brokers=[m.MetadataResponse.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)],
+                brokers=[
+                    m.MetadataResponse.MetadataResponseBroker(
+                        node_id=self.node_id, host=self.host, port=self.port
+                    )
+                ],
                 cluster_id="fault-upstream",
                 controller_id=self.node_id,
                 topics=[],
@@ -263,7 +275,9 @@ class FaultUpstream:
         log.info("refusing Produce to %s: batch over max.message.bytes", refused)
         request.topic_data = [t for t in request.topic_data if t.partition_data]
         if request.topic_data:
-            return _payload(frames.encode_request(ApiKey.PRODUCE, version, correlation_id, client_id, request)), None
+            return _payload(
+                frames.encode_request(ApiKey.PRODUCE, version, correlation_id, client_id, request)
+            ), None
         response = m.ProduceResponse(responses=[])
         self._add_refused_to(response, refused)
         return payload, _payload(frames.encode_response(ApiKey.PRODUCE, version, correlation_id, response))
@@ -301,8 +315,12 @@ class FaultUpstream:
                 topic_id=t.topic_id,
                 partition_responses=[
                     R.PartitionProduceResponse(
-                        index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
-                        log_append_time_ms=-1, log_start_offset=-1, current_leader=leader,
+                        index=p.index,
+                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        base_offset=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        current_leader=leader,
                     )
                     for p in t.partition_data
                 ],
@@ -317,10 +335,12 @@ class FaultUpstream:
     # -- rewriting relayed answers ------------------------------------------------------------------
     def _rewriter(self, payload: bytes, api_key: int, version: int) -> Callable[[bytes], bytes] | None:
         if api_key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER):
+
             def brokers(resp: Any) -> None:
                 for b in resp.brokers:
                     b.host, b.port = self.host, self.port
         elif api_key == ApiKey.FIND_COORDINATOR:
+
             def brokers(resp: Any) -> None:
                 for e in resp.coordinators or [resp]:
                     if e.node_id >= 0:

@@ -29,7 +29,9 @@ from tests.support.kafka_broker import KafkaBroker, KafkaUnavailable
 __all__ = ["java_peer", "java_peers", "kafka", "tansu", "upstream", "Upstream"]
 
 Upstream = TansuBroker | KafkaBroker
-UPSTREAMS = [u.strip() for u in os.environ.get("KCOORD_TEST_UPSTREAMS", "tansu,kafka").split(",") if u.strip()]
+UPSTREAMS = [
+    u.strip() for u in os.environ.get("KCOORD_TEST_UPSTREAMS", "tansu,kafka").split(",") if u.strip()
+]
 
 
 @pytest.fixture(scope="session")

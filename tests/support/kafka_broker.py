@@ -82,7 +82,9 @@ def _download_release() -> Path:
     actual = _sha512_of(tgz)
     if actual != expected:
         tgz.unlink()
-        raise KafkaUnavailable(f"{tgz.name}: SHA-512 {actual[:16]}... is not the published {expected[:16]}...")
+        raise KafkaUnavailable(
+            f"{tgz.name}: SHA-512 {actual[:16]}... is not the published {expected[:16]}..."
+        )
     with tempfile.TemporaryDirectory(dir=CACHE_DIR) as scratch, tarfile.open(tgz) as archive:
         archive.extractall(scratch, filter="data")
         shutil.move(str(Path(scratch) / RELEASE), home)
@@ -94,7 +96,9 @@ def kafka_home() -> Path:
     configured = os.environ.get("KAFKA_HOME")
     if configured:
         if not _is_distribution(Path(configured)):
-            raise KafkaUnavailable(f"KAFKA_HOME={configured} is not a Kafka distribution (no bin/kafka-server-start.sh)")
+            raise KafkaUnavailable(
+                f"KAFKA_HOME={configured} is not a Kafka distribution (no bin/kafka-server-start.sh)"
+            )
         return Path(configured)
     beside = REPO.parent / "shared" / "kafka"
     if _is_distribution(beside):
@@ -145,7 +149,9 @@ class KafkaBroker(BrokerProcess):
             "process.roles": "broker" if self.controller else "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.bootstrap.servers": controller,
-            "listeners": listen if self.controller else f"{listen},CONTROLLER://{self.host}:{self.controller_port}",
+            "listeners": listen
+            if self.controller
+            else f"{listen},CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": listen,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -211,15 +217,21 @@ class KafkaBroker(BrokerProcess):
                 "-c", str(config), "--feature", "transaction.version=2", "--feature", "group.version=1"]  # fmt: skip
         done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
-            raise BrokerStartError(f"kafka-storage.sh format failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+            raise BrokerStartError(
+                f"kafka-storage.sh format failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+            )
 
-    def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def tool(
+        self, name: str, *args: str, timeout: float = 120.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``bin/NAME`` (e.g. ``kafka-consumer-groups.sh``) with ARGS; stdout and stderr captured."""
         env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256M", "LOG_DIR": str(self.log_dir / "logs")}
         done = subprocess.run([str(self.home / "bin" / name), *args], env=env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
         if check and done.returncode != 0:
-            raise AssertionError(f"{name} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"{name} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+            )
         return done
 
     def __repr__(self) -> str:
@@ -243,7 +255,8 @@ class KafkaCluster:
         cluster_id = _kraft_cluster_id()
         self.brokers = [KafkaBroker(base / "node-1", hosts[0], node_id=1, cluster_id=cluster_id)]
         self.brokers += [
-            KafkaBroker(base / f"node-{i + 1}", hosts[i], node_id=i + 1, cluster_id=cluster_id) for i in range(1, size)
+            KafkaBroker(base / f"node-{i + 1}", hosts[i], node_id=i + 1, cluster_id=cluster_id)
+            for i in range(1, size)
         ]
 
     @property
@@ -257,7 +270,9 @@ class KafkaCluster:
             broker.start()
         return self
 
-    def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def tool(
+        self, name: str, *args: str, timeout: float = 120.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return self.brokers[0].tool(name, *args, timeout=timeout, check=check)
 
     def stop(self) -> None:
@@ -282,4 +297,3 @@ def _kraft_cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-

@@ -20,7 +20,9 @@ _GENERATION = re.compile(
     r"^ts=(\S+) .*cluster: generation (-?\d+): this node \(id (\d+)\) serves (\d+) shards"
     r"(?:, gains \[([\d, ]*)\])?(?:, loses \[([\d, ]*)\])?; nodes \[([\d, ]*)\]"
 )
-_RELEASE_ALL = re.compile(r"^ts=(\S+) .*cluster: (?:no answer from the group coordinator|.*releases every shard)")
+_RELEASE_ALL = re.compile(
+    r"^ts=(\S+) .*cluster: (?:no answer from the group coordinator|.*releases every shard)"
+)
 
 
 def _ints(text: str | None) -> list[int]:
@@ -42,9 +44,16 @@ class ShardEvent:
 class KcoordCluster:
     """``size`` kcoord nodes sharing ``shards`` shards of a fresh internal topic on ``upstream``."""
 
-    def __init__(self, upstream: str, size: int = 3, shards: int = 6, session_timeout_ms: int = 6000,
-                 extra: tuple[str, ...] = (), upstreams: dict[int, str] | None = None,
-                 static_membership: bool = False) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        size: int = 3,
+        shards: int = 6,
+        session_timeout_ms: int = 6000,
+        extra: tuple[str, ...] = (),
+        upstreams: dict[int, str] | None = None,
+        static_membership: bool = False,
+    ) -> None:
         self.upstream = upstream
         # kcoord's default is static; tansu 0.6's coordinator mishandles static members (docs/tansu.md).
         self.static_membership = static_membership
@@ -61,10 +70,23 @@ class KcoordCluster:
 
     def _process(self, node_id: int, port: int | None = None) -> KcoordProcess:
         return KcoordProcess(
-            "--shards", str(self.shards), "--internal-topic", self.topic, "--coordinator-node-id", str(node_id),
-            "--cluster-enabled", "true", "--cluster-static-membership", str(self.static_membership).lower(),
-            "--cluster-session-timeout-ms", str(self.session_timeout_ms), "--cluster-heartbeat-interval-ms", "500",
-            *self.extra, bootstrap=self.upstreams.get(node_id, self.upstream), port=port,
+            "--shards",
+            str(self.shards),
+            "--internal-topic",
+            self.topic,
+            "--coordinator-node-id",
+            str(node_id),
+            "--cluster-enabled",
+            "true",
+            "--cluster-static-membership",
+            str(self.static_membership).lower(),
+            "--cluster-session-timeout-ms",
+            str(self.session_timeout_ms),
+            "--cluster-heartbeat-interval-ms",
+            "500",
+            *self.extra,
+            bootstrap=self.upstreams.get(node_id, self.upstream),
+            port=port,
         )
 
     @property
@@ -139,8 +161,10 @@ class KcoordCluster:
                 if sorted(owned) == list(range(self.shards)):
                     return {n: v[1] for n, v in view.items()}
             time.sleep(0.2)
-        raise AssertionError(f"cluster did not settle on {sorted(members)} within {timeout}s: {view}\n"
-                             + "\n".join(p.log_tail(15) for p in self.nodes.values()))
+        raise AssertionError(
+            f"cluster did not settle on {sorted(members)} within {timeout}s: {view}\n"
+            + "\n".join(p.log_tail(15) for p in self.nodes.values())
+        )
 
     def shard_events(self) -> list[ShardEvent]:
         """Every gain and loss of a shard by a node, with kills as losses at the moment of the kill."""
@@ -179,7 +203,9 @@ class KcoordCluster:
             held = holders.setdefault(e.shard, set())
             if e.gained:
                 if held - {e.node}:
-                    problems.append(f"shard {e.shard} gained by {e.node} at {e.at:.3f} while {sorted(held)} held it")
+                    problems.append(
+                        f"shard {e.shard} gained by {e.node} at {e.at:.3f} while {sorted(held)} held it"
+                    )
                 held.add(e.node)
             else:
                 held.discard(e.node)

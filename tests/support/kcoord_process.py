@@ -60,7 +60,15 @@ class KcoordProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 40.0) -> KcoordProcess:
-        args = [sys.executable, "-m", "kcoord.coordinator", "serve", "--listen", self.bootstrap, *self.extra_args]
+        args = [
+            sys.executable,
+            "-m",
+            "kcoord.coordinator",
+            "serve",
+            "--listen",
+            self.bootstrap,
+            *self.extra_args,
+        ]
         if self.upstream:
             args += ["--bootstrap-server", self.upstream]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -91,7 +99,9 @@ class KcoordProcess:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise RuntimeError(f"kcoord did not stop on SIGTERM within {timeout}s:\n{self.log_tail()}") from None
+            raise RuntimeError(
+                f"kcoord did not stop on SIGTERM within {timeout}s:\n{self.log_tail()}"
+            ) from None
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush — what a crash looks like."""

@@ -96,7 +96,9 @@ def fetch_offset(address: str, group: str, topic: str) -> tuple[int, int]:
 
     R = m.OffsetFetchRequest
     with WireClient(address) as client:
-        response = client.request(9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
+        response = client.request(
+            9, 6, R(group_id=group, topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+        )
     if response.error_code:
         return int(response.error_code), -1
     part = response.topics[0].partitions[0]

@@ -72,7 +72,9 @@ class ClassicContext:
 
     # -- plumbing -------------------------------------------------------------------------------------
     def _new_shard(self) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(self.config, self.clock, new_member_id=self.new_member_id, **self.shard_options)
+        return GroupCoordinatorShard(
+            self.config, self.clock, new_member_id=self.new_member_id, **self.shard_options
+        )
 
     def apply(self, result: Result) -> None:
         self.last_records = list(result.records)
@@ -85,7 +87,9 @@ class ClassicContext:
             self.shard.replay(record)
         for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
             self.txn_writes.append(write)
-            self.shard.replay_transactional(write.batch.producer_id, write.batch.producer_epoch, write.batch.records)
+            self.shard.replay_transactional(
+                write.batch.producer_id, write.batch.producer_epoch, write.batch.records
+            )
         for ctx, response in result.replies:
             assert id(ctx) not in self._replies, "a request was answered twice"
             wire = response.encode(ctx.api_version)

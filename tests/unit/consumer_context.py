@@ -105,7 +105,9 @@ class ConsumerLog:
         self.write(*result.records)
         for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
             self.txn_writes.append(write)
-            self.shard.replay_transactional(write.batch.producer_id, write.batch.producer_epoch, write.batch.records)
+            self.shard.replay_transactional(
+                write.batch.producer_id, write.batch.producer_epoch, write.batch.records
+            )
         [(replied_ctx, response)] = result.replies
         assert replied_ctx is ctx
         return type(response).decode(response.encode(version), version)

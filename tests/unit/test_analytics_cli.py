@@ -10,12 +10,32 @@ from kcoord.coordinator.cli import build_parser, main
 
 
 def test_the_subcommand_parses_its_options() -> None:
-    args = build_parser().parse_args([
-        "analytics", "--bootstrap-server", "h:9092", "--out", "/tmp/x", "--since", "3h", "--master", "local[2]",
-        "--offsets-topic", "__consumer_offsets",
-    ])
-    assert (args.command, args.bootstrap_server, args.since, args.master) == ("analytics", "h:9092", "3h", "local[2]")
-    assert (args.events_topic, args.offsets_topic, args.source) == ("__kcoord_events", "__consumer_offsets", "auto")
+    args = build_parser().parse_args(
+        [
+            "analytics",
+            "--bootstrap-server",
+            "h:9092",
+            "--out",
+            "/tmp/x",
+            "--since",
+            "3h",
+            "--master",
+            "local[2]",
+            "--offsets-topic",
+            "__consumer_offsets",
+        ]
+    )
+    assert (args.command, args.bootstrap_server, args.since, args.master) == (
+        "analytics",
+        "h:9092",
+        "3h",
+        "local[2]",
+    )
+    assert (args.events_topic, args.offsets_topic, args.source) == (
+        "__kcoord_events",
+        "__consumer_offsets",
+        "auto",
+    )
 
 
 def test_it_needs_a_cluster_or_files(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,4 +50,6 @@ def test_auto_picks_the_python_source_without_the_connector_jar(spark: Any) -> N
         pytest.skip("the spark-sql-kafka connector is on this classpath: auto uses Spark's own Kafka source")
     # Spark's own source really is missing (so the fallback is needed, not merely chosen)
     with pytest.raises(Exception, match="(?i)kafka"):
-        spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "t").load()
+        spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:1").option(
+            "subscribe", "t"
+        ).load()

@@ -34,8 +34,13 @@ def member(member_id: str, instance: str | None) -> r.Record:
 
 def target(member_id: str, partitions: list[int] | None) -> r.Record:
     TP = r.ConsumerGroupTargetAssignmentMemberValue.TopicPartition
-    value = None if partitions is None else r.ConsumerGroupTargetAssignmentMemberValue(
-        topic_partitions=[TP(topic_id=TOPIC_ID, partitions=partitions)])
+    value = (
+        None
+        if partitions is None
+        else r.ConsumerGroupTargetAssignmentMemberValue(
+            topic_partitions=[TP(topic_id=TOPIC_ID, partitions=partitions)]
+        )
+    )
     return r.Record(r.ConsumerGroupTargetAssignmentMemberKey(group_id=G, member_id=member_id), value)
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")
+pyspark = pytest.importorskip(
+    "pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here"
+)
 
 from kcoord.analytics import pipeline  # noqa: E402
 from kcoord.analytics.run import parse_since  # noqa: E402
@@ -25,16 +27,44 @@ def ev(type_: str, ts: int, **fields: Any) -> dict[str, Any]:
     return {"v": 1, "type": type_, "ts": ts, "shard": 0, **fields}
 
 
-def rebalance(group: str, gen: int, ts: int, protocol: str, owners: dict[str, list[int]], reason: str,
-              static: bool = False) -> list[dict[str, Any]]:
+def rebalance(
+    group: str,
+    gen: int,
+    ts: int,
+    protocol: str,
+    owners: dict[str, list[int]],
+    reason: str,
+    static: bool = False,
+) -> list[dict[str, Any]]:
     return [
         ev("rebalance_started", ts, group=group, reason=reason, generation=gen - 1, members=len(owners)),
-        ev("rebalance_completed", ts + 100, group=group, generation=gen, duration_ms=100, members=len(owners),
-           protocol=protocol),
-        ev("assignment", ts + 100, group=group, generation=gen, protocol_type="consumer", protocol=protocol,
-           members=len(owners), assignment=[
-               {"member": f"{m}-id", "instance": m if static else None, "partitions": [f"t:{p}" for p in ps],
-                "bytes": 10} for m, ps in owners.items()]),
+        ev(
+            "rebalance_completed",
+            ts + 100,
+            group=group,
+            generation=gen,
+            duration_ms=100,
+            members=len(owners),
+            protocol=protocol,
+        ),
+        ev(
+            "assignment",
+            ts + 100,
+            group=group,
+            generation=gen,
+            protocol_type="consumer",
+            protocol=protocol,
+            members=len(owners),
+            assignment=[
+                {
+                    "member": f"{m}-id",
+                    "instance": m if static else None,
+                    "partitions": [f"t:{p}" for p in ps],
+                    "bytes": 10,
+                }
+                for m, ps in owners.items()
+            ],
+        ),
     ]
 
 
@@ -42,26 +72,82 @@ def scenario() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     ts = T0
     for i, c in enumerate(["c1", "c2", "c3", "c4"]):
-        out.append(ev("member_joined", ts, group="g-range", member=f"{c}-id", kind="dynamic", client_id=c,
-                      host="/10.0.0.1", protocol_type="consumer", rejoin=False))
-        owners = [{"c1": [0, 1, 2, 3, 4, 5]},
-                  {"c1": [0, 1, 2], "c2": [3, 4, 5]},
-                  {"c1": [0, 1], "c2": [2, 3], "c3": [4, 5]},
-                  {"c1": [0, 1], "c2": [2, 3], "c3": [4], "c4": [5]}][i]
+        out.append(
+            ev(
+                "member_joined",
+                ts,
+                group="g-range",
+                member=f"{c}-id",
+                kind="dynamic",
+                client_id=c,
+                host="/10.0.0.1",
+                protocol_type="consumer",
+                rejoin=False,
+            )
+        )
+        owners = [
+            {"c1": [0, 1, 2, 3, 4, 5]},
+            {"c1": [0, 1, 2], "c2": [3, 4, 5]},
+            {"c1": [0, 1], "c2": [2, 3], "c3": [4, 5]},
+            {"c1": [0, 1], "c2": [2, 3], "c3": [4], "c4": [5]},
+        ][i]
         out += rebalance("g-range", i + 1, ts + 10, "range", owners, "member_joined")
         ts += 1000
-    for gen, owners in enumerate([{"c1": [0, 1, 2, 3, 4, 5]}, {"c1": [0, 1, 2], "c2": []},
-                                  {"c1": [0, 1, 2], "c2": [3, 4, 5]}], start=1):
+    for gen, owners in enumerate(
+        [{"c1": [0, 1, 2, 3, 4, 5]}, {"c1": [0, 1, 2], "c2": []}, {"c1": [0, 1, 2], "c2": [3, 4, 5]}], start=1
+    ):
         out += rebalance("g-coop", gen, ts, "cooperative-sticky", owners, "member_joined")
         ts += 1000
-    out.append(ev("commits", ts, group="g-range", count=40, requests=20, fenced={"ILLEGAL_GENERATION": 3},
-                  rejected={"REBALANCE_IN_PROGRESS": 1}, mode="classic:generation"))
-    out.append(ev("commits", ts + 1000, group="g-range", count=10, requests=5, fenced={"UNKNOWN_MEMBER_ID": 2},
-                  rejected={}, mode="classic:generation"))
-    out.append(ev("member_expired", ts, group="g-range", member="c4-id", kind="dynamic", client_id="c4",
-                  host="/10.0.0.1", timeout_ms=10000))
-    out.append(ev("member_fenced", ts + 5, group="g-range", member="c4-id", kind="dynamic", client_id="c4",
-                  host="/10.0.0.1", error="UNKNOWN_MEMBER_ID", api="offset_commit", mode="classic:generation"))
+    out.append(
+        ev(
+            "commits",
+            ts,
+            group="g-range",
+            count=40,
+            requests=20,
+            fenced={"ILLEGAL_GENERATION": 3},
+            rejected={"REBALANCE_IN_PROGRESS": 1},
+            mode="classic:generation",
+        )
+    )
+    out.append(
+        ev(
+            "commits",
+            ts + 1000,
+            group="g-range",
+            count=10,
+            requests=5,
+            fenced={"UNKNOWN_MEMBER_ID": 2},
+            rejected={},
+            mode="classic:generation",
+        )
+    )
+    out.append(
+        ev(
+            "member_expired",
+            ts,
+            group="g-range",
+            member="c4-id",
+            kind="dynamic",
+            client_id="c4",
+            host="/10.0.0.1",
+            timeout_ms=10000,
+        )
+    )
+    out.append(
+        ev(
+            "member_fenced",
+            ts + 5,
+            group="g-range",
+            member="c4-id",
+            kind="dynamic",
+            client_id="c4",
+            host="/10.0.0.1",
+            error="UNKNOWN_MEMBER_ID",
+            api="offset_commit",
+            mode="classic:generation",
+        )
+    )
     return out
 
 
@@ -73,8 +159,11 @@ def raw_frame(spark: Any, values: list[bytes]) -> Any:
 @pytest.fixture(scope="module")
 def tables(spark: Any) -> dict[str, Any]:
     values = [json.dumps(e).encode() for e in scenario()]
-    values += [b"not json{", json.dumps({"v": 99, "type": "member_joined", "ts": 1}).encode(),
-               json.dumps({"v": 1, "type": "teleported", "ts": 1}).encode()]
+    values += [
+        b"not json{",
+        json.dumps({"v": 99, "type": "member_joined", "ts": 1}).encode(),
+        json.dumps({"v": 1, "type": "teleported", "ts": 1}).encode(),
+    ]
     built = pipeline.build(spark, raw_frame(spark, values), None)
     return {name: df.toPandas() for name, df in built.items()}
 

@@ -45,6 +45,6 @@ def test_the_same_across_fetches_that_split_the_log() -> None:
     open_txns: dict[int, list[Row]] = {}
     offset = 0
     for i in range(len(batches)):  # one batch per fetch
-        offset = take_committed(batches[i:i + 1], offset, None, queue, open_txns)
+        offset = take_committed(batches[i : i + 1], offset, None, queue, open_txns)
     assert offset == 8
     assert sorted(k for _, _, k, _ in queue) == [b"k0", b"k1", b"k2", b"k4"]

@@ -65,9 +65,14 @@ class FakeBroker:
         if key == ApiKey.API_VERSIONS:
             ours = self.versions[ApiKey.API_VERSIONS]
             R = m.ApiVersionsResponse
-            listed = [R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in self.versions.items()]
+            listed = [
+                R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in self.versions.items()
+            ]
             if version > ours[1]:  # Kafka's rule: UNSUPPORTED_VERSION in a v0 body
-                return frames.encode_response(key, 0, cid, R(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=listed))
+                return frames.encode_response(
+                    key, 0, cid, R(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=listed)
+                )
             return frames.encode_response(key, version, cid, R(error_code=0, api_keys=listed))
         if key == ApiKey.FIND_COORDINATOR:
             resp = m.FindCoordinatorResponse(error_code=0, node_id=1, host=body.key, port=9092)
@@ -171,7 +176,9 @@ async def test_negotiation_picks_the_highest_version_both_sides_speak(broker: Fa
         assert conn.versions[ApiKey.HEARTBEAT] == (0, 2)
         assert conn.version_for(m.HeartbeatRequest) == 2  # broker max 2 < ours (4)
         assert conn.version_for(m.HeartbeatRequest, highest=1) == 1
-        assert conn.version_for(m.JoinGroupRequest) == m.JoinGroupRequest.SCHEMA.valid.high  # ours < broker's 99
+        assert (
+            conn.version_for(m.JoinGroupRequest) == m.JoinGroupRequest.SCHEMA.valid.high
+        )  # ours < broker's 99
         with pytest.raises(UnsupportedVersion):
             conn.version_for(m.SyncGroupRequest)  # we need 3+, the broker stops at 2
         with pytest.raises(UnsupportedVersion):

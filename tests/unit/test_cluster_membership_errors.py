@@ -15,15 +15,24 @@ def membership(session_timeout_ms: int = 4000) -> ClusterMembership:
         return None
 
     return ClusterMembership(
-        [("127.0.0.1", 9092)], node_id=7, advertised=("127.0.0.1", 9100), internal_topic="t", num_shards=3,
-        session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=500, apply=apply, on_fatal=lambda _: None,
+        [("127.0.0.1", 9092)],
+        node_id=7,
+        advertised=("127.0.0.1", 9100),
+        internal_topic="t",
+        num_shards=3,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=500,
+        apply=apply,
+        on_fatal=lambda _: None,
     )
 
 
 def test_invalid_session_timeout_is_fatal_and_names_the_setting() -> None:
     """Apache Kafka answers a JoinGroup with a session below group.min.session.timeout.ms (6 s by
     default) INVALID_SESSION_TIMEOUT; tansu takes any session, so only Kafka ever says this."""
-    with pytest.raises(_Fatal, match=r"cluster\.session\.timeout\.ms=4000: JoinGroup answered INVALID_SESSION_TIMEOUT"):
+    with pytest.raises(
+        _Fatal, match=r"cluster\.session\.timeout\.ms=4000: JoinGroup answered INVALID_SESSION_TIMEOUT"
+    ):
         membership(4000)._check(ErrorCode.INVALID_SESSION_TIMEOUT, "JoinGroup")
 
 

@@ -183,7 +183,9 @@ def mutated_encoding(draw: st.DrawFn, cls: type[Message], version: int) -> bytes
             wire[i] ^= 1 << draw(st.integers(0, 7))
         elif op == 1:
             wire[i : i + 4] = draw(
-                st.sampled_from([b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x80\x80\x80\x80", b"\x00", b"\x01"])
+                st.sampled_from(
+                    [b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x80\x80\x80\x80", b"\x00", b"\x01"]
+                )
             )
         elif op == 2:
             wire[i:i] = bytes([draw(st.integers(0, 255))])
@@ -210,7 +212,9 @@ def test_c_and_python_build_identical_objects(case: tuple[type[Message], int], d
 
 @needs_c
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_rich_and_default_messages_are_identical_and_truncations_agree(case: tuple[type[Message], int]) -> None:
+def test_rich_and_default_messages_are_identical_and_truncations_agree(
+    case: tuple[type[Message], int],
+) -> None:
     """Every field present (two-element arrays, all tagged fields, an unknown tag) and every field
     defaulted; then every strict prefix of both, which must fail on both backends."""
     cls, version = case
@@ -458,7 +462,12 @@ def test_pure_python_fallback_in_a_subprocess() -> None:
     """``KCOORD_PURE_PYTHON=1`` selects the generated Python decoders, which still work."""
     env = {**os.environ, "KCOORD_PURE_PYTHON": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", FALLBACK_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", FALLBACK_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "fallback ok" in proc.stdout

@@ -104,7 +104,9 @@ CROSS_CASES = [
 
 # kafka-python has no KIP-848 messages. Their codec is covered by the round trips
 # (test_codec_roundtrip.py) and end to end by librdkafka and the Java consumer (test_kip848_clients.py).
-NOT_IN_KAFKA_PYTHON = frozenset({messages.ApiKey.CONSUMER_GROUP_HEARTBEAT, messages.ApiKey.CONSUMER_GROUP_DESCRIBE})
+NOT_IN_KAFKA_PYTHON = frozenset(
+    {messages.ApiKey.CONSUMER_GROUP_HEARTBEAT, messages.ApiKey.CONSUMER_GROUP_DESCRIBE}
+)
 
 
 def test_kafka_python_covers_every_served_api() -> None:

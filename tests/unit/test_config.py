@@ -61,7 +61,9 @@ def test_existing_flags_keep_working() -> None:
 
 
 def test_toml_file_with_kafka_names_dotted_keys_and_tables(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 listen = "0.0.0.0:9092"
 bootstrap.server = ["k1:9092", "k2:9092"]
 metrics = "0.0.0.0:9100"
@@ -73,7 +75,8 @@ offsets.retention.minutes = 60
 min.session.timeout.ms = 1000
 initial.rebalance.delay.ms = 0
 max.size = 100
-""")
+""",
+    )
     r = resolve(["--config", path])
     s = r.settings
     assert s.listen == ("0.0.0.0", 9092) and s.bootstrap_servers == [("k1", 9092), ("k2", 9092)]
@@ -109,24 +112,32 @@ def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path) -> None
         (["--internal-topic", "bad topic"], {}, "internal.topic"),
         (["--max-frame-size", "10"], {}, "max.frame.size"),
         (
-            ["--group-min-session-timeout-ms", "60000"], {"KCOORD_GROUP_MAX_SESSION_TIMEOUT_MS": "30000"},
+            ["--group-min-session-timeout-ms", "60000"],
+            {"KCOORD_GROUP_MAX_SESSION_TIMEOUT_MS": "30000"},
             "group.min.session.timeout.ms (flag --group-min-session-timeout-ms): 60000 is greater than "
             "group.max.session.timeout.ms = 30000 (environment KCOORD_GROUP_MAX_SESSION_TIMEOUT_MS)",
         ),
         (["--metrics", "127.0.0.1:9092", "--listen", "127.0.0.1:9092"], {}, "metrics (flag --metrics)"),
     ],
 )
-def test_invalid_values_name_the_setting_and_its_source(argv: list[str], env: dict[str, str], message: str) -> None:
+def test_invalid_values_name_the_setting_and_its_source(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
     with pytest.raises(config.ConfigError, match=None) as info:
         resolve(argv, env)
     assert message in str(info.value)
 
 
 def test_file_errors_unknown_keys_wrong_types_and_bad_toml(tmp_path: Path) -> None:
-    with pytest.raises(config.ConfigError, match=r"unknown setting 'group.min.sesion.timeout.ms'.*did you mean "
-                                                 r"group.min.session.timeout.ms"):
+    with pytest.raises(
+        config.ConfigError,
+        match=r"unknown setting 'group.min.sesion.timeout.ms'.*did you mean "
+        r"group.min.session.timeout.ms",
+    ):
         resolve(["--config", write(tmp_path, "group.min.sesion.timeout.ms = 1\n")])
-    with pytest.raises(config.ConfigError, match=r"invalid value for shards \(config file .*\): expected an integer"):
+    with pytest.raises(
+        config.ConfigError, match=r"invalid value for shards \(config file .*\): expected an integer"
+    ):
         resolve(["--config", write(tmp_path, 'shards = "many"\n')])
     with pytest.raises(config.ConfigError, match="expected an integer, got True"):
         resolve(["--config", write(tmp_path, "group.max.size = true\n")])
@@ -154,7 +165,10 @@ def test_main_exits_2_with_the_setting_named(capsys: pytest.CaptureFixture[str])
 
 def test_help_documents_every_option() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kcoord.coordinator", "serve", "--help"], capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "kcoord.coordinator", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     ).stdout
     out = " ".join(out.split())

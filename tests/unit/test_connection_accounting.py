@@ -30,7 +30,10 @@ ANSWER = 4 + 4 + 2 + 4 + 100 * 6  # an ApiVersions v0 answer of the stub cluster
 class StubCluster:
     def api_versions_response(self, error: int = 0) -> Any:
         R = m.ApiVersionsResponse
-        return R(error_code=error, api_keys=[R.ApiVersion(api_key=k, min_version=0, max_version=1) for k in range(100)])
+        return R(
+            error_code=error,
+            api_keys=[R.ApiVersion(api_key=k, min_version=0, max_version=1) for k in range(100)],
+        )
 
 
 class FakeTransport:
@@ -179,7 +182,10 @@ async def test_a_connection_over_the_output_cap_is_closed_and_its_accounting_dro
     await settle()
     assert t.aborted  # the transport held output: dropped, not flushed to a client that does not read
     assert app.output_bytes == 0 and app._output_holders == set()
-    assert app.metrics.registry.get_sample_value("kcoord_connections_closed_total", {"reason": "output_cap"}) == 1
+    assert (
+        app.metrics.registry.get_sample_value("kcoord_connections_closed_total", {"reason": "output_cap"})
+        == 1
+    )
     conn.connection_lost(None)
     assert app.output_bytes == 0 and app.connections == set()
 
@@ -202,12 +208,16 @@ async def test_the_total_over_queued_max_response_bytes_pauses_every_holder_unti
     tb.accepting = True
     tb.drain()
     assert ta.reading and tb.reading and app.output_bytes == 0
-    assert app.metrics.registry.get_sample_value("kcoord_buffered_bytes", {"kind": "output"}) is None  # not started
+    assert (
+        app.metrics.registry.get_sample_value("kcoord_buffered_bytes", {"kind": "output"}) is None
+    )  # not started
 
 
 # -- closing releases everything --------------------------------------------------------------------------------
 async def test_closing_drops_slots_output_backlog_and_the_partial_frame() -> None:
-    app = app_with(connection_output_pause_bytes=ANSWER, queued_max_request_bytes=1 << 20, max_frame_size=1 << 20)
+    app = app_with(
+        connection_output_pause_bytes=ANSWER, queued_max_request_bytes=1 << 20, max_frame_size=1 << 20
+    )
     assert app.frame_budget is not None
     conn, t = connect(app, accepting=False)
     conn.data_received(requests(5))
@@ -264,7 +274,9 @@ async def test_a_paused_connection_is_not_blamed_for_its_half_sent_frame() -> No
 
 # -- max.connections, max.connections.per.ip ----------------------------------------------------------------------
 async def test_connections_over_the_limits_are_closed_at_once() -> None:
-    app = app_with(max_connections=3, max_connections_per_ip=1, max_connections_per_ip_overrides={"10.0.0.2": 2})
+    app = app_with(
+        max_connections=3, max_connections_per_ip=1, max_connections_per_ip_overrides={"10.0.0.2": 2}
+    )
     a1, ta1 = connect(app, "10.0.0.1")
     _, ta2 = connect(app, "10.0.0.1")
     b1, tb1 = connect(app, "10.0.0.2")

@@ -27,14 +27,28 @@ def test_defaults_are_kafkas_where_kafka_has_the_setting() -> None:
 
 def test_flags_environment_and_file_spellings(tmp_path: pytest.TempPathFactory) -> None:
     path = tmp_path / "k.toml"  # type: ignore[operator]
-    path.write_text('max.connections.per.ip.overrides = ["10.0.0.1:5", "[::1]:7"]\nqueued.max.request.bytes = -1\n')
+    path.write_text(
+        'max.connections.per.ip.overrides = ["10.0.0.1:5", "[::1]:7"]\nqueued.max.request.bytes = -1\n'
+    )
     r = resolve(
-        ["--config", str(path), "--connections-max-idle-ms", "-1", "--max-connections", "100",
-         "--connection-output-max-bytes", "5000000000"],
+        [
+            "--config",
+            str(path),
+            "--connections-max-idle-ms",
+            "-1",
+            "--max-connections",
+            "100",
+            "--connection-output-max-bytes",
+            "5000000000",
+        ],
         {"KCOORD_REQUEST_RECEIVE_TIMEOUT_MS": "5000", "KCOORD_MAX_CONNECTIONS_PER_IP": "0"},
     )
     s = r.settings
-    assert (s.connections_max_idle_ms, s.max_connections, s.connection_output_max_bytes) == (-1, 100, 5_000_000_000)
+    assert (s.connections_max_idle_ms, s.max_connections, s.connection_output_max_bytes) == (
+        -1,
+        100,
+        5_000_000_000,
+    )
     assert (s.request_receive_timeout_ms, s.max_connections_per_ip) == (5000, 0)
     assert s.max_connections_per_ip_overrides == {"10.0.0.1": 5, "::1": 7}
     assert s.queued_max_request_bytes == -1
@@ -46,7 +60,10 @@ def test_flags_environment_and_file_spellings(tmp_path: pytest.TempPathFactory) 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--connections-max-idle-ms", "0"], "connections.max.idle.ms (flag --connections-max-idle-ms): 0 is out of"),
+        (
+            ["--connections-max-idle-ms", "0"],
+            "connections.max.idle.ms (flag --connections-max-idle-ms): 0 is out of",
+        ),
         (["--request-receive-timeout-ms", "-2"], "request.receive.timeout.ms"),
         (["--max-connections", "-1"], "max.connections (flag --max-connections)"),
         (["--max-connections-per-ip-overrides", "somehost:3"], "'somehost' is not an IP address"),

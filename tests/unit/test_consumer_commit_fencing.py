@@ -42,7 +42,13 @@ def commit(
     transactional: bool = False, api_version: int = 9, instance_id: str | None = None,
 ) -> dict[object, E]:  # fmt: skip
     return validate_offset_commit(
-        log.group, member_id, instance_id, epoch, list(partitions), transactional, fencing=mode,
+        log.group,
+        member_id,
+        instance_id,
+        epoch,
+        list(partitions),
+        transactional,
+        fencing=mode,
         api_version=api_version,
     )
 
@@ -60,7 +66,9 @@ def a_owns(*partitions: tuple[object, int]) -> ConsumerLog:
     log.bump_group_epoch(E0)
     log.target(E0, {"A": assignment})
     log.reconcile("A", epoch=E0, assigned=assignment)
-    assert log.member("A").assigned_partitions == {t: dict.fromkeys(ps, E0 - 2) for t, ps in assignment.items()}
+    assert log.member("A").assigned_partitions == {
+        t: dict.fromkeys(ps, E0 - 2) for t, ps in assignment.items()
+    }
     return log
 
 
@@ -82,7 +90,9 @@ def b_joins_and_takes_p2() -> ConsumerLog:
     log.bump_group_epoch(E0 + 1)
     log.subscribe("B", ["foo"])
     log.target(E0 + 1, {"A": {FOO: [0]}, "B": {FOO: [1]}})
-    log.reconcile("A", epoch=E0, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "A", epoch=E0, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     log.reconcile("B", epoch=E0 + 1, assigned={}, state=MemberState.UNRELEASED_PARTITIONS)
     return log
 
@@ -95,8 +105,12 @@ def finish_revocation(log: ConsumerLog) -> None:
 # -- the founding scenario ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "expected"), [(STRICT, E.STALE_MEMBER_EPOCH), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)])
-def test_a_commit_at_the_epoch_before_a_bump_that_kept_the_partition(mode: OffsetCommitFencing, expected: E) -> None:
+@pytest.mark.parametrize(
+    ("mode", "expected"), [(STRICT, E.STALE_MEMBER_EPOCH), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)]
+)
+def test_a_commit_at_the_epoch_before_a_bump_that_kept_the_partition(
+    mode: OffsetCommitFencing, expected: E
+) -> None:
     log = b_joins_and_a_keeps_p1()
     assert log.member("A").member_epoch == E0 + 1
     assert commit(log, "A", E0, P1, mode=mode) == {P1: expected}
@@ -159,7 +173,9 @@ def test_unknown_members_and_simple_commits(mode: OffsetCommitFencing) -> None:
     assert commit(log, "", -1, P1, mode=mode) == {P1: E.UNKNOWN_MEMBER_ID}
     # A transactional producer that sent no group metadata is not checked.
     assert commit(log, "", -1, P1, mode=mode, transactional=True) == {P1: E.NONE}
-    assert commit(log, "", -1, P1, mode=mode, transactional=True, instance_id="i") == {P1: E.UNKNOWN_MEMBER_ID}
+    assert commit(log, "", -1, P1, mode=mode, transactional=True, instance_id="i") == {
+        P1: E.UNKNOWN_MEMBER_ID
+    }
     log.remove_member("A")
     log.remove_member("B")
     assert log.group.is_empty
@@ -176,7 +192,10 @@ def test_transactional_commits_say_illegal_generation(mode: OffsetCommitFencing)
     # TxnOffsetCommit has no version floor; P2 is B's now, which only assignment-epoch looks at.
     p2 = E.ILLEGAL_GENERATION if mode is OffsetCommitFencing.ASSIGNMENT_EPOCH else E.NONE
     assert commit(log, "A", E0 + 1, P1, mode=mode, transactional=True, api_version=0) == {P1: E.NONE}
-    assert commit(log, "A", E0 + 1, P1, P2, mode=mode, transactional=True, api_version=0) == {P1: E.NONE, P2: p2}
+    assert commit(log, "A", E0 + 1, P1, P2, mode=mode, transactional=True, api_version=0) == {
+        P1: E.NONE,
+        P2: p2,
+    }
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
@@ -200,10 +219,14 @@ def test_consumer_protocol_members_must_use_offset_commit_v9(mode: OffsetCommitF
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_a_classic_protocol_member_of_a_consumer_group_is_held_to_its_generation(mode: OffsetCommitFencing) -> None:
+def test_a_classic_protocol_member_of_a_consumer_group_is_held_to_its_generation(
+    mode: OffsetCommitFencing,
+) -> None:
     """A member that joined with JoinGroup: strict in every mode, ILLEGAL_GENERATION, any version."""
     log = b_joins_and_a_keeps_p1()
-    log.subscribe("A", ["foo", "bar"], classic_member_metadata=ClassicMemberMetadata(45_000, (("range", b""),)))
+    log.subscribe(
+        "A", ["foo", "bar"], classic_member_metadata=ClassicMemberMetadata(45_000, (("range", b""),))
+    )
     assert log.member("A").uses_classic_protocol
     assert commit(log, "A", E0 + 1, P1, mode=mode, api_version=2) == {P1: E.NONE}
     assert commit(log, "A", E0, P1, mode=mode) == {P1: E.ILLEGAL_GENERATION}
@@ -221,7 +244,9 @@ def test_a_consumer_protocol_member_committing_to_a_classic_group() -> None:
 # -- members replayed from records without kcoord's revocation epoch --------------------------------------------
 
 
-def test_a_member_from_a_record_without_the_revocation_epoch_is_strict_until_it_next_loses_partitions() -> None:
+def test_a_member_from_a_record_without_the_revocation_epoch_is_strict_until_it_next_loses_partitions() -> (
+    None
+):
     log = ConsumerLog()
     log.bump_group_epoch(E0)
     log.subscribe("A", ["foo"])
@@ -237,7 +262,9 @@ def test_a_member_from_a_record_without_the_revocation_epoch_is_strict_until_it_
     log.reconcile("A", epoch=E0 + 1, assigned={FOO: [0, 1]})  # a bump without revocation
     assert commit(log, "A", E0, P1, mode=REVOCATION) == {P1: E.STALE_MEMBER_EPOCH}  # still strict
     assert commit(log, "A", E0, P1, mode=ASSIGNMENT) == {P1: E.NONE}  # the record's epoch, E0
-    log.reconcile("A", epoch=E0 + 1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "A", epoch=E0 + 1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     log.reconcile("A", epoch=E0 + 2, assigned={FOO: [0]})
     assert log.member("A").revocation_epoch == E0 + 1
     assert commit(log, "A", E0 + 1, P1, mode=REVOCATION) == {P1: E.STALE_MEMBER_EPOCH}
@@ -274,4 +301,6 @@ def test_a_static_member_that_leaves_and_rejoins(mode: OffsetCommitFencing) -> N
     assert commit(log, "A2", E0, P1, (FOO, 2), mode=mode) == {P1: E.NONE, (FOO, 2): E.NONE}
     expected = E.STALE_MEMBER_EPOCH if mode is STRICT else E.NONE
     assert commit(log, "A2", 1, P1, mode=mode) == {P1: expected}  # epoch 1 >= assignment epoch 0
-    assert commit(log, "A2", 1, (FOO, 2), mode=mode)[(FOO, 2)] == (E.NONE if mode is REVOCATION else E.STALE_MEMBER_EPOCH)
+    assert commit(log, "A2", 1, (FOO, 2), mode=mode)[(FOO, 2)] == (
+        E.NONE if mode is REVOCATION else E.STALE_MEMBER_EPOCH
+    )

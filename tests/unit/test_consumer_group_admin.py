@@ -43,7 +43,11 @@ def with_other_groups(log: ConsumerLog) -> None:
 
 
 def commit(log: ConsumerLog, group_id: str, topic: str, partition: int) -> None:
-    log.write(offset_commit_record(group_id, topic, partition, offset=5, leader_epoch=-1, metadata="", commit_timestamp=1))
+    log.write(
+        offset_commit_record(
+            group_id, topic, partition, offset=5, leader_epoch=-1, metadata="", commit_timestamp=1
+        )
+    )
 
 
 def list_groups(log: ConsumerLog, *, version: int = 5, states: list[str] | None = None,

@@ -35,7 +35,10 @@ INT_MIN = -(2**31)
 
 def shard_of(records: list[Record], names: dict[uuid.UUID, str] | None = None) -> GroupCoordinatorShard:
     shard = GroupCoordinatorShard(
-        GroupConfig(), ManualClock(), resolve_topic_id=TOPIC_IDS.get, resolve_topic_name=(names or TOPIC_NAMES).get
+        GroupConfig(),
+        ManualClock(),
+        resolve_topic_id=TOPIC_IDS.get,
+        resolve_topic_name=(names or TOPIC_NAMES).get,
     )
     for record in records:
         shard.replay(record)
@@ -71,13 +74,17 @@ def reconciling_group(log: ConsumerLog) -> None:
     """m1 owned foo 0-2 at epoch 1; m2 joined at epoch 2 and the new target gives m1 foo 0-1 and
     bar 0, m2 foo 2: m1 must revoke foo 2 first (still at epoch 1), m2 waits for it (epoch 2)."""
     log.bump_group_epoch(1)
-    log.subscribe("m1", ["foo", "bar"], instance_id="i1", rack_id="r1", client_id="c1", client_host="/10.0.0.1")
+    log.subscribe(
+        "m1", ["foo", "bar"], instance_id="i1", rack_id="r1", client_id="c1", client_host="/10.0.0.1"
+    )
     log.target(1, {"m1": {FOO: [0, 1, 2]}})
     log.reconcile("m1", epoch=1, assigned={FOO: [2, 0, 1]})
     log.bump_group_epoch(2)
     log.subscribe("m2", ["foo"], subscribed_topic_regex="ba.*", server_assignor="range")
     log.target(2, {"m1": {FOO: [0, 1], BAR: [0]}, "m2": {FOO: [2]}})
-    log.reconcile("m1", epoch=1, assigned={FOO: [0, 1]}, pending={FOO: [2]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "m1", epoch=1, assigned={FOO: [0, 1]}, pending={FOO: [2]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     log.reconcile("m2", epoch=2, assigned={}, state=MemberState.UNRELEASED_PARTITIONS)
 
 
@@ -94,7 +101,13 @@ def test_unknown_and_classic_groups_are_not_found_with_kafkas_messages() -> None
         ("simple", E.GROUP_ID_NOT_FOUND, "Group simple is not a consumer group."),
     ]
     for g in described:
-        assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name, g.members) == ("", 0, 0, "", [])
+        assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name, g.members) == (
+            "",
+            0,
+            0,
+            "",
+            [],
+        )
         assert g.authorized_operations == INT_MIN
 
 
@@ -181,7 +194,9 @@ def test_member_type_is_v1_only_and_tells_classic_from_consumer_members() -> Non
     log = ConsumerLog()
     log.bump_group_epoch(1)
     log.subscribe("consumer", ["foo"])
-    log.subscribe("classic", ["foo"], classic_member_metadata=ClassicMemberMetadata(45_000, (("range", b"x"),)))
+    log.subscribe(
+        "classic", ["foo"], classic_member_metadata=ClassicMemberMetadata(45_000, (("range", b"x"),))
+    )
     v1 = {member.member_id: member.member_type for member in describe(log, "grp", version=1)[0].members}
     assert v1 == {"consumer": MEMBER_TYPE_CONSUMER, "classic": MEMBER_TYPE_CLASSIC}
     assert (MEMBER_TYPE_CONSUMER, MEMBER_TYPE_CLASSIC) == (1, 0)
@@ -191,7 +206,7 @@ def test_member_type_is_v1_only_and_tells_classic_from_consumer_members() -> Non
 
 
 def grp_other_and_classic_groups() -> ConsumerLog:
-    """"grp" reconciling, "other" Empty at epoch 7, and the classic groups, in one log."""
+    """ "grp" reconciling, "other" Empty at epoch 7, and the classic groups, in one log."""
     log = ConsumerLog()
     reconciling_group(log)
     with_classic_groups(log)
@@ -220,7 +235,9 @@ def test_describe_does_not_change_the_shard() -> None:
     shard = shard_of(log.records)
     before = shard.durable_view()
     deadline = shard.next_deadline()
-    shard.handle(ApiKey.CONSUMER_GROUP_DESCRIBE, RequestContext(1), m.ConsumerGroupDescribeRequest(group_ids=["grp"]))
+    shard.handle(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, RequestContext(1), m.ConsumerGroupDescribeRequest(group_ids=["grp"])
+    )
     assert shard.durable_view() == before and shard.next_deadline() == deadline
 
 
@@ -260,4 +277,7 @@ async def test_the_router_splits_a_request_across_shards_and_answers_in_request_
         ("", E.INVALID_GROUP_ID, ""),
         ("classic", E.GROUP_ID_NOT_FOUND, ""),
     ]
-    assert assignment(response.groups[0].members[0].target_assignment) == {"foo": (FOO, [0, 1]), "bar": (BAR, [0])}
+    assert assignment(response.groups[0].members[0].target_assignment) == {
+        "foo": (FOO, [0, 1]),
+        "bar": (BAR, [0]),
+    }

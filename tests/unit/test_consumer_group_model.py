@@ -116,7 +116,9 @@ def test_two_members_owning_one_partition_is_an_error() -> None:
 def test_partition_epochs_follow_the_owner() -> None:
     log = ConsumerLog()
     log.reconcile("m1", epoch=1, assigned={FOO: [0, 1]})
-    log.reconcile("m1", epoch=1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "m1", epoch=1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     assert (log.group.current_partition_epoch(FOO, 0), log.group.current_partition_epoch(FOO, 1)) == (1, 1)
     log.reconcile("m1", epoch=2, assigned={FOO: [0]})
     assert (log.group.current_partition_epoch(FOO, 0), log.group.current_partition_epoch(FOO, 1)) == (2, -1)
@@ -143,7 +145,9 @@ def test_group_state_is_computed_as_kafka_does() -> None:
     log.subscribe("m2")
     assert log.group.state is ConsumerGroupState.ASSIGNING
     log.target(2, {"m1": {FOO: [0]}, "m2": {FOO: [1]}})
-    log.reconcile("m1", epoch=1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "m1", epoch=1, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     assert log.group.state is ConsumerGroupState.RECONCILING
     log.reconcile("m1", epoch=2, assigned={FOO: [0]})
     log.reconcile("m2", epoch=2, assigned={}, state=MemberState.UNRELEASED_PARTITIONS)
@@ -171,7 +175,11 @@ def test_partition_metadata_record_is_remembered_only_to_be_tombstoned() -> None
     """Kafka 4.1+ (KIP-1101) ignores a ConsumerGroupPartitionMetadata value's contents and notes
     that one is in the log, so its next epoch bump writes the tombstone."""
     log = ConsumerLog()
-    log.write(Record(ConsumerGroupPartitionMetadataKey(group_id="grp"), ConsumerGroupPartitionMetadataValue(topics=[])))
+    log.write(
+        Record(
+            ConsumerGroupPartitionMetadataKey(group_id="grp"), ConsumerGroupPartitionMetadataValue(topics=[])
+        )
+    )
     assert log.group.has_subscription_metadata_record
     log.write(builders.consumer_group_subscription_metadata_tombstone("grp"))
     assert not log.group.has_subscription_metadata_record
@@ -243,13 +251,17 @@ def test_revocation_epoch_moves_to_the_last_epoch_the_member_held_what_it_lost()
         "m1", member_epoch=5, state=MemberState.UNREVOKED_PARTITIONS,
         assigned_partitions={FOO: {0: 2}}, partitions_pending_revocation={FOO: {1: 3}},
     )  # fmt: skip
-    bumped = member.with_assignment(member_epoch=6, previous_member_epoch=5, state=MemberState.STABLE, assigned={FOO: [0]})
+    bumped = member.with_assignment(
+        member_epoch=6, previous_member_epoch=5, state=MemberState.STABLE, assigned={FOO: [0]}
+    )
     assert bumped.revocation_epoch == 5
     dropped_in_place = member.with_assignment(
         member_epoch=5, previous_member_epoch=4, state=MemberState.STABLE, assigned={FOO: [0]}
     )
     assert dropped_in_place.revocation_epoch == 4
-    unknown = ConsumerGroupMember("m1", member_epoch=5, assigned_partitions={FOO: {0: 5}}, revocation_epoch=-1)
+    unknown = ConsumerGroupMember(
+        "m1", member_epoch=5, assigned_partitions={FOO: {0: 5}}, revocation_epoch=-1
+    )
     assert unknown.with_assignment(member_epoch=6, previous_member_epoch=5, state=MemberState.STABLE,
                                    assigned={FOO: [0]}).revocation_epoch == -1  # fmt: skip
     assert unknown.with_assignment(member_epoch=6, previous_member_epoch=5, state=MemberState.STABLE,
@@ -296,7 +308,11 @@ def test_subscriptions_after_a_change_read_from_the_counts_equal_a_walk_over_the
     m1, m2 = group.members["m1"], group.members["m2"]
     assert group.subscribed_names_after(resolved) == walked([m1, m2]) == set(group.subscribed_topic_names())
     changed = replace(m2, subscribed_topic_names=frozenset({"new"}))
-    assert group.subscribed_names_after(resolved, added=changed) == walked([m1, changed]) == {"foo", "bar", "baz", "new"}
+    assert (
+        group.subscribed_names_after(resolved, added=changed)
+        == walked([m1, changed])
+        == {"foo", "bar", "baz", "new"}
+    )
     assert group.subscribed_names_after(resolved, removed=(m1,)) == walked([m2]) == {"foo", "qux"}
     # A static member rejoining under its own member id is removed and added: counted out once.
     assert group.subscribed_names_after(resolved, removed=(m2,), added=changed) == walked([m1, changed])

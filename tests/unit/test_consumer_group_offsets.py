@@ -90,7 +90,12 @@ def commit(
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(
-            P(partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=metadata)
+            P(
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata=metadata,
+            )
         )
     request = m.OffsetCommitRequest(
         group_id=group_id, generation_id_or_member_epoch=epoch, member_id=member_id, group_instance_id=None,
@@ -125,27 +130,35 @@ def fetch(
     if version < 8:
         T7 = m.OffsetFetchRequest.OffsetFetchRequestTopic
         request = m.OffsetFetchRequest(
-            group_id="grp", topics=None if topics is None else [T7(name=t, partition_indexes=ps) for t, ps in topics.items()]
+            group_id="grp",
+            topics=None if topics is None else [T7(name=t, partition_indexes=ps) for t, ps in topics.items()],
         )
         response = log.send(ApiKey.OFFSET_FETCH, version, request)
-        return response.error_code, {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
+        return response.error_code, {
+            (t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions
+        }
     G = m.OffsetFetchRequest.OffsetFetchRequestGroup
     T = m.OffsetFetchRequest.OffsetFetchRequestTopics
     group = G(group_id="grp", member_id=member_id, member_epoch=epoch,
               topics=None if topics is None else [T(name=t, partition_indexes=ps) for t, ps in topics.items()])  # fmt: skip
     response = log.send(ApiKey.OFFSET_FETCH, version, m.OffsetFetchRequest(groups=[group]))
     [answer] = response.groups
-    return answer.error_code, {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions}
+    return answer.error_code, {
+        (t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions
+    }
 
 
 def offset_delete(log: ConsumerLog, topics: dict[str, list[int]]) -> tuple[int, dict[tuple[str, int], int]]:
     T = m.OffsetDeleteRequest.OffsetDeleteRequestTopic
     P = m.OffsetDeleteRequest.OffsetDeleteRequestPartition
     request = m.OffsetDeleteRequest(
-        group_id="grp", topics=[T(name=t, partitions=[P(partition_index=p) for p in ps]) for t, ps in topics.items()]
+        group_id="grp",
+        topics=[T(name=t, partitions=[P(partition_index=p) for p in ps]) for t, ps in topics.items()],
     )
     response = log.send(ApiKey.OFFSET_DELETE, 0, request)
-    return response.error_code, {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+    return response.error_code, {
+        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+    }
 
 
 def assert_log_rebuilds_the_shard(log: ConsumerLog) -> None:
@@ -161,8 +174,12 @@ def every(code: int, *partitions: tuple[str, int]) -> dict[tuple[str, int], int]
 # -- OffsetCommit: the founding scenario in each fencing mode --------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "expected"), [(STRICT, E.STALE_MEMBER_EPOCH), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)])
-def test_a_commit_at_the_epoch_before_a_bump_that_kept_the_partition(mode: OffsetCommitFencing, expected: E) -> None:
+@pytest.mark.parametrize(
+    ("mode", "expected"), [(STRICT, E.STALE_MEMBER_EPOCH), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)]
+)
+def test_a_commit_at_the_epoch_before_a_bump_that_kept_the_partition(
+    mode: OffsetCommitFencing, expected: E
+) -> None:
     log = new_log(mode)
     b_joins_and_a_keeps_p1(log)
     before = len(log.records)
@@ -177,7 +194,9 @@ def test_a_commit_at_the_epoch_before_a_bump_that_kept_the_partition(mode: Offse
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
-def test_a_partition_revoked_at_the_bump_fails_the_whole_commit_in_every_mode(mode: OffsetCommitFencing) -> None:
+def test_a_partition_revoked_at_the_bump_fails_the_whole_commit_in_every_mode(
+    mode: OffsetCommitFencing,
+) -> None:
     """Kafka 4.3 validates partition by partition and fails the request at the first one refused:
     P1, which A kept, is refused with P2, and nothing is written."""
     log = new_log(mode)
@@ -232,7 +251,9 @@ def test_a_partition_with_metadata_too_large_is_not_validated() -> None:
     log = new_log(ASSIGNMENT, offset_metadata_max_bytes=4)
     b_joins_and_a_keeps_p1(log)
     before = len(log.records)
-    assert commit(log, "A", E0 + 1, {P1: 1, P3: 2}, metadata="too long") == every(E.OFFSET_METADATA_TOO_LARGE, P1, P3)
+    assert commit(log, "A", E0 + 1, {P1: 1, P3: 2}, metadata="too long") == every(
+        E.OFFSET_METADATA_TOO_LARGE, P1, P3
+    )
     assert len(log.records) == before
 
 
@@ -249,7 +270,9 @@ def test_a_simple_commit_needs_an_empty_consumer_group_and_never_makes_a_classic
     log.remove_member("B")
     assert log.group.state_name == "Empty"
     assert commit(log, "", -1, {P1: 7, ("gone", 0): 8}) == every(E.NONE, P1, ("gone", 0))
-    assert log.records[-1] == Record(OffsetCommitKey(group="grp", topic="gone", partition=0), log.records[-1].value)
+    assert log.records[-1] == Record(
+        OffsetCommitKey(group="grp", topic="gone", partition=0), log.records[-1].value
+    )
     assert "grp" not in log.shard.classic.groups and log.shard.consumer.get("grp") is log.group
     assert fetch(log, None) == (0, {P1: 7, ("gone", 0): 8})
     assert_log_rebuilds_the_shard(log)

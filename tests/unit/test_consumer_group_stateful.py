@@ -91,11 +91,17 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def new_target_assignment(self, data: st.DataObject) -> None:
         assert self.group is not None
-        for member_id in data.draw(st.lists(st.sampled_from(self.members()), unique=True)) if self.members() else []:
+        for member_id in (
+            data.draw(st.lists(st.sampled_from(self.members()), unique=True)) if self.members() else []
+        ):
             partitions = data.draw(st.lists(st.sampled_from(PARTITIONS), unique=True))
-            self.log.write(builders.consumer_group_target_assignment_record(GROUP, member_id, by_topic(partitions)))
+            self.log.write(
+                builders.consumer_group_target_assignment_record(GROUP, member_id, by_topic(partitions))
+            )
         epoch = data.draw(st.integers(max(0, self.group.group_epoch - 1), self.group.group_epoch))
-        self.log.write(builders.consumer_group_target_assignment_epoch_record(GROUP, epoch, data.draw(st.integers(0, 9))))
+        self.log.write(
+            builders.consumer_group_target_assignment_epoch_record(GROUP, epoch, data.draw(st.integers(0, 9)))
+        )
 
     @precondition(lambda self: self.group is not None)
     @rule(regex=st.sampled_from(REGEXES), topics=st.none() | st.frozensets(st.sampled_from(TOPICS)))
@@ -214,14 +220,18 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def another_member_reconciles(self, data: st.DataObject) -> None:
         self.reconcile(data)
 
-    @precondition(lambda self: self.group is not None and any(m.is_static for m in self.group.members.values()))
+    @precondition(
+        lambda self: self.group is not None and any(m.is_static for m in self.group.members.values())
+    )
     @rule(data=st.data())
     def static_member_leaves_for_a_while(self, data: st.DataObject) -> None:
         assert self.group is not None
         static = [m for m in self.group.members.values() if m.is_static]
         self.write_member(data.draw(st.sampled_from(static)).as_static_leave())
 
-    @precondition(lambda self: self.group is not None and any(m.is_static for m in self.group.members.values()))
+    @precondition(
+        lambda self: self.group is not None and any(m.is_static for m in self.group.members.values())
+    )
     @rule(data=st.data())
     def static_member_is_replaced(self, data: st.DataObject) -> None:
         """Its instance id rejoins with a new member id: the old member's tombstones, then the new one's records."""
@@ -256,7 +266,9 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         group = self.group
         if group is None:
             return
-        assert group.static_members == {m.instance_id: m.member_id for m in group.members.values() if m.is_static}
+        assert group.static_members == {
+            m.instance_id: m.member_id for m in group.members.values() if m.is_static
+        }
         held = [tp for m in group.members.values() for tp in m.held_partitions()]
         assert len(held) == len(set(held))
         for member in group.members.values():

@@ -40,7 +40,9 @@ Owned = Mapping[uuid.UUID, Iterable[int]]
 
 
 class Context(ConsumerLog):
-    def __init__(self, config: GroupConfig | None = None, topics: Mapping[uuid.UUID, TopicMetadata] | None = None):
+    def __init__(
+        self, config: GroupConfig | None = None, topics: Mapping[uuid.UUID, TopicMetadata] | None = None
+    ):
         super().__init__("grp", config, dict(TOPICS if topics is None else topics))
 
     def heartbeat(self, version: int = 1, **fields: Any) -> m.ConsumerGroupHeartbeatResponse:
@@ -50,10 +52,14 @@ class Context(ConsumerLog):
             fields["topic_partitions"] = [
                 REQ.TopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(owned.items())
             ]
-        response: m.ConsumerGroupHeartbeatResponse = self.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, REQ(**fields))
+        response: m.ConsumerGroupHeartbeatResponse = self.send(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, version, REQ(**fields)
+        )
         return response
 
-    def join(self, member_id: str, topics: Iterable[str] = ("foo",), **fields: Any) -> m.ConsumerGroupHeartbeatResponse:
+    def join(
+        self, member_id: str, topics: Iterable[str] = ("foo",), **fields: Any
+    ) -> m.ConsumerGroupHeartbeatResponse:
         fields.setdefault("rebalance_timeout_ms", 60_000)
         fields.setdefault("subscribed_topic_names", list(topics))
         return self.heartbeat(member_id=member_id, member_epoch=0, topic_partitions=[], **fields)
@@ -93,9 +99,17 @@ def test_one_member_joins_and_gets_everything() -> None:
         ConsumerGroupCurrentMemberAssignmentKey,
     ]
     group = ctx.group
-    assert (group.group_epoch, group.target_assignment_epoch, group.state) == (1, 1, ConsumerGroupState.STABLE)
+    assert (group.group_epoch, group.target_assignment_epoch, group.state) == (
+        1,
+        1,
+        ConsumerGroupState.STABLE,
+    )
     member = ctx.member("a")
-    assert (member.client_id, member.rebalance_timeout_ms, member.state) == ("client", 60_000, MemberState.STABLE)
+    assert (member.client_id, member.rebalance_timeout_ms, member.state) == (
+        "client",
+        60_000,
+        MemberState.STABLE,
+    )
 
     # A plain heartbeat writes nothing and carries no assignment.
     before = len(ctx.records)
@@ -119,7 +133,10 @@ def test_v0_server_generates_the_member_id() -> None:
 
 def target_assignment_runs(ctx: Context) -> int:
     """How many target assignments were computed: one ConsumerGroupTargetAssignmentMetadata each."""
-    return sum(isinstance(r.key, ConsumerGroupTargetAssignmentMetadataKey) and r.value is not None for r in ctx.records)
+    return sum(
+        isinstance(r.key, ConsumerGroupTargetAssignmentMetadataKey) and r.value is not None
+        for r in ctx.records
+    )
 
 
 def test_members_joining_within_the_assignment_interval_share_one_assignment() -> None:
@@ -232,7 +249,9 @@ def test_leave_and_rejoin() -> None:
     assert not ctx.shard.timers.is_scheduled(("consumer-session", "grp", "b"))
 
     # The next heartbeat of a computes the new target: everything is a's again.
-    a = ok(ctx.heartbeat(member_id="a", member_epoch=2, owned={FOO: ctx.member("a").assigned_partitions[FOO]}))
+    a = ok(
+        ctx.heartbeat(member_id="a", member_epoch=2, owned={FOO: ctx.member("a").assigned_partitions[FOO]})
+    )
     assert a.member_epoch == 3 and assignment(a) == {FOO: set(range(4))}
 
     b = ok(ctx.join("b"))
@@ -284,7 +303,10 @@ def test_static_instance_id_held_by_a_live_member_is_unreleased() -> None:
     assert response.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
     unknown = ctx.heartbeat(member_id="s3", member_epoch=1, instance_id="i9")
     assert unknown.error_code == ErrorCode.UNKNOWN_MEMBER_ID
-    assert ctx.heartbeat(member_id="s2", member_epoch=-2, instance_id="i1").error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert (
+        ctx.heartbeat(member_id="s2", member_epoch=-2, instance_id="i1").error_code
+        == ErrorCode.FENCED_INSTANCE_ID
+    )
 
 
 def test_static_member_that_left_expires_after_its_session_timeout() -> None:
@@ -429,7 +451,9 @@ def test_an_empty_classic_group_becomes_a_consumer_group() -> None:
     member_id = _classic_join(ctx).member_id
     _classic_join(ctx, member_id)
     ctx.sleep(3_000)  # the initial rebalance delay: the classic generation completes
-    leave = m.LeaveGroupRequest(group_id="grp", members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id)])
+    leave = m.LeaveGroupRequest(
+        group_id="grp", members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id)]
+    )
     assert ctx.send(ApiKey.LEAVE_GROUP, 3, leave).error_code == ErrorCode.NONE
     assert ctx.shard.classic.groups["grp"].is_empty and not ctx.shard.classic.groups["grp"].is_simple
     before = len(ctx.records)
@@ -560,8 +584,13 @@ class HeartbeatMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ctx = Context(GroupConfig(consumer_max_size=3), topics={FOO: TopicMetadata("foo", 3), BAR: TopicMetadata("bar", 2)})
-        self.clients: dict[str, tuple[str, int, dict[uuid.UUID, set[int]]]] = {}  # name -> (member id, epoch, owned)
+        self.ctx = Context(
+            GroupConfig(consumer_max_size=3),
+            topics={FOO: TopicMetadata("foo", 3), BAR: TopicMetadata("bar", 2)},
+        )
+        self.clients: dict[
+            str, tuple[str, int, dict[uuid.UUID, set[int]]]
+        ] = {}  # name -> (member id, epoch, owned)
         self.generation = 0
 
     def _instance(self, name: str) -> str | None:
@@ -596,7 +625,9 @@ class HeartbeatMachine(RuleBasedStateMachine):
             return
         member_id, epoch, owned = self.clients[name]
         fields: dict[str, Any] = {"owned": owned} if full else {}
-        response = self.ctx.heartbeat(member_id=member_id, member_epoch=epoch, instance_id=self._instance(name), **fields)
+        response = self.ctx.heartbeat(
+            member_id=member_id, member_epoch=epoch, instance_id=self._instance(name), **fields
+        )
         self._apply(name, member_id, response)
 
     @rule(name=st.sampled_from(MEMBERS), static=st.booleans())

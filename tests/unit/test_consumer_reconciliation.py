@@ -116,8 +116,16 @@ def assert_replays(old: ConsumerGroupMember, new: ConsumerGroupMember) -> None:
     assert old.with_current_assignment(record.value, "grp") == new
 
 
-def outcome(m: ConsumerGroupMember) -> tuple[MemberState, int, int, dict[uuid.UUID, dict[int, int]], dict[uuid.UUID, dict[int, int]]]:
-    return m.state, m.member_epoch, m.previous_member_epoch, dict(m.assigned_partitions), dict(m.partitions_pending_revocation)
+def outcome(
+    m: ConsumerGroupMember,
+) -> tuple[MemberState, int, int, dict[uuid.UUID, dict[int, int]], dict[uuid.UUID, dict[int, int]]]:
+    return (
+        m.state,
+        m.member_epoch,
+        m.previous_member_epoch,
+        dict(m.assigned_partitions),
+        dict(m.partitions_pending_revocation),
+    )
 
 
 # -- STABLE ---------------------------------------------------------------------------------------------
@@ -132,7 +140,13 @@ def test_stable_to_stable_keeps_the_assignment_epochs() -> None:
 def test_stable_to_stable_with_new_partitions_assigned_at_the_target_epoch() -> None:
     old = member(STABLE, 10, 10, at(10, foo=[1, 2, 3], bar=[4, 5, 6]))
     new = run(old, 11, parts(foo=[1, 2, 3, 4], bar=[4, 5, 6, 7]))
-    assert outcome(new) == (STABLE, 11, 10, merged(at(10, foo=[1, 2, 3], bar=[4, 5, 6]), at(11, foo=[4], bar=[7])), {})
+    assert outcome(new) == (
+        STABLE,
+        11,
+        10,
+        merged(at(10, foo=[1, 2, 3], bar=[4, 5, 6]), at(11, foo=[4], bar=[7])),
+        {},
+    )
 
 
 def test_stable_to_unrevoked_when_partitions_must_be_revoked() -> None:
@@ -181,7 +195,9 @@ def test_unrevoked_to_stable_once_the_client_stops_reporting_the_revoked_partiti
     [None, parts(foo=[1, 2, 3], bar=[5, 6]), parts(foo=[2, 3], bar=[4, 5, 6])],
     ids=["not-reported", "still-owns-foo-1", "still-owns-bar-4"],
 )
-def test_stays_unrevoked_while_the_client_still_owns_a_revoked_partition(owned: TopicPartitions | None) -> None:
+def test_stays_unrevoked_while_the_client_still_owns_a_revoked_partition(
+    owned: TopicPartitions | None,
+) -> None:
     old = member(UNREVOKED, 10, 10, at(10, foo=[2, 3], bar=[5, 6]), at(10, foo=[1], bar=[4]))
     assert run(old, 12, parts(foo=[3], bar=[6]), owned=owned) is old
 
@@ -194,7 +210,13 @@ def test_unrevoked_to_unrevoked_when_a_newer_target_revokes_more() -> None:
 
 def test_unrevoked_to_unreleased() -> None:
     old = member(UNREVOKED, 11, 10, at(11, foo=[2, 3], bar=[5, 6]))
-    new = run(old, 11, parts(foo=[2, 3, 4], bar=[5, 6, 7]), owned=parts(foo=[2, 3], bar=[5, 6]), owner_epoch=owned_at(10))
+    new = run(
+        old,
+        11,
+        parts(foo=[2, 3, 4], bar=[5, 6, 7]),
+        owned=parts(foo=[2, 3], bar=[5, 6]),
+        owner_epoch=owned_at(10),
+    )
     assert outcome(new) == (UNRELEASED, 11, 11, at(11, foo=[2, 3], bar=[5, 6]), {})
 
 
@@ -204,10 +226,26 @@ def test_a_partition_pending_revocation_that_comes_back_is_assigned_at_the_new_e
     old = member(UNREVOKED, 10, 10, at(10, foo=[2, 3], bar=[5, 6]), at(10, foo=[4]))
 
     def owner_epoch(topic_id: uuid.UUID, partition: int) -> int:
-        return 10 if (topic_id == FOO and partition in (2, 3, 4)) or (topic_id == BAR and partition in (5, 6)) else -1
+        return (
+            10
+            if (topic_id == FOO and partition in (2, 3, 4)) or (topic_id == BAR and partition in (5, 6))
+            else -1
+        )
 
-    new = run(old, 12, parts(foo=[2, 3, 4], bar=[5, 6, 7]), owned=parts(foo=[2, 3], bar=[5, 6]), owner_epoch=owner_epoch)
-    assert outcome(new) == (STABLE, 12, 10, merged(at(10, foo=[2, 3], bar=[5, 6]), at(12, foo=[4], bar=[7])), {})
+    new = run(
+        old,
+        12,
+        parts(foo=[2, 3, 4], bar=[5, 6, 7]),
+        owned=parts(foo=[2, 3], bar=[5, 6]),
+        owner_epoch=owner_epoch,
+    )
+    assert outcome(new) == (
+        STABLE,
+        12,
+        10,
+        merged(at(10, foo=[2, 3], bar=[5, 6]), at(12, foo=[4], bar=[7])),
+        {},
+    )
 
 
 # -- UNRELEASED_PARTITIONS ------------------------------------------------------------------------------
@@ -266,7 +304,9 @@ def test_topics_no_longer_subscribed_are_dropped_when_already_revoked(
 ) -> None:
     """foo is assigned (and in the target) but no longer subscribed; the client already gave it up."""
     old = member(STABLE, 10, 9, at(10, foo=[1, 2, 3], bar=[4, 5, 6]), topics=["bar"])
-    new = run(old, target_epoch, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=parts(bar=[4, 5, 6]), enforce=enforce)
+    new = run(
+        old, target_epoch, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=parts(bar=[4, 5, 6]), enforce=enforce
+    )
     assert outcome(new) == (STABLE, expected_epoch, 10, at(10, bar=[4, 5, 6]), {})
 
 
@@ -274,7 +314,9 @@ def test_topics_no_longer_subscribed_are_dropped_when_already_revoked(
     ("target_epoch", "enforce"), [(11, False), (11, True), (10, True)],
     ids=["new-target", "new-target-enforced", "same-target-enforced"],
 )  # fmt: skip
-def test_topics_no_longer_subscribed_are_revoked_while_the_client_owns_them(target_epoch: int, enforce: bool) -> None:
+def test_topics_no_longer_subscribed_are_revoked_while_the_client_owns_them(
+    target_epoch: int, enforce: bool
+) -> None:
     old = member(STABLE, 10, 9, at(10, foo=[1, 2, 3], bar=[4, 5, 6]), topics=["bar"])
     owned = parts(foo=[1, 2, 3], bar=[4, 5, 6])
     new = run(old, target_epoch, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=owned, enforce=enforce)
@@ -284,9 +326,24 @@ def test_topics_no_longer_subscribed_are_revoked_while_the_client_owns_them(targ
 def test_an_unrevoked_member_that_drops_a_topic_adds_it_to_its_revocations() -> None:
     """Still owning foo-1 and bar-4, the member unsubscribes from foo: foo-2 and foo-3 join the
     partitions to revoke, without reading the (newer) target."""
-    old = member(UNREVOKED, 10, 10, merged(at(8, foo=[2, 3]), at(10, bar=[5, 6])), at(10, foo=[1], bar=[4]), topics=["bar"])
-    new = run(old, 12, parts(foo=[1, 3, 4], bar=[6, 7]), owned=parts(foo=[1, 2, 3], bar=[4, 5, 6]), enforce=True)
-    assert outcome(new) == (UNREVOKED, 10, 10, at(10, bar=[5, 6]), merged(at(10, foo=[1], bar=[4]), at(8, foo=[2, 3])))
+    old = member(
+        UNREVOKED,
+        10,
+        10,
+        merged(at(8, foo=[2, 3]), at(10, bar=[5, 6])),
+        at(10, foo=[1], bar=[4]),
+        topics=["bar"],
+    )
+    new = run(
+        old, 12, parts(foo=[1, 3, 4], bar=[6, 7]), owned=parts(foo=[1, 2, 3], bar=[4, 5, 6]), enforce=True
+    )
+    assert outcome(new) == (
+        UNREVOKED,
+        10,
+        10,
+        at(10, bar=[5, 6]),
+        merged(at(10, foo=[1], bar=[4]), at(8, foo=[2, 3])),
+    )
 
 
 def test_a_stable_member_with_a_consistent_subscription_is_left_alone() -> None:
@@ -298,7 +355,9 @@ def test_a_stable_member_with_a_consistent_subscription_is_left_alone() -> None:
 def test_an_unresolved_regular_expression_subscribes_to_nothing() -> None:
     old = member(STABLE, 10, 10, at(10, foo=[1, 2, 3], bar=[4, 5, 6]), topics=[], regex="bar*")
     assert not assignment_is_subscription_consistent(old, subscribed_topic_ids(old, {}, IDS))
-    new = run(old, 10, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=parts(foo=[1, 2, 3], bar=[4, 5, 6]), enforce=True)
+    new = run(
+        old, 10, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=parts(foo=[1, 2, 3], bar=[4, 5, 6]), enforce=True
+    )
     assert outcome(new) == (UNREVOKED, 10, 10, {}, at(10, foo=[1, 2, 3], bar=[4, 5, 6]))
 
 
@@ -308,7 +367,9 @@ def test_names_and_a_resolved_regular_expression_subscribe_to_their_union() -> N
     unresolved = run(old, 10, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=owned, enforce=True)
     assert outcome(unresolved) == (UNREVOKED, 10, 10, at(10, foo=[1, 2, 3]), at(10, bar=[4, 5, 6]))
     resolved = {"bar*": ResolvedRegularExpression(frozenset({"bar"}), version=1, timestamp_ms=0)}
-    assert run(old, 10, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=owned, enforce=True, resolved=resolved) is old
+    assert (
+        run(old, 10, parts(foo=[1, 2, 3], bar=[4, 5, 6]), owned=owned, enforce=True, resolved=resolved) is old
+    )
 
 
 def test_a_deleted_topic_is_not_subscribed() -> None:
@@ -389,7 +450,9 @@ class Group:
             target_assignment=group.target_assignment_of(member_id),
             owned_partitions=client.report() if reports_owned else None,
             current_partition_epoch=group.current_partition_epoch,
-            subscribed_topic_ids=subscribed_topic_ids(old, group.resolved_regular_expressions, {"foo": FOO, "bar": BAR}),
+            subscribed_topic_ids=subscribed_topic_ids(
+                old, group.resolved_regular_expressions, {"foo": FOO, "bar": BAR}
+            ),
         )
         assert_keeps_assignment_epochs(old, new)
         if new != old:
@@ -411,7 +474,8 @@ class Group:
         group = self.log.group
         return all(
             self.log.member(member_id).is_reconciled_to(group.target_assignment_epoch)
-            and self.clients[member_id].keeps() == {t: set(ps) for t, ps in group.target_assignment_of(member_id).items() if ps}
+            and self.clients[member_id].keeps()
+            == {t: set(ps) for t, ps in group.target_assignment_of(member_id).items() if ps}
             for member_id in self.member_ids
         )
 
@@ -429,7 +493,9 @@ def assert_keeps_assignment_epochs(old: ConsumerGroupMember, new: ConsumerGroupM
 
 
 owners_of_every_partition = st.lists(
-    st.one_of(st.none(), st.integers(0, 3)), min_size=sum(PARTITIONS.values()), max_size=sum(PARTITIONS.values())
+    st.one_of(st.none(), st.integers(0, 3)),
+    min_size=sum(PARTITIONS.values()),
+    max_size=sum(PARTITIONS.values()),
 )
 
 
@@ -451,7 +517,8 @@ def test_random_groups_move_between_targets_safely_and_converge(data: st.DataObj
 
     group.install_target(2, data.draw(owners, label="second target"))
     steps = data.draw(
-        st.lists(st.tuples(st.integers(0, size - 1), st.booleans(), st.booleans()), max_size=30), label="heartbeats"
+        st.lists(st.tuples(st.integers(0, size - 1), st.booleans(), st.booleans()), max_size=30),
+        label="heartbeats",
     )
     third_at = data.draw(st.one_of(st.none(), st.integers(0, len(steps))), label="third target at step")
     for index, (member_index, reports_owned, finishes_revocation) in enumerate(steps):

@@ -101,7 +101,10 @@ def roundtrip(record: Record, key_bytes: bytes, value_bytes: bytes | None) -> Re
     [
         (ConsumerGroupMetadataKey(group_id="grp"), i16(3) + string("grp")),
         (ConsumerGroupPartitionMetadataKey(group_id="grp"), i16(4) + string("grp")),
-        (ConsumerGroupMemberMetadataKey(group_id="grp", member_id="m-1"), i16(5) + string("grp") + string("m-1")),
+        (
+            ConsumerGroupMemberMetadataKey(group_id="grp", member_id="m-1"),
+            i16(5) + string("grp") + string("m-1"),
+        ),
         (ConsumerGroupTargetAssignmentMetadataKey(group_id="grp"), i16(6) + string("grp")),
         (
             ConsumerGroupTargetAssignmentMemberKey(group_id="grp", member_id="m-1"),
@@ -241,9 +244,13 @@ def test_member_subscription_record_golden_classic_protocol_member() -> None:
 def test_target_assignment_epoch_record_golden() -> None:
     """newConsumerGroupTargetAssignmentEpochRecord; AssignmentTimestamp (tag 0, KIP-1263, 4.3+) only when set."""
     key = i16(6) + string("grp")
-    roundtrip(builders.consumer_group_target_assignment_epoch_record("grp", 12), key, i16(0) + i32(12) + NO_TAGS)
     roundtrip(
-        builders.consumer_group_target_assignment_epoch_record("grp", 12, assignment_timestamp_ms=1_763_800_000_000),
+        builders.consumer_group_target_assignment_epoch_record("grp", 12), key, i16(0) + i32(12) + NO_TAGS
+    )
+    roundtrip(
+        builders.consumer_group_target_assignment_epoch_record(
+            "grp", 12, assignment_timestamp_ms=1_763_800_000_000
+        ),
         key,
         i16(0) + i32(12) + tags((0, i64(1_763_800_000_000))),
     )
@@ -313,7 +320,11 @@ def test_current_assignment_empty_member_golden() -> None:
     """No partitions: empty arrays, and no AssignmentEpochs to write."""
     member = ConsumerGroupMember("m-1", member_epoch=1, previous_member_epoch=0)
     expected = i16(0) + i32(1) + i32(0) + i8(0) + carray([]) + carray([]) + tags((0x4B43, i32(0)))
-    roundtrip(builders.consumer_group_current_assignment_record("grp", member), i16(8) + string("grp") + string("m-1"), expected)
+    roundtrip(
+        builders.consumer_group_current_assignment_record("grp", member),
+        i16(8) + string("grp") + string("m-1"),
+        expected,
+    )
 
 
 # -- type 16: regular expressions --------------------------------------------------------------------------------

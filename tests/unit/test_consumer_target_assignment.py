@@ -107,7 +107,9 @@ def test_a_new_member_joins_with_an_empty_current_assignment() -> None:
         "m1": target(foo=[0, 1], bar=[0, 1]), "m2": target(foo=[2, 3], bar=[2, 3]), "m3": target(foo=[4, 5], bar=[4, 5]),
     }  # fmt: skip
     assignor = FixedAssignor(result=new_targets)
-    assignment, records = build(assignor, TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m3", "foo", "bar"))
+    assignment, records = build(
+        assignor, TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m3", "foo", "bar")
+    )
     assert assignor.spec is not None and assignor.spec.members["m3"].assignment == {}
     assert assignment == new_targets
     assert records == [*(target_record(m, new_targets[m]) for m in ("m1", "m2", "m3")), EPOCH_RECORD]
@@ -115,16 +117,26 @@ def test_a_new_member_joins_with_an_empty_current_assignment() -> None:
 
 def test_a_new_member_that_gets_nothing_still_gets_a_record() -> None:
     """A member without a target yet gets one, even an empty one (Kafka compares with null)."""
-    _, records = build(FixedAssignor(result=TWO_TARGETS), TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m3", "foo"))
+    _, records = build(
+        FixedAssignor(result=TWO_TARGETS), TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m3", "foo")
+    )
     assert records == [target_record("m3", {}), EPOCH_RECORD]
 
 
 def test_an_updated_member_is_assigned_with_its_new_subscription() -> None:
-    assignor = FixedAssignor(result={"m1": target(foo=[0, 1, 2, 3, 4, 5]), "m2": target(bar=[0, 1, 2, 3, 4, 5])})
-    _, records = build(assignor, TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m2", "bar", rack_id="rack-2"))
+    assignor = FixedAssignor(
+        result={"m1": target(foo=[0, 1, 2, 3, 4, 5]), "m2": target(bar=[0, 1, 2, 3, 4, 5])}
+    )
+    _, records = build(
+        assignor, TWO_MEMBERS, TWO_TARGETS, updated_member=consumer("m2", "bar", rack_id="rack-2")
+    )
     assert assignor.spec is not None
     updated = assignor.spec.members["m2"]
-    assert (updated.subscribed_topic_ids, updated.assignment, updated.rack_id) == (frozenset({BAR}), TWO_TARGETS["m2"], "rack-2")
+    assert (updated.subscribed_topic_ids, updated.assignment, updated.rack_id) == (
+        frozenset({BAR}),
+        TWO_TARGETS["m2"],
+        "rack-2",
+    )
     assert assignor.spec.subscription_type is SubscriptionType.HETEROGENEOUS
     assert [r.key.member_id for r in records[:-1]] == ["m1", "m2"]
 
@@ -140,12 +152,20 @@ def test_a_partial_update_writes_only_the_member_that_changed() -> None:
 def test_a_removed_member_is_left_out_and_gets_no_tombstone() -> None:
     """Its tombstones are written by its removal, not by the target assignment."""
     three = [*TWO_MEMBERS, consumer("m3", "foo", "bar")]
-    current = {"m1": target(foo=[0, 1], bar=[0, 1]), "m2": target(foo=[2, 3], bar=[2, 3]), "m3": target(foo=[4, 5], bar=[4, 5])}
+    current = {
+        "m1": target(foo=[0, 1], bar=[0, 1]),
+        "m2": target(foo=[2, 3], bar=[2, 3]),
+        "m3": target(foo=[4, 5], bar=[4, 5]),
+    }
     assignor = FixedAssignor(result=TWO_TARGETS)
     assignment, records = build(assignor, three, current, removed_member_ids=["m3"])
     assert assignor.spec is not None and set(assignor.spec.members) == {"m1", "m2"}
     assert assignment == TWO_TARGETS
-    assert records == [target_record("m1", TWO_TARGETS["m1"]), target_record("m2", TWO_TARGETS["m2"]), EPOCH_RECORD]
+    assert records == [
+        target_record("m1", TWO_TARGETS["m1"]),
+        target_record("m2", TWO_TARGETS["m2"]),
+        EPOCH_RECORD,
+    ]
 
 
 def test_a_static_member_replaced_by_a_new_member_id_keeps_its_target() -> None:
@@ -173,7 +193,9 @@ def test_subscriptions_resolve_names_and_regular_expressions_to_existing_topic_i
         consumer("both", "foo", subscribed_topic_regex="b.*"),
         consumer("unresolved", subscribed_topic_regex="x.*"),
     ]
-    resolved = {"b.*": ResolvedRegularExpression(frozenset({"bar", "baz-not-created"}), version=3, timestamp_ms=0)}
+    resolved = {
+        "b.*": ResolvedRegularExpression(frozenset({"bar", "baz-not-created"}), version=3, timestamp_ms=0)
+    }
     assignor = FixedAssignor()
     build(assignor, members, {}, resolved_regular_expressions=resolved)
     assert assignor.spec is not None

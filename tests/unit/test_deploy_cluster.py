@@ -82,7 +82,9 @@ def test_moved_host_ports_keep_listen_and_published_ports_equal() -> None:
     services = load_compose(REPO / "deploy" / "docker-compose.cluster.yml", env)["services"]
     for n in (1, 2, 3):
         s = settings_of(services[f"kcoord{n}"])
-        assert s.listen == ("0.0.0.0", int(f"21{n}92")) and s.broker_ports == [int(f"21{n}{x}") for x in (93, 94, 95)]
+        assert s.listen == ("0.0.0.0", int(f"21{n}92")) and s.broker_ports == [
+            int(f"21{n}{x}") for x in (93, 94, 95)
+        ]
         assert s.metrics == ("0.0.0.0", int(f"21{n}50"))
         assert {tuple(map(int, p.split(":"))) for p in services[f"kcoord{n}"]["ports"]} == {
             (p, p) for p in (s.listen[1], *s.broker_ports, s.metrics[1])

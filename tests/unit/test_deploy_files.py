@@ -105,7 +105,12 @@ def test_dockerignore_keeps_the_context_small() -> None:
     assert {".git", ".venv", "tests", "bench"} <= ignored
     assert "README.md" not in ignored  # pyproject.toml names it as the readme
     rules = dockerignore_rules(REPO)
-    for rel in (".venv/bin/python", "tests/unit/test_deploy_files.py", "src/kcoord/protocol/__pycache__/x.pyc", "bench/x.py"):
+    for rel in (
+        ".venv/bin/python",
+        "tests/unit/test_deploy_files.py",
+        "src/kcoord/protocol/__pycache__/x.pyc",
+        "bench/x.py",
+    ):
         assert not in_build_context(rel, rules), rel
 
 
@@ -137,7 +142,7 @@ def test_every_package_folder_gets_into_the_wheel_the_image_builds() -> None:
 def test_healthcheck_follows_the_configured_metrics_address() -> None:
     instructions = dockerfile_instructions((REPO / "Dockerfile").read_text())
     [check] = [a for i, a in instructions if i == "HEALTHCHECK"]
-    command = json.loads(check[check.index("CMD") + 3:].strip())
+    command = json.loads(check[check.index("CMD") + 3 :].strip())
     # `kcoord health` resolves --metrics / KCOORD_METRICS / the config file as `kcoord serve` does.
     assert command == ["kcoord", "health"]
     assert build_parser().parse_args(command[1:]).command == "health"

@@ -14,8 +14,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted(
-    [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", REPO / "bench" / "README.md",
-     REPO / "bench" / "RESULTS.md", *(REPO / "docs").glob("*.md")]
+    [
+        REPO / "README.md",
+        REPO / "CONTRIBUTING.md",
+        REPO / "CHANGELOG.md",
+        REPO / "bench" / "README.md",
+        REPO / "bench" / "RESULTS.md",
+        *(REPO / "docs").glob("*.md"),
+    ]
 )
 # [text](target) and ![alt](target); a target ends at whitespace or the closing parenthesis.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

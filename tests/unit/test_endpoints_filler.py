@@ -41,7 +41,9 @@ def answer(endpoints: bool) -> bytes:
     return frames.encode_response(1, 16, 9, response)[4:]
 
 
-@pytest.mark.skipif(DECODER_BACKEND != "c", reason="locating the root tagged fields without decoding needs the C decoder")
+@pytest.mark.skipif(
+    DECODER_BACKEND != "c", reason="locating the root tagged fields without decoding needs the C decoder"
+)
 def test_endpoints_replaced_in_place_and_the_rest_unchanged() -> None:
     raw = answer(endpoints=True)
     keep = 500
@@ -55,7 +57,9 @@ def test_endpoints_replaced_in_place_and_the_rest_unchanged() -> None:
     assert b"broker-2.example.com" not in streamed
 
 
-@pytest.mark.skipif(DECODER_BACKEND != "c", reason="locating the root tagged fields without decoding needs the C decoder")
+@pytest.mark.skipif(
+    DECODER_BACKEND != "c", reason="locating the root tagged fields without decoding needs the C decoder"
+)
 def test_nothing_to_replace_and_too_late_to_replace() -> None:
     assert without_node_endpoints(1, 16, answer(endpoints=False), 500) is None
     raw = answer(endpoints=True)

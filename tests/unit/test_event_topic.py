@@ -30,10 +30,16 @@ def test_leave_carries_the_client_id_and_host_of_the_join() -> None:
 
 def test_classic_assignment_is_decoded_to_partitions() -> None:
     enc = EventEncoder()
-    e = ev.AssignmentComputed("g", 4, "consumer", "range", (
-        ev.MemberAssignment("m1", None, consumer_assignment({"t": [2, 0]})),
-        ev.MemberAssignment("m2", None, b""),
-    ))
+    e = ev.AssignmentComputed(
+        "g",
+        4,
+        "consumer",
+        "range",
+        (
+            ev.MemberAssignment("m1", None, consumer_assignment({"t": [2, 0]})),
+            ev.MemberAssignment("m2", None, b""),
+        ),
+    )
     doc = enc.encode(0, 1, e)
     assert doc is not None
     assert [a["partitions"] for a in doc["assignment"]] == [["t:0", "t:2"], []]
@@ -42,9 +48,15 @@ def test_classic_assignment_is_decoded_to_partitions() -> None:
 
 def test_commits_summed_per_second_with_fenced_by_error() -> None:
     w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry())
-    w.offer(1, [ev.OffsetsCommitted("g", 3), ev.OffsetsCommitted("g", 2),
-                ev.MemberFenced("g", "z", None, "ILLEGAL_GENERATION", "offset_commit"),
-                ev.CommitRejected("g", "z", "REBALANCE_IN_PROGRESS", "offset_commit")])
+    w.offer(
+        1,
+        [
+            ev.OffsetsCommitted("g", 3),
+            ev.OffsetsCommitted("g", 2),
+            ev.MemberFenced("g", "z", None, "ILLEGAL_GENERATION", "offset_commit"),
+            ev.CommitRejected("g", "z", "REBALANCE_IN_PROGRESS", "offset_commit"),
+        ],
+    )
     assert len(w.queue) == 1  # the member_fenced event itself
     w._flush_commits(everything=True)
     doc = w.queue[-1][2]

@@ -53,8 +53,12 @@ def test_a_commit_during_a_rebalance_is_a_rejected_commit() -> None:
     ctx = Recording()
     members, generation = ctx.stable_group("g", 1)
     ctx.join_dynamic("g")  # a second member: the group prepares a rebalance
-    rejoined = ctx.reply(ctx.join("g", members[0]))  # the first rejoins: CompletingRebalance, awaiting SyncGroup
+    rejoined = ctx.reply(
+        ctx.join("g", members[0])
+    )  # the first rejoins: CompletingRebalance, awaiting SyncGroup
     assert rejoined is not None and rejoined.generation_id == generation + 1
     response = ctx.commit("g", {(TOPIC, 0): 1}, member_id=members[0], generation_id=generation + 1)
     assert {p.error_code for t in response.topics for p in t.partitions} == {ErrorCode.REBALANCE_IN_PROGRESS}
-    assert [(e.error, e.api) for e in of(ctx.events, ev.CommitRejected)] == [("REBALANCE_IN_PROGRESS", "offset_commit")]
+    assert [(e.error, e.api) for e in of(ctx.events, ev.CommitRejected)] == [
+        ("REBALANCE_IN_PROGRESS", "offset_commit")
+    ]

@@ -44,7 +44,9 @@ class EventContext(ClassicContext):
         return got
 
 
-def stable_group(c: EventContext, group: str = "g", instance_ids: tuple[str | None, ...] = (None, None)) -> list[str]:
+def stable_group(
+    c: EventContext, group: str = "g", instance_ids: tuple[str | None, ...] = (None, None)
+) -> list[str]:
     """Members join (v9, MEMBER_ID_REQUIRED first for dynamic ones), the initial delay passes, the
     leader syncs: a Stable generation 1. Returns the member ids."""
     ctxs = []
@@ -106,7 +108,9 @@ def test_static_member_replaced_fences_the_old_id() -> None:
     old, _ = stable_group(c, instance_ids=("i-0", "i-1"))
     c.take()
     new_id = c.reply(c.join("g", instance_id="i-0", client_id="c0")).member_id
-    assert c.take(MemberJoined) == [MemberJoined("g", new_id, "i-0", "c0", "/127.0.0.1", "consumer", rejoin=True)]
+    assert c.take(MemberJoined) == [
+        MemberJoined("g", new_id, "i-0", "c0", "/127.0.0.1", "consumer", rejoin=True)
+    ]
     assert c.heartbeat("g", old, 1, instance_id="i-0").error_code == E.FENCED_INSTANCE_ID
     assert c.take(MemberFenced) == [MemberFenced("g", old, "i-0", "FENCED_INSTANCE_ID", "heartbeat")]
 
@@ -118,7 +122,9 @@ def test_leave_and_expiry_are_reported_and_start_rebalances_with_bounded_reasons
     c.leave("g", [(a, None)], reason="shutting down")
     events = c.take()
     assert MemberLeft("g", a, None, "leave_group", "shutting down") in events
-    assert [(e.reason, e.generation) for e in events if isinstance(e, RebalanceStarted)] == [("member_left", 1)]
+    assert [(e.reason, e.generation) for e in events if isinstance(e, RebalanceStarted)] == [
+        ("member_left", 1)
+    ]
     c.sleep(10_000)  # b's rejoin never comes: its session runs out
     events = c.take()
     assert MemberExpired("g", b, None, 10_000) in events
@@ -153,21 +159,26 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
     metrics = Metrics()
     observer = ShardEventObserver(metrics)
     with caplog.at_level(logging.INFO, logger="kcoord.events"):
-        observer.group_events(3, [
-            MemberJoined("g", "m-1", "i-1", "app", "/10.0.0.1"),
-            MemberJoined("g", "m-2", None, "app", "/10.0.0.2"),
-            RebalanceStarted("g", "member_joined", 0, 2, "adding new member m-2"),
-            RebalanceStarted("g", "made-up reason", 0, 2),
-            RebalanceCompleted("g", 1, 1500, 2, "range"),
-            MemberLeft("g", "m-1", "i-1", "leave_group", "bye"),
-            MemberExpired("g", "m-2", None, 45_000),
-        ])
+        observer.group_events(
+            3,
+            [
+                MemberJoined("g", "m-1", "i-1", "app", "/10.0.0.1"),
+                MemberJoined("g", "m-2", None, "app", "/10.0.0.2"),
+                RebalanceStarted("g", "member_joined", 0, 2, "adding new member m-2"),
+                RebalanceStarted("g", "made-up reason", 0, 2),
+                RebalanceCompleted("g", 1, 1500, 2, "range"),
+                MemberLeft("g", "m-1", "i-1", "leave_group", "bye"),
+                MemberExpired("g", "m-2", None, 45_000),
+            ],
+        )
         observer.shard_loaded(3, 120, 0.25, 400)
     got = samples(metrics)
     assert got[("kcoord_member_joins_total", (("kind", "static"),))] == 1
     assert got[("kcoord_member_joins_total", (("kind", "dynamic"),))] == 1
     assert got[("kcoord_rebalances_total", (("reason", "member_joined"),))] == 1
-    assert got[("kcoord_rebalances_total", (("reason", "other"),))] == 1  # unbounded text never becomes a label
+    assert (
+        got[("kcoord_rebalances_total", (("reason", "other"),))] == 1
+    )  # unbounded text never becomes a label
     assert got[("kcoord_rebalance_duration_seconds_count", ())] == 1
     assert got[("kcoord_rebalance_duration_seconds_sum", ())] == 1.5
     assert got[("kcoord_member_removals_total", (("reason", "leave_group"),))] == 1
@@ -179,7 +190,10 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
     assert events == ["member.joined", "member.joined", "rebalance.started", "rebalance.started",
                       "rebalance.completed", "member.left", "member.expired", "shard.loaded"]  # fmt: skip
     line = KeyValueFormatter().format(caplog.records[4])
-    assert "event=rebalance.completed shard=3 group=g generation=1 duration_ms=1500 members=2 protocol=range" in line
+    assert (
+        "event=rebalance.completed shard=3 group=g generation=1 duration_ms=1500 members=2 protocol=range"
+        in line
+    )
 
 
 def test_response_hooks_count_commit_results_and_fencing_by_reason() -> None:
@@ -199,10 +213,21 @@ def test_response_hooks_count_commit_results_and_fencing_by_reason() -> None:
     metrics.request_done(ApiKey.HEARTBEAT, 0.002)
     got = samples(metrics)
     assert got[("kcoord_offset_commits_total", (("api", "offset_commit"), ("result", "NONE")))] == 2
-    assert got[("kcoord_offset_commits_total", (("api", "offset_commit"), ("result", "ILLEGAL_GENERATION")))] == 1
-    assert got[("kcoord_fenced_requests_total", (("api", "offset_commit"), ("reason", "ILLEGAL_GENERATION")))] == 1
-    assert got[("kcoord_fenced_requests_total", (("api", "heartbeat"), ("reason", "FENCED_INSTANCE_ID")))] == 1
-    assert ("kcoord_fenced_requests_total", (("api", "heartbeat"), ("reason", "REBALANCE_IN_PROGRESS"))) not in got
+    assert (
+        got[("kcoord_offset_commits_total", (("api", "offset_commit"), ("result", "ILLEGAL_GENERATION")))]
+        == 1
+    )
+    assert (
+        got[("kcoord_fenced_requests_total", (("api", "offset_commit"), ("reason", "ILLEGAL_GENERATION")))]
+        == 1
+    )
+    assert (
+        got[("kcoord_fenced_requests_total", (("api", "heartbeat"), ("reason", "FENCED_INSTANCE_ID")))] == 1
+    )
+    assert (
+        "kcoord_fenced_requests_total",
+        (("api", "heartbeat"), ("reason", "REBALANCE_IN_PROGRESS")),
+    ) not in got
     assert got[("kcoord_responses_total", (("api", "heartbeat"), ("error", "REBALANCE_IN_PROGRESS"),
                                            ("version", "4")))] == 1  # fmt: skip
     assert got[("kcoord_request_latency_seconds_count", (("api", "heartbeat"),))] == 1

@@ -18,7 +18,9 @@ REQ = m.ConsumerGroupHeartbeatRequest
 
 class Recording(ConsumerLog):
     def __init__(self) -> None:
-        super().__init__("grp", GroupConfig(consumer_assignment_interval_ms=0), {FOO: TopicMetadata("foo", 6)})
+        super().__init__(
+            "grp", GroupConfig(consumer_assignment_interval_ms=0), {FOO: TopicMetadata("foo", 6)}
+        )
         self.events: list[Any] = []
 
     def heartbeat(self, **fields: Any) -> Any:
@@ -31,8 +33,14 @@ class Recording(ConsumerLog):
         return result.replies[0][1]
 
     def join(self, member_id: str, instance: str | None = None) -> Any:
-        return self.heartbeat(member_id=member_id, member_epoch=0, rebalance_timeout_ms=60_000,
-                              subscribed_topic_names=["foo"], topic_partitions=[], instance_id=instance)
+        return self.heartbeat(
+            member_id=member_id,
+            member_epoch=0,
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=["foo"],
+            topic_partitions=[],
+            instance_id=instance,
+        )
 
     def expire_all(self) -> None:
         self.clock.advance(10 * 60_000)
@@ -48,7 +56,12 @@ def kinds(events: list[Any]) -> list[str]:
 def test_join_bump_assignment_leave_and_expiry() -> None:
     ctx = Recording()
     ctx.join("a")
-    assert kinds(ctx.events) == ["MemberJoined", "RebalanceStarted", "AssignmentComputed", "RebalanceCompleted"]
+    assert kinds(ctx.events) == [
+        "MemberJoined",
+        "RebalanceStarted",
+        "AssignmentComputed",
+        "RebalanceCompleted",
+    ]
     joined, started, assigned, done = ctx.events
     assert (joined.client_id, joined.client_host, joined.protocol_type) == ("client-1", "/10.0.0.7", "kip848")
     assert (started.reason, started.generation) == ("member_joined", 0)
@@ -58,7 +71,12 @@ def test_join_bump_assignment_leave_and_expiry() -> None:
 
     ctx.events.clear()
     ctx.join("b", instance="i-b")
-    assert kinds(ctx.events) == ["MemberJoined", "RebalanceStarted", "AssignmentComputed", "RebalanceCompleted"]
+    assert kinds(ctx.events) == [
+        "MemberJoined",
+        "RebalanceStarted",
+        "AssignmentComputed",
+        "RebalanceCompleted",
+    ]
     assert ctx.events[0].instance_id == "i-b"
     parts = {a.member_id: len(a.partitions or ()) for a in ctx.events[2].members}
     assert parts == {"a": 3, "b": 3}

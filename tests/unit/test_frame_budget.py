@@ -19,7 +19,9 @@ def big(size: int, fill: bytes = b"x") -> bytes:
     return frames.frame(fill * size)
 
 
-def decoder(budget: frames.FrameBudget, woken: list[str] | None = None, name: str = "") -> frames.FrameDecoder:
+def decoder(
+    budget: frames.FrameBudget, woken: list[str] | None = None, name: str = ""
+) -> frames.FrameDecoder:
     dec = frames.FrameDecoder(1 << 20, budget=budget, reserve_above=64 * KiB)
     if woken is not None:
         dec.on_ready = lambda: woken.append(name)

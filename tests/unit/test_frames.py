@@ -51,11 +51,18 @@ def test_negative_prefix_rejected() -> None:
 
 @pytest.mark.parametrize("version", range(0, 5))
 def test_request_round_trip_every_heartbeat_version(version: int) -> None:
-    req = m.HeartbeatRequest(group_id="g", generation_id=7, member_id="m", group_instance_id="i" if version >= 3 else None)
+    req = m.HeartbeatRequest(
+        group_id="g", generation_id=7, member_id="m", group_instance_id="i" if version >= 3 else None
+    )
     data = frames.encode_request(12, version, 42, "client-1", req)
     (payload,) = frames.FrameDecoder().feed(data)
     header, body = frames.decode_request(payload)
-    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (12, version, 42, "client-1")
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        12,
+        version,
+        42,
+        "client-1",
+    )
     assert body == req
 
 
@@ -88,7 +95,9 @@ def test_truncated_header_is_a_codec_error() -> None:
         frames.parse_request_header(struct.pack(">hhih", 12, 0, 1, 50) + b"short")
 
 
-@pytest.mark.parametrize(("version", "txn"), [(3, None), (3, "tx"), (8, "tx"), (9, None), (9, "transactional")])
+@pytest.mark.parametrize(
+    ("version", "txn"), [(3, None), (3, "tx"), (8, "tx"), (9, None), (9, "transactional")]
+)
 def test_produce_acks_parsed_after_transactional_id(version: int, txn: str | None) -> None:
     flexible = version >= 9
     header = struct.pack(">hhih", 0, version, 1, 1) + b"c" + (b"\x00" if flexible else b"")
@@ -154,8 +163,12 @@ def _same_outcome(payload: bytes) -> None:
 
 
 @pytest.mark.parametrize("client_id", [None, "", "client-é"])
-@pytest.mark.parametrize(("api_key", "version"), [(12, 0), (12, 3), (12, 4), (11, 5), (11, 9), (8, 7), (8, 9)])
-def test_decode_request_body_matches_decode_request(api_key: int, version: int, client_id: str | None) -> None:
+@pytest.mark.parametrize(
+    ("api_key", "version"), [(12, 0), (12, 3), (12, 4), (11, 5), (11, 9), (8, 7), (8, 9)]
+)
+def test_decode_request_body_matches_decode_request(
+    api_key: int, version: int, client_id: str | None
+) -> None:
     cls = m.REQUESTS[api_key]
     payload = frames.encode_request(api_key, version, 7, client_id, cls(group_id="g"))[4:]
     _same_outcome(payload)
@@ -177,7 +190,9 @@ def test_decode_request_body_skips_header_tagged_fields_and_rejects_bad_client_i
     sizes=st.lists(st.sampled_from([0, 1, 100, 64 * 1024, 64 * 1024 + 1, 200_000]), min_size=1, max_size=6),
     cuts=st.lists(st.integers(min_value=1, max_value=150_000), min_size=1, max_size=40),
 )
-def test_any_split_of_small_and_large_frames_yields_them_whole_and_in_order(sizes: list[int], cuts: list[int]) -> None:
+def test_any_split_of_small_and_large_frames_yields_them_whole_and_in_order(
+    sizes: list[int], cuts: list[int]
+) -> None:
     # Large frames arriving over several reads are collected as pieces and joined once: whatever
     # the reads' boundaries, the frames come out as sent and nothing stays buffered.
     payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
@@ -190,6 +205,8 @@ def test_any_split_of_small_and_large_frames_yields_them_whole_and_in_order(size
         i += 1
         out += dec.feed(stream[pos : pos + step])
         pos += step
-        assert dec.buffered == sum(len(f) + 4 for f in payloads[len(out):]) - (len(stream) - min(pos, len(stream)))
+        assert dec.buffered == sum(len(f) + 4 for f in payloads[len(out) :]) - (
+            len(stream) - min(pos, len(stream))
+        )
     assert out == payloads
     assert dec.buffered == 0

@@ -79,7 +79,9 @@ def test_every_api_whose_answers_can_hold_an_address_is_handled() -> None:
     carriers = {api: name for api, name, versions, _ in _spec_responses() if versions}
     assert carriers, "the spec scan found nothing: it is broken"
     missing = {api: name for api, name in carriers.items() if api not in ADDRESS_HANDLING}
-    assert not missing, f"answers of these APIs can name a broker; say in ADDRESS_HANDLING what kcoord does: {missing}"
+    assert not missing, (
+        f"answers of these APIs can name a broker; say in ADDRESS_HANDLING what kcoord does: {missing}"
+    )
     assert set(ADDRESS_HANDLING) <= set(carriers) | set(KCOORD_VERSIONS)
 
 
@@ -113,10 +115,18 @@ async def _no_listener(broker: Any) -> int:
 
 def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
     cluster = ClusterView([("upstream", 9092)], "kcoord", 9092, 1_000_000, _no_listener)
-    cluster.upstream_versions = {ApiKey.PRODUCE: (0, 99), ApiKey.FETCH: (0, 17), 68: (0, 1), 55: (0, 2), 52: (0, 2)}
+    cluster.upstream_versions = {
+        ApiKey.PRODUCE: (0, 99),
+        ApiKey.FETCH: (0, 17),
+        68: (0, 1),
+        55: (0, 2),
+        52: (0, 2),
+    }
     cluster._compute_advertised()
     produce_hi = m.ProduceResponse.SCHEMA.valid.high
-    assert cluster.supports(ApiKey.PRODUCE, produce_hi) and not cluster.supports(ApiKey.PRODUCE, produce_hi + 1)
+    assert cluster.supports(ApiKey.PRODUCE, produce_hi) and not cluster.supports(
+        ApiKey.PRODUCE, produce_hi + 1
+    )
     assert cluster.supports(ApiKey.FETCH, 17)
     assert cluster.supports(68, 1) and not cluster.supports(68, 2)  # served by kcoord, in its own versions
     assert cluster.supports(55, 1) and not cluster.supports(55, 2)
@@ -137,6 +147,7 @@ def test_sasl_is_neither_offered_nor_relayed() -> None:
 
 
 # -- kcoord.protocol.endpoints ------------------------------------------------------------------------------
+
 
 def _endpoint_list(cls: Any) -> st.SearchStrategy[list[Any]]:
     return st.lists(st.builds(lambda n: cls.NodeEndpoint(node_id=n, host=f"h{n}", port=n, rack=None),
@@ -160,7 +171,9 @@ def produce_or_fetch(draw: st.DrawFn) -> tuple[int, int, Any]:
         resp = R(responses=draw(topics))
     else:
         R = m.FetchResponse
-        parts = st.builds(lambda i, r: R.PartitionData(partition_index=i, records=r), st.integers(0, 9), records)
+        parts = st.builds(
+            lambda i, r: R.PartitionData(partition_index=i, records=r), st.integers(0, 9), records
+        )
         topics = st.lists(st.builds(lambda ps: R.FetchableTopicResponse(topic="t", topic_id=uuid.UUID(int=3),
                                                                         partitions=ps), st.lists(parts, max_size=3)),
                           max_size=3)  # fmt: skip
@@ -178,7 +191,9 @@ def test_endpoint_scan_agrees_with_a_full_decode(case: tuple[int, int, Any], cor
     api_key, version, resp = case
     raw = frames.encode_response(api_key, version, correlation_id, resp)[4:]
     _, decoded = frames.decode_response(api_key, version, raw)
-    expected = bool(getattr(decoded, "node_endpoints", None)) if version >= NODE_ENDPOINTS_SINCE[api_key] else False
+    expected = (
+        bool(getattr(decoded, "node_endpoints", None)) if version >= NODE_ENDPOINTS_SINCE[api_key] else False
+    )
     assert carries_node_endpoints(api_key, version, raw) is expected
 
 
@@ -198,7 +213,9 @@ def test_endpoint_scan_refuses_every_truncation(case: tuple[int, int, Any]) -> N
         assert resp.node_endpoints, cut
 
 
-needs_c = pytest.mark.skipif(codegen.DECODER_BACKEND != "c", reason="the C decoder is not built (KCOORD_PURE_PYTHON)")
+needs_c = pytest.mark.skipif(
+    codegen.DECODER_BACKEND != "c", reason="the C decoder is not built (KCOORD_PURE_PYTHON)"
+)
 
 
 @needs_c

@@ -47,7 +47,9 @@ def layer_of(module: str) -> int:
     """Index of the most specific layer ``module`` belongs to."""
     best = -1
     for i, layer in enumerate(LAYERS):
-        if (module == layer or module.startswith(layer + ".")) and (best < 0 or len(layer) > len(LAYERS[best])):
+        if (module == layer or module.startswith(layer + ".")) and (
+            best < 0 or len(layer) > len(LAYERS[best])
+        ):
             best = i
     assert best >= 0, module
     return best

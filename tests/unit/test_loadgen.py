@@ -71,7 +71,11 @@ def test_histogram_merge_and_reset() -> None:
 
 def test_range_assign_like_kafka() -> None:
     members = [MemberSubscription(f"m{i}", None, ("t",)) for i in (2, 0, 1)]
-    assert range_assign(members, {"t": 7}) == {"m0": {"t": [0, 1, 2]}, "m1": {"t": [3, 4]}, "m2": {"t": [5, 6]}}
+    assert range_assign(members, {"t": 7}) == {
+        "m0": {"t": [0, 1, 2]},
+        "m1": {"t": [3, 4]},
+        "m2": {"t": [5, 6]},
+    }
 
 
 def test_range_assign_static_members_first_and_per_topic() -> None:
@@ -122,19 +126,36 @@ class CannedLane:
         return fut
 
 
-def join_resp(error: int = 0, member_id: str = "", leader: str = "", generation: int = 1, members: Any = (), skip: bool = False) -> Any:
+def join_resp(
+    error: int = 0,
+    member_id: str = "",
+    leader: str = "",
+    generation: int = 1,
+    members: Any = (),
+    skip: bool = False,
+) -> Any:
     return m.JoinGroupResponse(
-        error_code=error, generation_id=generation, protocol_type="consumer", protocol_name="range",
-        leader=leader, skip_assignment=skip, member_id=member_id, members=list(members),
+        error_code=error,
+        generation_id=generation,
+        protocol_type="consumer",
+        protocol_name="range",
+        leader=leader,
+        skip_assignment=skip,
+        member_id=member_id,
+        members=list(members),
     )
 
 
 def sync_resp(error: int = 0, assignment: bytes = b"") -> Any:
-    return m.SyncGroupResponse(error_code=error, protocol_type="consumer", protocol_name="range", assignment=assignment)
+    return m.SyncGroupResponse(
+        error_code=error, protocol_type="consumer", protocol_name="range", assignment=assignment
+    )
 
 
 def jmember(member_id: str, topics: tuple[str, ...] = ("t",), instance: str | None = None) -> Any:
-    return m.JoinGroupResponse.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance, metadata=encode_subscription(topics))
+    return m.JoinGroupResponse.JoinGroupResponseMember(
+        member_id=member_id, group_instance_id=instance, metadata=encode_subscription(topics)
+    )
 
 
 class Events(MemberListener):
@@ -151,11 +172,13 @@ class Events(MemberListener):
 async def test_dynamic_leader_handles_member_id_required_and_assigns() -> None:
     events = Events()
     mem = Member(0, "g", ["t"], {"t": 4}, listener=events)
-    lane = CannedLane([
-        join_resp(error=79, member_id="m-1", generation=-1),
-        join_resp(member_id="m-1", leader="m-1", members=[jmember("m-1"), jmember("m-2")]),
-        sync_resp(assignment=encode_assignment({"t": [0, 1]})),
-    ])
+    lane = CannedLane(
+        [
+            join_resp(error=79, member_id="m-1", generation=-1),
+            join_resp(member_id="m-1", leader="m-1", members=[jmember("m-1"), jmember("m-2")]),
+            sync_resp(assignment=encode_assignment({"t": [0, 1]})),
+        ]
+    )
     await mem.join(lane)
     first, second, sync = (req for _, req in lane.sent)
     assert first.member_id == "" and second.member_id == "m-1"
@@ -169,12 +192,14 @@ async def test_dynamic_leader_handles_member_id_required_and_assigns() -> None:
 
 async def test_follower_sends_no_assignment_and_rejoins_on_rebalance_in_sync() -> None:
     mem = Member(1, "g", ["t"], {"t": 2})
-    lane = CannedLane([
-        join_resp(member_id="m-2", leader="m-1", generation=3),
-        sync_resp(error=27),  # REBALANCE_IN_PROGRESS: join again with the same member id
-        join_resp(member_id="m-2", leader="m-1", generation=4),
-        sync_resp(assignment=encode_assignment({"t": [1]})),
-    ])
+    lane = CannedLane(
+        [
+            join_resp(member_id="m-2", leader="m-1", generation=3),
+            sync_resp(error=27),  # REBALANCE_IN_PROGRESS: join again with the same member id
+            join_resp(member_id="m-2", leader="m-1", generation=4),
+            sync_resp(assignment=encode_assignment({"t": [1]})),
+        ]
+    )
     await mem.join(lane)
     sent = [req for _, req in lane.sent]
     assert sent[1].assignments == []
@@ -185,10 +210,18 @@ async def test_follower_sends_no_assignment_and_rejoins_on_rebalance_in_sync() -
 
 async def test_static_leader_with_skip_assignment_sends_empty_sync() -> None:
     mem = Member(0, "g", ["t"], {"t": 2}, instance_id="i-0")
-    lane = CannedLane([
-        join_resp(member_id="i-0-new", leader="i-0-new", generation=5, skip=True, members=[jmember("i-0-new", instance="i-0")]),
-        sync_resp(assignment=encode_assignment({"t": [0, 1]})),
-    ])
+    lane = CannedLane(
+        [
+            join_resp(
+                member_id="i-0-new",
+                leader="i-0-new",
+                generation=5,
+                skip=True,
+                members=[jmember("i-0-new", instance="i-0")],
+            ),
+            sync_resp(assignment=encode_assignment({"t": [0, 1]})),
+        ]
+    )
     await mem.join(lane)
     join, sync = (req for _, req in lane.sent)
     assert join.group_instance_id == "i-0" and join.member_id == ""
@@ -224,10 +257,15 @@ def test_commit_request_and_outcomes() -> None:
     assert (req.generation_id_or_member_epoch, req.member_id, req.group_instance_id) == (2, "m", "i")
     assert [(p.partition_index, p.committed_offset) for p in req.topics[0].partitions] == [(1, 42), (3, 42)]
     req.encode(9)  # valid v9
-    part, topic = m.OffsetCommitResponse.OffsetCommitResponsePartition, m.OffsetCommitResponse.OffsetCommitResponseTopic
+    part, topic = (
+        m.OffsetCommitResponse.OffsetCommitResponsePartition,
+        m.OffsetCommitResponse.OffsetCommitResponseTopic,
+    )
     ok = m.OffsetCommitResponse(topics=[topic(name="t", partitions=[part(partition_index=1, error_code=0)])])
     assert mem.on_commit(ok) == (Next.OK, 0)
-    bad = m.OffsetCommitResponse(topics=[topic(name="t", partitions=[part(partition_index=1, error_code=22)])])
+    bad = m.OffsetCommitResponse(
+        topics=[topic(name="t", partitions=[part(partition_index=1, error_code=22)])]
+    )
     assert mem.on_commit(bad) == (Next.REJOIN, 22)
 
 
@@ -334,7 +372,11 @@ def test_run_all_plan_defaults_to_one_connection_per_member() -> None:
     # only the old-shape twin of the 100-committer storm, and the sizes that cannot have one connection each
     assert {r.title.split(" (")[0].split(",")[0] for r in shared} >= {"commit storm 100 committers"}
     assert all("shared connections" in r.title for r in shared)
-    assert all(int(r.args[r.args.index("--members") + 1]) > 19_800 for r in shared if "--members" in r.args and "old shape" not in r.title)
+    assert all(
+        int(r.args[r.args.index("--members") + 1]) > 19_800
+        for r in shared
+        if "--members" in r.args and "old shape" not in r.title
+    )
     per_member = [r for r in runs if r.scenario == "commit-storm" and "--connections" not in r.args]
     assert [r.args[r.args.index("--committers") + 1] for r in per_member] == ["100", "1000", "2000"]
     runs = run_all.plan(full=False, budget=19_800)
@@ -347,7 +389,10 @@ def test_run_all_commit_target_ignores_the_shared_shape() -> None:
 
     def storm(connections: Any, rate: float) -> run_all.Run:
         run = run_all.Run("commit-storm", "t", [])
-        run.results["kcoord"] = {"commits_per_s": rate, "params": {"committers": 100, "connections": connections, "storage": "kafka"}}
+        run.results["kcoord"] = {
+            "commits_per_s": rate,
+            "params": {"committers": 100, "connections": connections, "storage": "kafka"},
+        }
         return run
 
     lines = run_all.targets([storm("per-member", 15_500.0), storm(16, 21_000.0)])

@@ -27,11 +27,17 @@ T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)
 
 
-def resp(epoch: int = 1, assignment: dict[uuid.UUID, list[int]] | None = None, error: int = 0, interval: int = 5000) -> Any:
+def resp(
+    epoch: int = 1, assignment: dict[uuid.UUID, list[int]] | None = None, error: int = 0, interval: int = 5000
+) -> Any:
     a = None
     if assignment is not None:
-        a = R.Assignment(topic_partitions=[R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in assignment.items()])
-    return R(error_code=error, member_id=None, member_epoch=epoch, heartbeat_interval_ms=interval, assignment=a)
+        a = R.Assignment(
+            topic_partitions=[R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in assignment.items()]
+        )
+    return R(
+        error_code=error, member_id=None, member_epoch=epoch, heartbeat_interval_ms=interval, assignment=a
+    )
 
 
 def owned_field(req: Any) -> dict[uuid.UUID, list[int]] | None:
@@ -59,7 +65,10 @@ def test_join_is_a_full_heartbeat_with_empty_owned_partitions() -> None:
     assert req.topic_partitions == []  # Kafka: must be empty (not null) when joining
     assert req.server_assignor is None and req.instance_id is None
     # the request encodes at the version the runtime sends
-    assert m.ConsumerGroupHeartbeatRequest.decode(req.encode(HEARTBEAT_VERSION), HEARTBEAT_VERSION).member_epoch == 0
+    assert (
+        m.ConsumerGroupHeartbeatRequest.decode(req.encode(HEARTBEAT_VERSION), HEARTBEAT_VERSION).member_epoch
+        == 0
+    )
 
 
 def test_assignment_is_taken_and_acknowledged_once_then_heartbeats_are_minimal() -> None:
@@ -133,7 +142,10 @@ def test_leave_and_commit_requests() -> None:
     mb = joined({T2: [1], T1: [3, 0]}, epoch=7)
     oc = mb.commit_request(42)
     assert oc is not None and oc.generation_id_or_member_epoch == 7 and oc.member_id == mb.member_id
-    assert [(t.topic_id, [p.partition_index for p in t.partitions]) for t in oc.topics] == [(T1, [0, 3]), (T2, [1])]
+    assert [(t.topic_id, [p.partition_index for p in t.partitions]) for t in oc.topics] == [
+        (T1, [0, 3]),
+        (T2, [1]),
+    ]
     assert {p.committed_offset for t in oc.topics for p in t.partitions} == {42}
     oc.encode(10)  # topic ids: only v10 can carry them
     leave = mb.leave_request()
@@ -145,8 +157,11 @@ def test_leave_and_commit_requests() -> None:
 
 
 def test_normalize_merges_and_sorts() -> None:
-    tps = [R.TopicPartitions(topic_id=T1, partitions=[3, 1]), R.TopicPartitions(topic_id=T2, partitions=[]),
-           R.TopicPartitions(topic_id=T1, partitions=[2])]
+    tps = [
+        R.TopicPartitions(topic_id=T1, partitions=[3, 1]),
+        R.TopicPartitions(topic_id=T2, partitions=[]),
+        R.TopicPartitions(topic_id=T1, partitions=[2]),
+    ]
     assert normalize(tps) == {T1: (1, 2, 3)}
 
 
@@ -167,14 +182,21 @@ def test_group_settled_needs_one_epoch_acks_heard_and_every_partition_once() -> 
     assert group_settled([a, b], 3)
 
 
-def described(group_epoch: int, assignment_epoch: int, members: list[tuple[int, list[int], list[int]]]) -> Any:
+def described(
+    group_epoch: int, assignment_epoch: int, members: list[tuple[int, list[int], list[int]]]
+) -> Any:
     def asg(ps: list[int]) -> Any:
         return D.Assignment(topic_partitions=[D.TopicPartitions(topic_id=T1, topic_name="t", partitions=ps)])
 
     return D.DescribedGroup(
-        group_id="g", group_state="Stable", group_epoch=group_epoch, assignment_epoch=assignment_epoch,
-        members=[D.Member(member_id=f"m{i}", member_epoch=e, assignment=asg(a), target_assignment=asg(t))
-                 for i, (e, a, t) in enumerate(members)],
+        group_id="g",
+        group_state="Stable",
+        group_epoch=group_epoch,
+        assignment_epoch=assignment_epoch,
+        members=[
+            D.Member(member_id=f"m{i}", member_epoch=e, assignment=asg(a), target_assignment=asg(t))
+            for i, (e, a, t) in enumerate(members)
+        ],
     )
 
 
@@ -199,7 +221,10 @@ def test_stats_timeline_shows_which_seconds_were_slow() -> None:
     s.response(8, 9.0)  # another API: not in the timeline
     t = s.snapshot(5.0)["timeline"]
     assert t["seconds"] == 2 and t["seconds_max_over_100ms"] == 1
-    assert t["worst_seconds"] == [{"second": 0, "responses": 2, "max_ms": 2.0}, {"second": 3, "responses": 1, "max_ms": 250.0}]
+    assert t["worst_seconds"] == [
+        {"second": 0, "responses": 2, "max_ms": 2.0},
+        {"second": 3, "responses": 1, "max_ms": 250.0},
+    ]
     s.reset()
     assert s.snapshot(1.0)["timeline"]["seconds"] == 0
     assert "timeline" not in Stats().snapshot(1.0)

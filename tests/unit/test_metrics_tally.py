@@ -26,13 +26,21 @@ def test_requests_and_responses_are_counted_by_api_version_and_error() -> None:
     for _ in range(3):
         metrics.request_received(ApiKey.HEARTBEAT, 4)
     metrics.response_sent(ApiKey.HEARTBEAT, 4, m.HeartbeatResponse())
-    metrics.response_sent(ApiKey.HEARTBEAT, 4, m.HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+    metrics.response_sent(
+        ApiKey.HEARTBEAT, 4, m.HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS)
+    )
     got = samples(metrics)
     assert got[("kcoord_requests_total", (("api", "heartbeat"), ("version", "4")))] == 3
     assert got[("kcoord_responses_total", (("api", "heartbeat"), ("error", "NONE"), ("version", "4")))] == 1
-    assert got[
-        ("kcoord_responses_total", (("api", "heartbeat"), ("error", "REBALANCE_IN_PROGRESS"), ("version", "4")))
-    ] == 1
+    assert (
+        got[
+            (
+                "kcoord_responses_total",
+                (("api", "heartbeat"), ("error", "REBALANCE_IN_PROGRESS"), ("version", "4")),
+            )
+        ]
+        == 1
+    )
 
 
 def test_latency_histogram_buckets_are_cumulative_with_inf_sum_and_count() -> None:
@@ -50,4 +58,6 @@ def test_latency_histogram_buckets_are_cumulative_with_inf_sum_and_count() -> No
         assert bucket(le) == sum(1 for s in observed if s <= bound), le
     assert bucket("+Inf") == len(observed)
     assert got[("kcoord_request_latency_seconds_count", (("api", "offset_commit"),))] == len(observed)
-    assert abs(got[("kcoord_request_latency_seconds_sum", (("api", "offset_commit"),))] - sum(observed)) < 1e-9
+    assert (
+        abs(got[("kcoord_request_latency_seconds_sum", (("api", "offset_commit"),))] - sum(observed)) < 1e-9
+    )

@@ -36,7 +36,9 @@ class FakeBroker:
                 R.TopicProduceResponse(
                     name="t",
                     partition_responses=[
-                        R.PartitionProduceResponse(index=p, error_code=self.errors.get(p, 0), base_offset=10 * p)
+                        R.PartitionProduceResponse(
+                            index=p, error_code=self.errors.get(p, 0), base_offset=10 * p
+                        )
                         for p in parts
                     ],
                 )
@@ -53,11 +55,20 @@ async def test_one_request_per_broker_per_iteration_and_answers_by_partition() -
         combiner.produce(b, 2, b"batch-2"),
         combiner.produce(a, 5, b"batch-5"),
     )
-    assert [(p.index, p.error_code, p.base_offset) for p in answers] == [(1, 0, 10), (3, 47, 30), (2, 0, 20), (5, 0, 50)]
+    assert [(p.index, p.error_code, p.base_offset) for p in answers] == [
+        (1, 0, 10),
+        (3, 47, 30),
+        (2, 0, 20),
+        (5, 0, 50),
+    ]
     assert len(a.requests) == 1 and len(b.requests) == 1
     [topic] = a.requests[0].topic_data
     assert topic.name == "t"
-    assert [(p.index, p.records) for p in topic.partition_data] == [(1, b"batch-1"), (3, b"batch-3"), (5, b"batch-5")]
+    assert [(p.index, p.records) for p in topic.partition_data] == [
+        (1, b"batch-1"),
+        (3, b"batch-3"),
+        (5, b"batch-5"),
+    ]
     assert a.requests[0].acks == -1
 
 

@@ -28,8 +28,23 @@ GOLDEN = bytes.fromhex(
     "0003"  # producer epoch
     "00000007"  # base sequence
     "00000002"  # record count
-    "24" "00" "00" "00" "0a" "00016b6579" "0e" "000376616c7565" "00"  # record 0: key, value
-    "14" "00" "00" "02" "08" "00016b32" "01" "00"  # record 1: key, null value (tombstone)
+    "24"
+    "00"
+    "00"
+    "00"
+    "0a"
+    "00016b6579"
+    "0e"
+    "000376616c7565"
+    "00"  # record 0: key, value
+    "14"
+    "00"
+    "00"
+    "02"
+    "08"
+    "00016b32"
+    "01"
+    "00"  # record 1: key, null value (tombstone)
 )
 GOLDEN_RECORDS = [(b"\x00\x01key", b"\x00\x03value"), (b"\x00\x01k2", None)]
 
@@ -46,7 +61,12 @@ def test_golden_bytes() -> None:
 
 def test_golden_matches_kafka_python_builder() -> None:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=1000, producer_epoch=3, base_sequence=7,
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=1000,
+        producer_epoch=3,
+        base_sequence=7,
         batch_size=1 << 20,
     )
     for i, (k, v) in enumerate(GOLDEN_RECORDS):
@@ -66,7 +86,9 @@ def test_kafka_python_decodes_ours() -> None:
 
 def test_round_trip() -> None:
     records = [(os.urandom(i % 7 + 2), None if i % 5 == 0 else os.urandom(i * 13 % 300)) for i in range(200)]
-    data = rb.encode_batch(records, timestamp=TS, base_offset=42, producer_id=9, producer_epoch=1, base_sequence=100)
+    data = rb.encode_batch(
+        records, timestamp=TS, base_offset=42, producer_id=9, producer_epoch=1, base_sequence=100
+    )
     (batch,) = rb.decode_batches(data)
     assert batch.base_offset == 42 and batch.last_offset == 241 and batch.next_offset == 242
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (9, 1, 100)
@@ -84,7 +106,12 @@ def test_gzip_round_trip_and_kafka_python_gzip() -> None:
     assert [(r.key, r.value) for r in DefaultRecordBatch(data)] == records
 
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=1, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+        magic=2,
+        compression_type=1,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
         batch_size=1 << 20,
     )
     for i, (k, v) in enumerate(records):
@@ -119,10 +146,15 @@ def test_trailing_partial_batch_is_ignored() -> None:
 
 
 def test_control_batches_are_recognised_and_skipped() -> None:
-    data = rb.encode_batch([(b"k", b"v")], timestamp=TS, producer_id=5, producer_epoch=0, base_sequence=0,
-                           transactional=True)
-    commit = rb.encode_control_batch(rb.CONTROL_COMMIT, timestamp=TS, producer_id=5, producer_epoch=0, base_offset=1)
-    abort = rb.encode_control_batch(rb.CONTROL_ABORT, timestamp=TS, producer_id=6, producer_epoch=0, base_offset=2)
+    data = rb.encode_batch(
+        [(b"k", b"v")], timestamp=TS, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True
+    )
+    commit = rb.encode_control_batch(
+        rb.CONTROL_COMMIT, timestamp=TS, producer_id=5, producer_epoch=0, base_offset=1
+    )
+    abort = rb.encode_control_batch(
+        rb.CONTROL_ABORT, timestamp=TS, producer_id=6, producer_epoch=0, base_offset=2
+    )
     batches = rb.decode_batches(data + commit + abort)
     assert [b.is_control for b in batches] == [False, True, True]
     assert all(b.is_transactional for b in batches)
@@ -174,7 +206,12 @@ def test_random_batches_from_kafka_python_decode_exactly() -> None:
         stamps = [TS + rng.choice([0, 1, 100, 10**6]) for _ in records]
         headers = [[] if rng.random() < 0.8 else [("h", b"v"), ("n", None)] for _ in records]
         builder = DefaultRecordBatchBuilder(
-            magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+            magic=2,
+            compression_type=0,
+            is_transactional=0,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
             batch_size=1 << 26,
         )
         for i, (k, v) in enumerate(records):

@@ -237,18 +237,24 @@ async def test_runtime_answers_the_oversized_sync_and_keeps_the_shard_loaded() -
     rt = ShardRuntime(0, lambda: GroupCoordinatorShard(config, clock, max_record_bytes=storage.max_record_bytes),
                       log, clock)  # fmt: skip
     await rt.load()
-    assert (await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("other", 1))).topics[0] \
-        .partitions[0].error_code == ErrorCode.NONE
+    assert (await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("other", 1))).topics[
+        0
+    ].partitions[0].error_code == ErrorCode.NONE
 
     first = await rt.submit(ApiKey.JOIN_GROUP, RequestContext(9, "c"), join_request())
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
-    joined = await asyncio.wait_for(rt.submit(ApiKey.JOIN_GROUP, RequestContext(9, "c"), join_request(first.member_id)), 5)
+    joined = await asyncio.wait_for(
+        rt.submit(ApiKey.JOIN_GROUP, RequestContext(9, "c"), join_request(first.member_id)), 5
+    )
     assert joined.error_code == ErrorCode.NONE
     member = joined.member_id
 
     # The oversized sync and another group's commit arrive in the same loop iteration.
-    sync = rt.submit(ApiKey.SYNC_GROUP, RequestContext(5), sync_request(member, joined.generation_id,
-                                                                        {member: b"\x00\x00" + b"a" * LIMIT}))
+    sync = rt.submit(
+        ApiKey.SYNC_GROUP,
+        RequestContext(5),
+        sync_request(member, joined.generation_id, {member: b"\x00\x00" + b"a" * LIMIT}),
+    )
     commit = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("other", 2))
     synced, committed = await asyncio.wait_for(asyncio.gather(sync, commit), 5)
     assert synced.error_code == ErrorCode.UNKNOWN_SERVER_ERROR

@@ -22,11 +22,21 @@ def generic(record: Record) -> tuple[bytes, bytes | None]:
 
 CASES = [
     offset_commit_record("g", "t", 0, offset=0, leader_epoch=-1, metadata="", commit_timestamp=0),
-    offset_commit_record("group-1", "topic-a", 7, offset=2**63 - 1, leader_epoch=2**31 - 1, metadata="m" * 4096,
-                         commit_timestamp=1_700_000_000_123),
-    offset_commit_record("grüppe-é", "tøpic-日本", 2**31 - 1, offset=-1, leader_epoch=-1, metadata="mëta",
-                         commit_timestamp=-1),
-    offset_commit_record("g", "t", 1, offset=5, leader_epoch=3, metadata="x", commit_timestamp=9, expire_timestamp=99),
+    offset_commit_record(
+        "group-1",
+        "topic-a",
+        7,
+        offset=2**63 - 1,
+        leader_epoch=2**31 - 1,
+        metadata="m" * 4096,
+        commit_timestamp=1_700_000_000_123,
+    ),
+    offset_commit_record(
+        "grüppe-é", "tøpic-日本", 2**31 - 1, offset=-1, leader_epoch=-1, metadata="mëta", commit_timestamp=-1
+    ),
+    offset_commit_record(
+        "g", "t", 1, offset=5, leader_epoch=3, metadata="x", commit_timestamp=9, expire_timestamp=99
+    ),
     offset_tombstone("g", "t", 3),
     offset_tombstone("grüppe", "t" * 300, 0),
     Record(OffsetCommitKey(group="", topic="", partition=0), None),
@@ -51,7 +61,9 @@ def test_out_of_range_numbers_are_refused_as_by_the_generic_encoder() -> None:
 
 
 def test_too_long_strings_are_refused_as_by_the_generic_encoder() -> None:
-    record = offset_commit_record("g" * 40_000, "t", 0, offset=0, leader_epoch=-1, metadata="", commit_timestamp=0)
+    record = offset_commit_record(
+        "g" * 40_000, "t", 0, offset=0, leader_epoch=-1, metadata="", commit_timestamp=0
+    )
     with pytest.raises(CodecError):
         generic(record)
     with pytest.raises(CodecError):

@@ -30,7 +30,9 @@ NODES = {1: ("h", 1), 2: ("h", 2)}
 def node(logs: list[MemoryShardLog], node_id: int) -> Router:
     clock = SystemClock()
     shards = [
-        ShardRuntime(i, lambda i=i: GroupCoordinatorShard(GroupConfig(), clock, shard_index=i), logs[i], clock)
+        ShardRuntime(
+            i, lambda i=i: GroupCoordinatorShard(GroupConfig(), clock, shard_index=i), logs[i], clock
+        )
         for i in range(SHARDS)
     ]
     router = Router(shards)
@@ -73,8 +75,13 @@ def test_a_shard_moves_between_nodes_with_its_commits() -> None:
         await a.apply_ownership(ownership(1, first, 1))
         await b.apply_ownership(ownership(1, first, 2))
         await settle(a)
-        assert commit_error(await call(a, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 42))) == ErrorCode.NONE
-        assert commit_error(await call(b, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 43))) == ErrorCode.NOT_COORDINATOR
+        assert (
+            commit_error(await call(a, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 42))) == ErrorCode.NONE
+        )
+        assert (
+            commit_error(await call(b, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 43)))
+            == ErrorCode.NOT_COORDINATOR
+        )
 
         # Generation 2 names node 2, while node 1 still has to release it: node 2 asks clients to wait.
         moved = tuple(2 if s == shard else 1 for s in range(SHARDS))
@@ -83,7 +90,10 @@ def test_a_shard_moves_between_nodes_with_its_commits() -> None:
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         )
         await a.apply_ownership(ownership(2, moved, 1))
-        assert commit_error(await call(a, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 44))) == ErrorCode.NOT_COORDINATOR
+        assert (
+            commit_error(await call(a, ApiKey.OFFSET_COMMIT, commit_request(group, 0, 44)))
+            == ErrorCode.NOT_COORDINATOR
+        )
         assert a.shards[shard].fenced and not a.shards[shard].loaded
 
         # Generation 3 gives it to node 2, which loads what node 1 acknowledged.
@@ -108,7 +118,9 @@ def test_single_node_mode_routes_every_shard() -> None:
         logs = [MemoryShardLog() for _ in range(SHARDS)]
         clock = SystemClock()
         shards = [
-            ShardRuntime(i, lambda i=i: GroupCoordinatorShard(GroupConfig(), clock, shard_index=i), logs[i], clock)
+            ShardRuntime(
+                i, lambda i=i: GroupCoordinatorShard(GroupConfig(), clock, shard_index=i), logs[i], clock
+            )
             for i in range(SHARDS)
         ]
         router = Router(shards)

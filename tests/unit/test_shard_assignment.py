@@ -5,7 +5,9 @@ from __future__ import annotations
 from kcoord.coordinator.core.shard_assignment import NO_OWNER, NodeClaim, assign_shards
 
 
-def claim(node: int, owned: set[int] = frozenset(), shards: int = 12, started: int = 0, member: str = "") -> NodeClaim:
+def claim(
+    node: int, owned: set[int] = frozenset(), shards: int = 12, started: int = 0, member: str = ""
+) -> NodeClaim:
     return NodeClaim(member or f"m{node}", node, "h", 9000 + node, shards, started, frozenset(owned))
 
 
@@ -39,7 +41,9 @@ def test_a_shard_still_claimed_by_another_node_is_given_to_nobody_until_released
 
 
 def test_a_duplicated_node_id_is_refused_to_the_later_process() -> None:
-    result = assign_shards([claim(1, started=5, member="old"), claim(1, started=9, member="new"), claim(2)], 12)
+    result = assign_shards(
+        [claim(1, started=5, member="old"), claim(1, started=9, member="new"), claim(2)], 12
+    )
     assert result.members["new"].shards == set() and "already in use" in (result.members["new"].error or "")
     assert result.members["old"].error is None and len(result.members["old"].shards) == 6
 

@@ -25,7 +25,9 @@ def classic_record(group_id: str, members: int = 1) -> object:
 
 
 def commit(group_id: str, partition: int = 0) -> object:
-    return offset_commit_record(group_id, "foo", partition, offset=5, leader_epoch=-1, metadata="", commit_timestamp=1)
+    return offset_commit_record(
+        group_id, "foo", partition, offset=5, leader_epoch=-1, metadata="", commit_timestamp=1
+    )
 
 
 def consumer_group_records(log: ConsumerLog) -> None:

@@ -49,7 +49,9 @@ def commit_request(group: str, partition: int, offset: int) -> m.OffsetCommitReq
         topics=[
             R.OffsetCommitRequestTopic(
                 name="t",
-                partitions=[R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)],
+                partitions=[
+                    R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+                ],
             )
         ],
     )
@@ -88,7 +90,9 @@ async def test_concurrent_commits_share_appends() -> None:
     log = GatedLog()
     rt = make_runtime(log)
     await rt.load()
-    futs = [rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request(f"g{i}", 0, i)) for i in range(200)]
+    futs = [
+        rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request(f"g{i}", 0, i)) for i in range(200)
+    ]
     await asyncio.sleep(0.01)
     log.gate.set()
     results = await asyncio.gather(*futs)
@@ -101,7 +105,9 @@ async def test_failed_append_answers_not_coordinator_and_reloads() -> None:
     log = MemoryShardLog()
     rt = make_runtime(log)
     await rt.load()
-    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 5))) == [0]
+    assert commit_errors(
+        await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 5))
+    ) == [0]
     log.fail_next_appends = 1
     failed = await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 99))
     assert commit_errors(failed) == [ErrorCode.NOT_COORDINATOR]
@@ -139,18 +145,23 @@ async def test_session_timeout_fires_on_the_event_loop() -> None:
     await rt.load()
     J = m.JoinGroupRequest
     join = J(
-        group_id="g", session_timeout_ms=100, rebalance_timeout_ms=100, member_id="", protocol_type="consumer",
+        group_id="g",
+        session_timeout_ms=100,
+        rebalance_timeout_ms=100,
+        member_id="",
+        protocol_type="consumer",
         protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")],
     )
     first = await rt.submit(ApiKey.JOIN_GROUP, RequestContext(3), join)  # v3: joins at once
     assert first.error_code == 0
-    sync = m.SyncGroupRequest(group_id="g", generation_id=first.generation_id, member_id=first.member_id, assignments=[])
+    sync = m.SyncGroupRequest(
+        group_id="g", generation_id=first.generation_id, member_id=first.member_id, assignments=[]
+    )
     assert (await rt.submit(ApiKey.SYNC_GROUP, RequestContext(3), sync)).error_code == 0
     await asyncio.sleep(0.4)  # no heartbeats: the session times out
     hb = m.HeartbeatRequest(group_id="g", generation_id=first.generation_id, member_id=first.member_id)
     resp = await rt.submit(ApiKey.HEARTBEAT, RequestContext(3), hb)
     assert resp.error_code == ErrorCode.UNKNOWN_MEMBER_ID
-
 
 
 async def test_a_log_fenced_between_appends_stops_the_shard_for_good() -> None:
@@ -160,7 +171,9 @@ async def test_a_log_fenced_between_appends_stops_the_shard_for_good() -> None:
     log = MemoryShardLog()
     rt = make_runtime(log)
     await rt.load()
-    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))) == [0]
+    assert commit_errors(
+        await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))
+    ) == [0]
     held = GatedLog()  # a commit whose append is in flight when the fence is found
     rt.log = held
     pending = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 11))
@@ -183,7 +196,9 @@ async def test_a_lost_log_stops_the_shard_and_reloads_it() -> None:
     log = MemoryShardLog()
     rt = make_runtime(log)
     await rt.load()
-    assert commit_errors(await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))) == [0]
+    assert commit_errors(
+        await rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))
+    ) == [0]
     log.entries.clear()  # the topic was deleted and re-created upstream
     assert log.on_lost is not None
     log.on_lost(LogLostError("the topic was re-created"))
@@ -196,7 +211,9 @@ async def test_a_lost_log_stops_the_shard_and_reloads_it() -> None:
         await asyncio.sleep(0.01)
     assert rt.loaded and rt.lost is None and not rt.fenced
     assert committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))) == {
-        0: -1, 1: -1, 2: -1
+        0: -1,
+        1: -1,
+        2: -1,
     }  # what the log holds now, not the 10 this process remembered
     log.on_lost(LogLostError("again"))
     log.on_lost(LogLostError("and again"))  # one reload at a time

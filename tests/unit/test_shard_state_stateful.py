@@ -317,7 +317,9 @@ class ShardMachine(RuleBasedStateMachine):
             live = classic_group_record(group, group.assignments()).value
             expected = last.get(group_id)
             if expected is None:
-                assert group.state_name == "Empty" and group.protocol_type is None and group.generation_id == 0
+                assert (
+                    group.state_name == "Empty" and group.protocol_type is None and group.generation_id == 0
+                )
                 continue
             assert live.to_dict() == expected.to_dict(), (group_id, live, expected)
             rebuilt = fresh.classic.groups[group_id]

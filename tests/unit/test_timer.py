@@ -135,4 +135,7 @@ def test_push_back_moves_a_live_timer_and_keeps_its_payload() -> None:
     q.schedule("k", 100, "payload")
     q.schedule("other", 150, "o")
     assert q.push_back("k", 200) is True
-    assert [(d.key, d.deadline_ms, d.payload) for d in q.pop_due(1_000)] == [("other", 150, "o"), ("k", 200, "payload")]
+    assert [(d.key, d.deadline_ms, d.payload) for d in q.pop_due(1_000)] == [
+        ("other", 150, "o"),
+        ("k", 200, "payload"),
+    ]

@@ -64,8 +64,9 @@ def commit(group: str, offsets: dict[tuple[str, int], int], generation: int = -1
     R = m.OffsetCommitRequest
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
-        by_topic.setdefault(topic, []).append(R.OffsetCommitRequestPartition(partition_index=partition,
-                                                                             committed_offset=offset))
+        by_topic.setdefault(topic, []).append(
+            R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+        )
     return R(group_id=group, generation_id_or_member_epoch=generation, member_id=member,
              topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])  # fmt: skip
 
@@ -129,7 +130,9 @@ def test_a_created_topic_is_learnt_from_the_createtopics_answer() -> None:
     catalog = TopicCatalog(FakeUpstream({}).fetch, clock=Clock())
     first, second = uuid.UUID(int=7), uuid.UUID(int=8)
     before = catalog.image()
-    catalog.learn_created([("orders", first, 3), ("no-id", uuid.UUID(int=0), 3), ("no-count", uuid.UUID(int=9), -1)])
+    catalog.learn_created(
+        [("orders", first, 3), ("no-id", uuid.UUID(int=0), 3), ("no-count", uuid.UUID(int=9), -1)]
+    )
     assert catalog.partitions == {"orders": 3} and catalog.names == {first: "orders"}
     assert catalog.image() is not before and catalog.image()[first].partition_count == 3
     assert catalog.unsure(["orders"]) == []
@@ -170,8 +173,13 @@ async def test_known_topics_are_confirmed_again_and_a_deleted_one_is_forgotten()
 
 async def test_an_invalid_topic_name_is_missing() -> None:
     """Kafka's metadata cache holds no topic named "" (nor any invalid name)."""
+
     async def fetch(names: list[str]) -> Any:
-        return MR(topics=[MR.MetadataResponseTopic(name=n, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION) for n in names])
+        return MR(
+            topics=[
+                MR.MetadataResponseTopic(name=n, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION) for n in names
+            ]
+        )
 
     catalog = TopicCatalog(fetch)
     await catalog.lookup([""])
@@ -191,18 +199,33 @@ def test_split_and_merge_keep_request_order() -> None:
     request = commit("g", {("a", 0): 1, ("b", 0): 1, ("a", 1): 1, ("c", 0): 1, ("b", 9): 1})
     missing = {("b", 0), ("b", 9), ("a", 1)}
     rest = without(request, missing)
-    assert [(t.name, [p.partition_index for p in t.partitions]) for t in rest.topics] == [("a", [0]), ("c", [0])]
-    assert [(t.name, len(t.partitions)) for t in request.topics] == [("a", 2), ("b", 2), ("c", 1)]  # untouched
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in rest.topics] == [
+        ("a", [0]),
+        ("c", [0]),
+    ]
+    assert [(t.name, len(t.partitions)) for t in request.topics] == [
+        ("a", 2),
+        ("b", 2),
+        ("c", 1),
+    ]  # untouched
     R = m.OffsetCommitResponse
     answer = R(throttle_time_ms=7, topics=[
         R.OffsetCommitResponseTopic(name="a", partitions=[R.OffsetCommitResponsePartition(partition_index=0)]),
         R.OffsetCommitResponseTopic(name="c", partitions=[R.OffsetCommitResponsePartition(partition_index=0,
                                                                                            error_code=25)])])  # fmt: skip
     response = merged(ApiKey.OFFSET_COMMIT, request, missing, answer)
-    assert errors(response) == [("a", 0, 0), ("a", 1, UNKNOWN), ("b", 0, UNKNOWN), ("b", 9, UNKNOWN), ("c", 0, 25)]
+    assert errors(response) == [
+        ("a", 0, 0),
+        ("a", 1, UNKNOWN),
+        ("b", 0, UNKNOWN),
+        ("b", 9, UNKNOWN),
+        ("c", 0, 25),
+    ]
     assert response.throttle_time_ms == 7
     assert without(request, {("a", 0), ("a", 1), ("b", 0), ("b", 9), ("c", 0)}) is None
-    assert errors(merged(ApiKey.OFFSET_COMMIT, commit("g", {("x", 3): 1}), {("x", 3)}, None)) == [("x", 3, UNKNOWN)]
+    assert errors(merged(ApiKey.OFFSET_COMMIT, commit("g", {("x", 3): 1}), {("x", 3)}, None)) == [
+        ("x", 3, UNKNOWN)
+    ]
 
 
 # -- through a client connection ------------------------------------------------------------------------
@@ -240,7 +263,10 @@ class Client(Harness):
 
 def fetch_request(group: str, topics: dict[str, list[int]]) -> Any:
     F = m.OffsetFetchRequest
-    return F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
+    return F(
+        group_id=group,
+        topics=[F.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+    )
 
 
 def offsets(response: Any) -> dict[tuple[str, int], int]:
@@ -252,8 +278,15 @@ async def test_commit_naming_an_unknown_topic_is_split_and_answered_in_request_o
     client = await Client(FakeUpstream({"orders": 2})).start()
     request = commit("g", {("nope", 0): 5, ("orders", 0): 7, ("orders", 3): 9, ("nope", 1): 5})
     (answer,) = await client.exchange((ApiKey.OFFSET_COMMIT, version, request))
-    assert errors(answer) == [("nope", 0, UNKNOWN), ("nope", 1, UNKNOWN), ("orders", 0, 0), ("orders", 3, UNKNOWN)]
-    (fetched,) = await client.exchange((ApiKey.OFFSET_FETCH, 7, fetch_request("g", {"orders": [0, 3], "nope": [0]})))
+    assert errors(answer) == [
+        ("nope", 0, UNKNOWN),
+        ("nope", 1, UNKNOWN),
+        ("orders", 0, 0),
+        ("orders", 3, UNKNOWN),
+    ]
+    (fetched,) = await client.exchange(
+        (ApiKey.OFFSET_FETCH, 7, fetch_request("g", {"orders": [0, 3], "nope": [0]}))
+    )
     assert offsets(fetched) == {("orders", 0): 7, ("orders", 3): -1, ("nope", 0): -1}
     assert client.upstream.asked == [["nope", "orders"]]
     # Known now: the same commit is decided without asking again.

@@ -28,7 +28,11 @@ def test_a_commit_keeps_request_order_and_answers_unknown_ids_itself() -> None:
     named, unknown = by_name(ApiKey.OFFSET_COMMIT, request, NAMES)
     assert unknown == {GONE} and named is not None
     assert [t.name for t in named.topics] == ["a", "b"]
-    assert [t.name for t in request.topics] == ["", "", ""]  # the client's request is left alone (default name)
+    assert [t.name for t in request.topics] == [
+        "",
+        "",
+        "",
+    ]  # the client's request is left alone (default name)
     R = m.OffsetCommitResponse
     answer = R(topics=[  # the coordinator answers in its own order
         R.OffsetCommitResponseTopic(name=n, partitions=[R.OffsetCommitResponsePartition(partition_index=0, error_code=c)])

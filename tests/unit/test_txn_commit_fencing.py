@@ -38,7 +38,9 @@ PID = 7000
 
 
 def log_in(mode: OffsetCommitFencing) -> ConsumerLog:
-    return ConsumerLog(config=GroupConfig(consumer_assignment_interval_ms=0, consumer_offset_commit_fencing=mode.value))
+    return ConsumerLog(
+        config=GroupConfig(consumer_assignment_interval_ms=0, consumer_offset_commit_fencing=mode.value)
+    )
 
 
 def a_owns(mode: OffsetCommitFencing, *partitions: tuple[Any, int]) -> ConsumerLog:
@@ -75,21 +77,27 @@ def b_joins_and_takes_p2(mode: OffsetCommitFencing) -> ConsumerLog:
     log.bump_group_epoch(E0 + 1)
     log.subscribe("B", ["foo"])
     log.target(E0 + 1, {"A": {FOO: [0]}, "B": {FOO: [1]}})
-    log.reconcile("A", epoch=E0, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS)
+    log.reconcile(
+        "A", epoch=E0, assigned={FOO: [0]}, pending={FOO: [1]}, state=MemberState.UNREVOKED_PARTITIONS
+    )
     log.reconcile("B", epoch=E0 + 1, assigned={}, state=MemberState.UNRELEASED_PARTITIONS)
     log.reconcile("A", epoch=E0 + 1, assigned={FOO: [0]})
     log.reconcile("B", epoch=E0 + 1, assigned={FOO: [1]})
     return log
 
 
-def txn_commit(log: ConsumerLog, member: str, epoch: int, offsets: dict[tuple[Any, int], int]) -> dict[tuple[Any, int], E]:
+def txn_commit(
+    log: ConsumerLog, member: str, epoch: int, offsets: dict[tuple[Any, int], int]
+) -> dict[tuple[Any, int], E]:
     """TxnOffsetCommit v3 (member id and epoch, as the Java producer sends groupMetadata()) through
     the shard's handler; the producer's transaction was opened by AddOffsetsToTxn (replayed here)."""
     log.shard.replay_transactional(PID, 0, [])
     T = m.TxnOffsetCommitRequest
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
-        topics.setdefault(NAMES[topic], []).append(T.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset))
+        topics.setdefault(NAMES[topic], []).append(
+            T.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+        )
     req = T(
         transactional_id="ctp", group_id=log.group_id, producer_id=PID, producer_epoch=0,
         generation_id_or_member_epoch=epoch, member_id=member,
@@ -109,29 +117,48 @@ def visible(log: ConsumerLog) -> dict[tuple[Any, int], int]:
     ])  # fmt: skip
     resp = log.send(ApiKey.OFFSET_FETCH, 7, req)
     ids = {v: k for k, v in NAMES.items()}
-    return {(ids[t.name], p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+    return {
+        (ids[t.name], p.partition_index): p.committed_offset
+        for t in resp.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
 
 
 # -- the validator -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "expected"), [(STRICT, E.ILLEGAL_GENERATION), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)])
-def test_validator_one_bump_stale_transactional_commit_of_a_kept_partition(mode: OffsetCommitFencing, expected: E) -> None:
+@pytest.mark.parametrize(
+    ("mode", "expected"), [(STRICT, E.ILLEGAL_GENERATION), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)]
+)
+def test_validator_one_bump_stale_transactional_commit_of_a_kept_partition(
+    mode: OffsetCommitFencing, expected: E
+) -> None:
     log = b_joins_and_a_keeps_p1(mode)
-    assert validate_offset_commit(log.group, "A", None, E0, [P1], True, fencing=mode, api_version=3) == {P1: expected}
-    assert validate_offset_commit(log.group, "A", None, E0 + 1, [P1], True, fencing=mode, api_version=3) == {P1: E.NONE}
+    assert validate_offset_commit(log.group, "A", None, E0, [P1], True, fencing=mode, api_version=3) == {
+        P1: expected
+    }
+    assert validate_offset_commit(log.group, "A", None, E0 + 1, [P1], True, fencing=mode, api_version=3) == {
+        P1: E.NONE
+    }
 
 
 @pytest.mark.parametrize("mode", list(OffsetCommitFencing))
-def test_validator_transactional_commit_of_a_revoked_partition_is_refused_in_every_mode(mode: OffsetCommitFencing) -> None:
+def test_validator_transactional_commit_of_a_revoked_partition_is_refused_in_every_mode(
+    mode: OffsetCommitFencing,
+) -> None:
     log = b_joins_and_takes_p2(mode)
-    assert validate_offset_commit(log.group, "A", None, E0, [P2], True, fencing=mode, api_version=3) == {P2: E.ILLEGAL_GENERATION}
+    assert validate_offset_commit(log.group, "A", None, E0, [P2], True, fencing=mode, api_version=3) == {
+        P2: E.ILLEGAL_GENERATION
+    }
 
 
 # -- through the TxnOffsetCommit handler, the mode from the group config -------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "expected"), [(STRICT, E.ILLEGAL_GENERATION), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)])
+@pytest.mark.parametrize(
+    ("mode", "expected"), [(STRICT, E.ILLEGAL_GENERATION), (REVOCATION, E.NONE), (ASSIGNMENT, E.NONE)]
+)
 def test_one_bump_stale_txn_offset_commit_of_a_kept_partition(mode: OffsetCommitFencing, expected: E) -> None:
     log = b_joins_and_a_keeps_p1(mode)
     assert txn_commit(log, "A", E0, {P1: 42}) == {P1: expected}

@@ -59,7 +59,10 @@ class TxnContext(ClassicContext):
         self.shard.replay_transactional(producer_id, epoch, list(records))
 
     def txn_commit(self, producer_id: int, group: str, offsets: dict[tuple[str, int], int]) -> None:
-        self.txn(producer_id, *(commit_record(group, t, p, o, self.clock.now_ms()) for (t, p), o in offsets.items()))
+        self.txn(
+            producer_id,
+            *(commit_record(group, t, p, o, self.clock.now_ms()) for (t, p), o in offsets.items()),
+        )
 
     def marker(self, producer_id: int, committed: bool, epoch: int = 0) -> None:
         """The transaction coordinator ends ``producer_id``'s transaction."""
@@ -73,9 +76,13 @@ class TxnContext(ClassicContext):
         """A fresh shard that replayed what the log reads (``prefix``: only its first entries)."""
         log = MemoryShardLog(compacted_reads=compacted)
         log.entries = list(self.log.entries[:prefix])
-        return load(log, GroupCoordinatorShard(self.config, self.clock))  # the context's clock: it may serve on
+        return load(
+            log, GroupCoordinatorShard(self.config, self.clock)
+        )  # the context's clock: it may serve on
 
-    def stable_fetch(self, group: str, topics: dict[str, list[int]] | None, version: int = 7) -> dict[Any, Any]:
+    def stable_fetch(
+        self, group: str, topics: dict[str, list[int]] | None, version: int = 7
+    ) -> dict[Any, Any]:
         """(topic, partition) -> (offset, error) of an OffsetFetch with RequireStable."""
         if version >= 8:
             G = m.OffsetFetchRequest.OffsetFetchRequestGroup
@@ -88,7 +95,11 @@ class TxnContext(ClassicContext):
                 T7(name=t, partition_indexes=ps) for t, ps in topics.items()])  # fmt: skip
         response = self.reply(self.send(ApiKey.OFFSET_FETCH, version, request))
         tops = response.groups[0].topics if version >= 8 else response.topics
-        return {(t.name, p.partition_index): (p.committed_offset, p.error_code) for t in tops for p in t.partitions}
+        return {
+            (t.name, p.partition_index): (p.committed_offset, p.error_code)
+            for t in tops
+            for p in t.partitions
+        }
 
 
 def load(log: MemoryShardLog, shard: GroupCoordinatorShard) -> GroupCoordinatorShard:
@@ -253,7 +264,9 @@ async def test_a_transaction_open_at_load_stays_pending_until_its_marker() -> No
     rt = runtime()
     await rt.load()
     R = m.OffsetFetchRequest
-    request = R(group_id="g", require_stable=True, topics=[R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    request = R(
+        group_id="g", require_stable=True, topics=[R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
+    )
     resp = await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(7), request)
     assert [(p.committed_offset, p.error_code) for t in resp.topics for p in t.partitions] == [(-1, UNSTABLE)]
     log.write_marker(7, 0, committed=True)
@@ -282,7 +295,9 @@ def test_a_tombstone_drops_the_pending_offsets_of_every_producer() -> None:
     c.txn_commit(1, "g", {("t", 0): 1, ("t", 1): 1})
     c.txn_commit(2, "g", {("t", 0): 2})
     c.plain(offset_tombstone("g", "t", 0))
-    assert c.shard.durable_view()["pending_offsets"] == {1: {"g": {"t": {1: c.shard.offsets.pending.by_producer[1][("g", "t", 1)][0].to_dict()}}}}
+    assert c.shard.durable_view()["pending_offsets"] == {
+        1: {"g": {"t": {1: c.shard.offsets.pending.by_producer[1][("g", "t", 1)][0].to_dict()}}}
+    }
     c.marker(1, committed=True)
     c.marker(2, committed=True)
     assert c.fetched("g", {"t": [0, 1]}) == {("t", 0): -1, ("t", 1): 1}
@@ -428,14 +443,20 @@ class TxnShardMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.c = TxnContext(GroupConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=600_000))
+        self.c = TxnContext(
+            GroupConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=600_000)
+        )
         self.open: set[int] = set()
 
     @rule(group=st.sampled_from(["g", "h"]), partition=st.integers(0, 2), offset=st.integers(0, 100))
     def commit(self, group: str, partition: int, offset: int) -> None:
         self.c.commit(group, {("t", partition): offset})
 
-    @rule(producer=st.integers(1, 3), group=st.sampled_from(["g", "h"]), partitions=st.sets(st.integers(0, 2), min_size=1))
+    @rule(
+        producer=st.integers(1, 3),
+        group=st.sampled_from(["g", "h"]),
+        partitions=st.sets(st.integers(0, 2), min_size=1),
+    )
     def txn_commit(self, producer: int, group: str, partitions: set[int]) -> None:
         self.c.txn_commit(producer, group, {("t", p): 1000 + p for p in partitions})
         self.open.add(producer)

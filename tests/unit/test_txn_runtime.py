@@ -51,7 +51,11 @@ class Cluster:
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = ShardRuntime(
-            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), self.log, self.clock, follow_interval=0.005,
+            0,
+            lambda: GroupCoordinatorShard(GroupConfig(), self.clock),
+            self.log,
+            self.clock,
+            follow_interval=0.005,
             marker_wait=0.2,
         )
         await self.runtime.load()
@@ -68,17 +72,26 @@ class Cluster:
         return self.runtime
 
     async def add_offsets(self, group: str = "g", epoch: int = 0, pid: int = PID, version: int = 3) -> int:
-        req = m.AddOffsetsToTxnRequest(transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, group_id=group)
+        req = m.AddOffsetsToTxnRequest(
+            transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, group_id=group
+        )
         resp = await self.service.add_offsets_to_txn(RequestContext(version), req)
         return int(resp.error_code)
 
     async def txn_commit(
-        self, offsets: dict[tuple[str, int], int], group: str = "g", epoch: int = 0, pid: int = PID, **member: Any
+        self,
+        offsets: dict[tuple[str, int], int],
+        group: str = "g",
+        epoch: int = 0,
+        pid: int = PID,
+        **member: Any,
     ) -> dict[tuple[str, int], int]:
         T = m.TxnOffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for (topic, partition), offset in offsets.items():
-            topics.setdefault(topic, []).append(T.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset))
+            topics.setdefault(topic, []).append(
+                T.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+            )
         req = T(
             transactional_id=TXN_ID, group_id=group, producer_id=pid, producer_epoch=epoch,
             generation_id_or_member_epoch=member.get("generation", -1), member_id=member.get("member_id", ""),
@@ -91,13 +104,17 @@ class Cluster:
         R = m.OffsetCommitRequest
         topics: dict[str, list[Any]] = {}
         for (topic, partition), offset in offsets.items():
-            topics.setdefault(topic, []).append(R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset))
+            topics.setdefault(topic, []).append(
+                R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+            )
         req = R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
                 topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])  # fmt: skip
         resp = await self.rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), req)
         assert all(p.error_code == 0 for t in resp.topics for p in t.partitions)
 
-    async def fetch(self, partitions: list[tuple[str, int]], group: str = "g") -> dict[tuple[str, int], tuple[int, int]]:
+    async def fetch(
+        self, partitions: list[tuple[str, int]], group: str = "g"
+    ) -> dict[tuple[str, int], tuple[int, int]]:
         """(offset, error) per partition of an OffsetFetch with RequireStable."""
         R = m.OffsetFetchRequest
         topics: dict[str, list[int]] = {}
@@ -106,7 +123,11 @@ class Cluster:
         req = R(group_id=group, require_stable=True,
                 topics=[R.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])  # fmt: skip
         resp = await self.rt.submit(ApiKey.OFFSET_FETCH, RequestContext(7), req)
-        return {(t.name, p.partition_index): (p.committed_offset, p.error_code) for t in resp.topics for p in t.partitions}
+        return {
+            (t.name, p.partition_index): (p.committed_offset, p.error_code)
+            for t in resp.topics
+            for p in t.partitions
+        }
 
     async def marker(self, committed: bool, epoch: int = 0, pid: int = PID) -> None:
         """The transaction coordinator ends the transaction; the runtime finds the marker by following."""
@@ -118,7 +139,9 @@ class Cluster:
         raise AssertionError("the runtime did not follow the marker")
 
     async def assert_log_rebuilds_the_shard(self) -> None:
-        fresh = ShardRuntime(0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), MemoryShardLog(), self.clock)
+        fresh = ShardRuntime(
+            0, lambda: GroupCoordinatorShard(GroupConfig(), self.clock), MemoryShardLog(), self.clock
+        )
         fresh.log.entries = list(self.log.entries)  # type: ignore[attr-defined]
         await fresh.load()
         assert fresh.state.durable_view() == self.rt.state.durable_view()  # type: ignore[attr-defined]
@@ -142,7 +165,9 @@ async def test_a_committed_transaction_makes_its_offsets_visible_at_its_marker(c
     assert c.storage.added_partitions == [(TXN_ID, PID, 0, 0)]
     # The transaction is open in the log: one transactional batch holding the placeholder record.
     (opened,) = c.log.entries
-    assert isinstance(opened, TxnBatch) and opened.pairs == [(TXN_OPEN_KEY, None)] and opened.producer_id == PID
+    assert (
+        isinstance(opened, TxnBatch) and opened.pairs == [(TXN_OPEN_KEY, None)] and opened.producer_id == PID
+    )
     assert await c.txn_commit({T0: 10, T1: 11}) == {T0: 0, T1: 0}
     assert isinstance(c.log.entries[-1], TxnBatch) and len(c.log.entries[-1].pairs) == 2
     assert await c.fetch([T0, T1]) == {T0: (-1, E.UNSTABLE_OFFSET_COMMIT), T1: (-1, E.UNSTABLE_OFFSET_COMMIT)}
@@ -164,7 +189,9 @@ async def test_an_aborted_transaction_never_shows_its_offsets(cluster: Cluster) 
     assert await c.fetch([T0]) == {T0: (5, 0)}
 
 
-async def test_a_commit_without_add_offsets_to_txn_or_after_its_end_is_invalid_txn_state(cluster: Cluster) -> None:
+async def test_a_commit_without_add_offsets_to_txn_or_after_its_end_is_invalid_txn_state(
+    cluster: Cluster,
+) -> None:
     """Kafka's transaction verification (KIP-890 part 1): the group's partition must be in the
     producer's ongoing transaction. Nothing is written either way."""
     c = cluster
@@ -179,7 +206,9 @@ async def test_a_commit_without_add_offsets_to_txn_or_after_its_end_is_invalid_t
     assert await c.fetch([T0]) == {T0: (10, 0)}
 
 
-async def test_a_marker_already_in_the_log_is_replayed_before_the_next_transaction_opens(cluster: Cluster) -> None:
+async def test_a_marker_already_in_the_log_is_replayed_before_the_next_transaction_opens(
+    cluster: Cluster,
+) -> None:
     """The runtime catches up on markers before AddOffsetsToTxn opens a transaction, so the previous
     transaction's marker never resolves the next one's offsets."""
     c = cluster
@@ -230,7 +259,9 @@ async def test_a_zombie_producer_is_fenced(cluster: Cluster) -> None:
     await c.assert_log_rebuilds_the_shard()
 
 
-async def test_a_transactional_batch_the_cluster_refuses_answers_the_client_and_reloads(cluster: Cluster) -> None:
+async def test_a_transactional_batch_the_cluster_refuses_answers_the_client_and_reloads(
+    cluster: Cluster,
+) -> None:
     """The upstream refuses the batch for the producer's sake (fenced between kcoord's check and the
     append): the client gets that error, the shard reloads (its state had replayed the batch) and
     holds exactly what the log holds; other groups are served again."""
@@ -363,7 +394,9 @@ class ForwardingNode:
     def __init__(self, b: Cluster) -> None:
         self.b = b
         # A's runtime of the shard: B serves it, so on A it is never loaded.
-        unloaded = ShardRuntime(0, lambda: GroupCoordinatorShard(GroupConfig(), b.clock), MemoryShardLog(), b.clock)
+        unloaded = ShardRuntime(
+            0, lambda: GroupCoordinatorShard(GroupConfig(), b.clock), MemoryShardLog(), b.clock
+        )
         node_a_router = Router([unloaded])
         node_a_router.serves = lambda index: False  # type: ignore[method-assign]
         node_a_router.forward = self._forward  # type: ignore[method-assign]
@@ -377,7 +410,9 @@ class ForwardingNode:
         return type(response).decode(response.encode(ctx.api_version), ctx.api_version)
 
     async def add_offsets(self, version: int = 0) -> int:
-        req = m.AddOffsetsToTxnRequest(transactional_id=TXN_ID, producer_id=PID, producer_epoch=0, group_id="g")
+        req = m.AddOffsetsToTxnRequest(
+            transactional_id=TXN_ID, producer_id=PID, producer_epoch=0, group_id="g"
+        )
         return int((await self.service.add_offsets_to_txn(RequestContext(version), req)).error_code)
 
 

@@ -63,11 +63,17 @@ def _read(bootstrap: str, topic: str, part: TopicPartitionRange) -> Iterator[Any
 
     def batch(rows: list[tuple[int, int, bytes | None, bytes | None]]) -> Any:
         offsets, stamps, keys, values = zip(*rows, strict=True)
-        return pa.RecordBatch.from_arrays([
-            pa.array([topic] * len(rows), pa.string()), pa.array([part.partition] * len(rows), pa.int32()),
-            pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
-            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-        ], names=names)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([topic] * len(rows), pa.string()),
+                pa.array([part.partition] * len(rows), pa.int32()),
+                pa.array(offsets, pa.int64()),
+                pa.array(stamps, pa.int64()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+            ],
+            names=names,
+        )
 
     rows: list[tuple[int, int, bytes | None, bytes | None]] = []
     for record in kafka_io.read_partition(bootstrap, topic, part.partition, part.start, end):
@@ -129,7 +135,9 @@ class _StreamReader(DataSourceStreamReader):
         return self._latest()
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:  # type: ignore[override]
-        return [TopicPartitionRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)]
+        return [
+            TopicPartitionRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         assert isinstance(partition, TopicPartitionRange)

@@ -60,9 +60,18 @@ async def _list_offsets(cluster: KafkaCluster, topic: str, timestamps: dict[int,
         if leader < 0:
             continue
         R = sm.ListOffsetsRequest
-        req = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
-            name=topic, partitions=[R.ListOffsetsPartition(partition_index=p, timestamp=timestamps[p]) for p in parts],
-        )])
+        req = R(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                R.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        R.ListOffsetsPartition(partition_index=p, timestamp=timestamps[p]) for p in parts
+                    ],
+                )
+            ],
+        )
         resp = await request(await cluster.node(leader), req, TIMEOUT)
         for t in resp.topics:
             for p in t.partitions:
@@ -94,7 +103,9 @@ async def _high_watermarks(cluster: KafkaCluster, topic: str, parts: list[int]) 
     return out
 
 
-def end_offsets_over_time(bootstrap: str, topic: str, parts: list[int], times: list[int]) -> dict[tuple[int, int], int]:
+def end_offsets_over_time(
+    bootstrap: str, topic: str, parts: list[int], times: list[int]
+) -> dict[tuple[int, int], int]:
     """(partition, time) → the partition's end offset at that time: the first offset written at or
     after it (ListOffsets by timestamp), or today's end offset when nothing was written since.
 
@@ -129,10 +140,19 @@ async def _fetch(
 ) -> tuple[bytes, int, int]:
     F = sm.FetchRequest
     req = F(
-        replica_id=-1, max_wait_ms=1, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-        topics=[F.FetchTopic(topic=topic, partitions=[
-            F.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)
-        ])],
+        replica_id=-1,
+        max_wait_ms=1,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)
+                ],
+            )
+        ],
     )
     resp = await request(await cluster.node(leader), req, TIMEOUT)
     for t in resp.responses:
@@ -146,7 +166,11 @@ Row = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, val
 
 
 def take_committed(
-    batches: Iterable[RecordBatch], offset: int, end: int | None, queue: list[Row], open_txns: dict[int, list[Row]]
+    batches: Iterable[RecordBatch],
+    offset: int,
+    end: int | None,
+    queue: list[Row],
+    open_txns: dict[int, list[Row]],
 ) -> int:
     """Append the committed records of ``batches`` at or after ``offset`` (and below ``end``) to
     ``queue``; a transaction's records wait in ``open_txns`` (by producer id) for its marker: given
@@ -199,8 +223,10 @@ def read_partition(
             if stalls[0] > MAX_STALLS:
                 if hwm < 0 and end is None:
                     return nxt, True  # the broker never said it has more: an idle partition
-                raise RuntimeError(f"Fetch {topic}[{partition}] makes no progress at offset {offset} "
-                                   f"(high watermark {hwm}, end {end})")
+                raise RuntimeError(
+                    f"Fetch {topic}[{partition}] makes no progress at offset {offset} "
+                    f"(high watermark {hwm}, end {end})"
+                )
             await asyncio.sleep(0.02)
         else:
             stalls[0] = 0

@@ -31,63 +31,82 @@ from pyspark.sql import types as T
 
 SCHEMA_VERSION = 1
 EVENT_TYPES = (
-    "member_joined", "member_left", "member_expired", "member_fenced", "rebalance_started",
-    "rebalance_completed", "assignment", "commits", "shard_loaded", "group_deleted",
+    "member_joined",
+    "member_left",
+    "member_expired",
+    "member_fenced",
+    "rebalance_started",
+    "rebalance_completed",
+    "assignment",
+    "commits",
+    "shard_loaded",
+    "group_deleted",
 )
 
-EVENT_SCHEMA = T.StructType([
-    T.StructField("v", T.IntegerType()),
-    T.StructField("type", T.StringType()),
-    T.StructField("ts", T.LongType()),
-    T.StructField("shard", T.IntegerType()),
-    T.StructField("group", T.StringType()),
-    T.StructField("member", T.StringType()),
-    T.StructField("instance", T.StringType()),
-    T.StructField("kind", T.StringType()),
-    T.StructField("client_id", T.StringType()),
-    T.StructField("host", T.StringType()),
-    T.StructField("protocol_type", T.StringType()),
-    T.StructField("rejoin", T.BooleanType()),
-    T.StructField("reason", T.StringType()),
-    T.StructField("detail", T.StringType()),
-    T.StructField("timeout_ms", T.LongType()),
-    T.StructField("error", T.StringType()),
-    T.StructField("api", T.StringType()),
-    T.StructField("mode", T.StringType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("members", T.IntegerType()),
-    T.StructField("duration_ms", T.LongType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("count", T.LongType()),
-    T.StructField("requests", T.LongType()),
-    T.StructField("fenced", T.MapType(T.StringType(), T.LongType())),
-    T.StructField("rejected", T.MapType(T.StringType(), T.LongType())),
-    T.StructField("records", T.LongType()),
-    T.StructField("records_read", T.LongType()),
-    T.StructField("seconds", T.DoubleType()),
-    T.StructField("assignment", T.ArrayType(T.StructType([
+EVENT_SCHEMA = T.StructType(
+    [
+        T.StructField("v", T.IntegerType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("ts", T.LongType()),
+        T.StructField("shard", T.IntegerType()),
+        T.StructField("group", T.StringType()),
         T.StructField("member", T.StringType()),
         T.StructField("instance", T.StringType()),
-        T.StructField("partitions", T.ArrayType(T.StringType())),
-        T.StructField("bytes", T.LongType()),
-    ]))),
-])
+        T.StructField("kind", T.StringType()),
+        T.StructField("client_id", T.StringType()),
+        T.StructField("host", T.StringType()),
+        T.StructField("protocol_type", T.StringType()),
+        T.StructField("rejoin", T.BooleanType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("detail", T.StringType()),
+        T.StructField("timeout_ms", T.LongType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("api", T.StringType()),
+        T.StructField("mode", T.StringType()),
+        T.StructField("generation", T.IntegerType()),
+        T.StructField("members", T.IntegerType()),
+        T.StructField("duration_ms", T.LongType()),
+        T.StructField("protocol", T.StringType()),
+        T.StructField("count", T.LongType()),
+        T.StructField("requests", T.LongType()),
+        T.StructField("fenced", T.MapType(T.StringType(), T.LongType())),
+        T.StructField("rejected", T.MapType(T.StringType(), T.LongType())),
+        T.StructField("records", T.LongType()),
+        T.StructField("records_read", T.LongType()),
+        T.StructField("seconds", T.DoubleType()),
+        T.StructField(
+            "assignment",
+            T.ArrayType(
+                T.StructType(
+                    [
+                        T.StructField("member", T.StringType()),
+                        T.StructField("instance", T.StringType()),
+                        T.StructField("partitions", T.ArrayType(T.StringType())),
+                        T.StructField("bytes", T.LongType()),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
 
-OFFSET_ROWS = T.StructType([
-    T.StructField("kind", T.StringType()),  # offset | group | bad | other
-    T.StructField("group", T.StringType()),
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()),
-    T.StructField("ts", T.LongType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("protocol_type", T.StringType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("owner", T.StringType()),
-    T.StructField("static", T.BooleanType()),
-    T.StructField("tp", T.StringType()),
-    T.StructField("sample", T.StringType()),
-])
+OFFSET_ROWS = T.StructType(
+    [
+        T.StructField("kind", T.StringType()),  # offset | group | bad | other
+        T.StructField("group", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("ts", T.LongType()),
+        T.StructField("generation", T.IntegerType()),
+        T.StructField("protocol_type", T.StringType()),
+        T.StructField("protocol", T.StringType()),
+        T.StructField("owner", T.StringType()),
+        T.StructField("static", T.BooleanType()),
+        T.StructField("tp", T.StringType()),
+        T.StructField("sample", T.StringType()),
+    ]
+)
 
 
 def protocol_class(protocol_type: Any, protocol: Any) -> Any:
@@ -107,7 +126,10 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     (cached); both tables are filters of that."""
     text = F.col("value").cast("string")
     parsed = raw.select(
-        "partition", "offset", F.col("timestamp").alias("record_ts"), text.alias("text"),
+        "partition",
+        "offset",
+        F.col("timestamp").alias("record_ts"),
+        text.alias("text"),
         F.from_json(text, EVENT_SCHEMA, {"mode": "PERMISSIVE"}).alias("e"),
     )
     problem = (
@@ -115,11 +137,21 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
         .when(F.col("e.v") != SCHEMA_VERSION, "unknown_version")
         .when(~F.col("e.type").isin(*EVENT_TYPES), "unknown_type")
     )
-    parsed = parsed.withColumn("problem", problem).select(
-        "partition", "offset", "record_ts", "problem",
-        F.when(F.col("problem").isNotNull(), F.substring("text", 1, 200)).alias("sample"), "e",
-    ).cache()
-    bad = parsed.where(F.col("problem").isNotNull()).select("partition", "offset", "record_ts", "problem", "sample")
+    parsed = (
+        parsed.withColumn("problem", problem)
+        .select(
+            "partition",
+            "offset",
+            "record_ts",
+            "problem",
+            F.when(F.col("problem").isNotNull(), F.substring("text", 1, 200)).alias("sample"),
+            "e",
+        )
+        .cache()
+    )
+    bad = parsed.where(F.col("problem").isNotNull()).select(
+        "partition", "offset", "record_ts", "problem", "sample"
+    )
     events = parsed.where(F.col("problem").isNull()).select("partition", "offset", "e.*")
     return events, bad
 
@@ -129,19 +161,33 @@ def assignment_generations(events: DataFrame) -> DataFrame:
     a = events.where(F.col("type") == "assignment")
     owner = lambda m: F.coalesce(m["instance"], m["member"])  # noqa: E731
     return a.select(
-        "group", "generation", "ts", "protocol_type", "protocol",
-        F.transform(F.coalesce("assignment", F.array()), lambda m: F.struct(
-            owner(m).alias("owner"), m["instance"].isNotNull().alias("static"))).alias("owners"),
-        F.flatten(F.transform(F.coalesce("assignment", F.array()), lambda m: F.transform(
-            F.coalesce(m["partitions"], F.array().cast("array<string>")),
-            lambda p: F.struct(p.alias("tp"), owner(m).alias("owner"))))).alias("tps"),
+        "group",
+        "generation",
+        "ts",
+        "protocol_type",
+        "protocol",
+        F.transform(
+            F.coalesce("assignment", F.array()),
+            lambda m: F.struct(owner(m).alias("owner"), m["instance"].isNotNull().alias("static")),
+        ).alias("owners"),
+        F.flatten(
+            F.transform(
+                F.coalesce("assignment", F.array()),
+                lambda m: F.transform(
+                    F.coalesce(m["partitions"], F.array().cast("array<string>")),
+                    lambda p: F.struct(p.alias("tp"), owner(m).alias("owner")),
+                ),
+            )
+        ).alias("tps"),
     )
 
 
 def generations_from_rows(rows: DataFrame) -> DataFrame:
     """The same shape from one row per (group, generation, owner, tp) (the offsets topic's members)."""
     return rows.groupBy("group", "generation").agg(
-        F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
+        F.max("ts").alias("ts"),
+        F.first("protocol_type").alias("protocol_type"),
+        F.first("protocol").alias("protocol"),
         F.array_distinct(F.collect_list(F.struct("owner", "static"))).alias("owners"),
         F.collect_list(F.when(F.col("tp").isNotNull(), F.struct("tp", "owner"))).alias("tps"),
     )
@@ -161,19 +207,32 @@ def movement(gens: DataFrame) -> DataFrame:
         "*",
         F.lag("generation").over(w).alias("prev_generation"),
         F.map_from_entries("tps").alias("cur"),
-        F.coalesce(F.lag(F.map_from_entries("tps")).over(w), F.create_map().cast("map<string,string>")).alias("prev"),
+        F.coalesce(F.lag(F.map_from_entries("tps")).over(w), F.create_map().cast("map<string,string>")).alias(
+            "prev"
+        ),
         F.transform("owners", lambda o: o["owner"]).alias("cur_owners"),
-        F.coalesce(F.lag(F.transform("owners", lambda o: o["owner"])).over(w), F.array().cast("array<string>"))
-        .alias("prev_owners"),
+        F.coalesce(
+            F.lag(F.transform("owners", lambda o: o["owner"])).over(w), F.array().cast("array<string>")
+        ).alias("prev_owners"),
     )
     return g.select(
-        "group", "generation", "prev_generation", "ts", "protocol_type", "protocol",
+        "group",
+        "generation",
+        "prev_generation",
+        "ts",
+        "protocol_type",
+        "protocol",
         protocol_class(F.col("protocol_type"), F.col("protocol")).alias("protocol_class"),
         F.size(F.map_keys("prev")).alias("partitions_before"),
         F.size(F.map_keys("cur")).alias("partitions_after"),
-        F.size(F.filter(F.map_keys("prev"), lambda k: F.coalesce(F.col("cur")[k] != F.col("prev")[k], F.lit(True))))
-        .alias("moved"),
-        F.size(F.filter(F.map_keys("cur"), lambda k: F.col("prev")[k].isNull())).alias("assigned_from_nobody"),
+        F.size(
+            F.filter(
+                F.map_keys("prev"), lambda k: F.coalesce(F.col("cur")[k] != F.col("prev")[k], F.lit(True))
+            )
+        ).alias("moved"),
+        F.size(F.filter(F.map_keys("cur"), lambda k: F.col("prev")[k].isNull())).alias(
+            "assigned_from_nobody"
+        ),
         F.size(F.array_distinct("cur_owners")).alias("members_after"),
         F.size(F.array_except("cur_owners", "prev_owners")).alias("members_in"),
         F.size(F.array_except("prev_owners", "cur_owners")).alias("members_out"),
@@ -190,26 +249,55 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
     marks = marks.withColumn(
         "episode", F.coalesce(F.sum((F.col("type") == "rebalance_completed").cast("int")).over(w), F.lit(0))
     )
-    starts = marks.where(F.col("type") == "rebalance_started").groupBy("group", "episode").agg(
-        F.min_by("reason", F.struct("ts", "offset")).alias("reason"),
-        F.count(F.lit(1)).alias("triggers"),
-        F.min("ts").alias("started_ts"),
+    starts = (
+        marks.where(F.col("type") == "rebalance_started")
+        .groupBy("group", "episode")
+        .agg(
+            F.min_by("reason", F.struct("ts", "offset")).alias("reason"),
+            F.count(F.lit(1)).alias("triggers"),
+            F.min("ts").alias("started_ts"),
+        )
     )
     done = marks.where(F.col("type") == "rebalance_completed").select(
-        "group", "episode", "generation", F.col("ts").alias("completed_ts"), "duration_ms", "members", "protocol"
+        "group",
+        "episode",
+        "generation",
+        F.col("ts").alias("completed_ts"),
+        "duration_ms",
+        "members",
+        "protocol",
     )
     r = done.join(starts, ["group", "episode"], "left").join(
         moves.drop("ts", "protocol"), ["group", "generation"], "left"
     )
     eager = F.col("protocol_class") == "eager"
-    unowned = F.when(eager, F.greatest("partitions_before", "partitions_after")).otherwise(F.col("assigned_from_nobody"))
+    unowned = F.when(eager, F.greatest("partitions_before", "partitions_after")).otherwise(
+        F.col("assigned_from_nobody")
+    )
     return r.select(
-        "group", "generation", F.coalesce("reason", F.lit("unknown")).alias("reason"),
-        F.coalesce("triggers", F.lit(0)).alias("triggers"), "started_ts", "completed_ts", "duration_ms", "members",
-        "protocol", "protocol_type", F.coalesce("protocol_class", F.lit("unknown")).alias("protocol_class"),
-        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in (
-            "partitions_before", "partitions_after", "moved", "assigned_from_nobody", "members_in", "members_out",
-            "static_members")],
+        "group",
+        "generation",
+        F.coalesce("reason", F.lit("unknown")).alias("reason"),
+        F.coalesce("triggers", F.lit(0)).alias("triggers"),
+        "started_ts",
+        "completed_ts",
+        "duration_ms",
+        "members",
+        "protocol",
+        "protocol_type",
+        F.coalesce("protocol_class", F.lit("unknown")).alias("protocol_class"),
+        *[
+            F.coalesce(F.col(c), F.lit(0)).alias(c)
+            for c in (
+                "partitions_before",
+                "partitions_after",
+                "moved",
+                "assigned_from_nobody",
+                "members_in",
+                "members_out",
+                "static_members",
+            )
+        ],
         (F.coalesce(unowned, F.lit(0)) * F.col("duration_ms") / 1000.0).alias("stw_partition_seconds"),
     )
 
@@ -217,9 +305,17 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
 def commits(events: DataFrame) -> DataFrame:
     c = events.where(F.col("type") == "commits")
     return c.select(
-        "group", "ts", F.col("count").alias("partitions"), "requests", "mode",
-        F.coalesce(F.aggregate(F.map_values("fenced"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)).alias("fenced"),
-        F.coalesce(F.aggregate(F.map_values("rejected"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)).alias("rejected"),
+        "group",
+        "ts",
+        F.col("count").alias("partitions"),
+        "requests",
+        "mode",
+        F.coalesce(
+            F.aggregate(F.map_values("fenced"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)
+        ).alias("fenced"),
+        F.coalesce(
+            F.aggregate(F.map_values("rejected"), F.lit(0).cast("long"), lambda a, b: a + b), F.lit(0)
+        ).alias("rejected"),
         F.col("fenced").alias("fenced_by_error"),
         F.col("rejected").alias("rejected_by_error"),
     )
@@ -229,13 +325,25 @@ def fencing(events: DataFrame) -> DataFrame:
     """Refused commits by error and fencing mode (from the per-second commit sums), and fenced
     requests of every API (member_fenced events)."""
     c = events.where(F.col("type") == "commits")
-    fenced = c.select("group", "ts", "mode", F.explode("fenced").alias("error", "n")).withColumn("outcome", F.lit("fenced"))
+    fenced = c.select("group", "ts", "mode", F.explode("fenced").alias("error", "n")).withColumn(
+        "outcome", F.lit("fenced")
+    )
     rejected = c.select("group", "ts", "mode", F.explode("rejected").alias("error", "n")).withColumn(
         "outcome", F.lit("rejected")
     )
-    commit_side = fenced.unionByName(rejected).withColumn("api", F.lit("offset_commit")).withColumn("source", F.lit("commits"))
+    commit_side = (
+        fenced.unionByName(rejected)
+        .withColumn("api", F.lit("offset_commit"))
+        .withColumn("source", F.lit("commits"))
+    )
     requests = events.where(F.col("type") == "member_fenced").select(
-        "group", "ts", "mode", "error", F.lit(1).cast("long").alias("n"), F.lit("fenced").alias("outcome"), "api",
+        "group",
+        "ts",
+        "mode",
+        "error",
+        F.lit(1).cast("long").alias("n"),
+        F.lit("fenced").alias("outcome"),
+        "api",
         F.lit("member_fenced").alias("source"),
     )
     return commit_side.unionByName(requests)
@@ -244,13 +352,23 @@ def fencing(events: DataFrame) -> DataFrame:
 def zombies(events: DataFrame) -> DataFrame:
     """Members refused as fenced: when, how often, and whether they had already left, expired or
     been replaced (a zombie)."""
-    f = events.where(F.col("type") == "member_fenced").groupBy("group", "member", "instance").agg(
-        F.count(F.lit(1)).alias("fenced_requests"), F.collect_set("error").alias("errors"), F.collect_set("api").alias("apis"),
-        F.min("ts").alias("first_fenced_ts"), F.max("ts").alias("last_fenced_ts"),
-        F.first("client_id").alias("client_id"), F.first("host").alias("host"),
+    f = (
+        events.where(F.col("type") == "member_fenced")
+        .groupBy("group", "member", "instance")
+        .agg(
+            F.count(F.lit(1)).alias("fenced_requests"),
+            F.collect_set("error").alias("errors"),
+            F.collect_set("api").alias("apis"),
+            F.min("ts").alias("first_fenced_ts"),
+            F.max("ts").alias("last_fenced_ts"),
+            F.first("client_id").alias("client_id"),
+            F.first("host").alias("host"),
+        )
     )
-    gone = events.where(F.col("type").isin("member_left", "member_expired")).groupBy("group", "member").agg(
-        F.min("ts").alias("gone_ts")
+    gone = (
+        events.where(F.col("type").isin("member_left", "member_expired"))
+        .groupBy("group", "member")
+        .agg(F.min("ts").alias("gone_ts"))
     )
     z = f.join(gone, ["group", "member"], "left")
     zombie = (
@@ -263,10 +381,17 @@ def zombies(events: DataFrame) -> DataFrame:
 
 def churn(events: DataFrame) -> DataFrame:
     m = events.where(F.col("type").isin("member_joined", "member_left", "member_expired"))
-    return m.groupBy(F.coalesce("client_id", F.lit("")).alias("client_id"), F.coalesce("host", F.lit("")).alias("host"),
-                     "kind").agg(
-        F.sum(((F.col("type") == "member_joined") & ~F.coalesce("rejoin", F.lit(False))).cast("int")).alias("joins"),
-        F.sum(((F.col("type") == "member_joined") & F.coalesce("rejoin", F.lit(False))).cast("int")).alias("static_rejoins"),
+    return m.groupBy(
+        F.coalesce("client_id", F.lit("")).alias("client_id"),
+        F.coalesce("host", F.lit("")).alias("host"),
+        "kind",
+    ).agg(
+        F.sum(((F.col("type") == "member_joined") & ~F.coalesce("rejoin", F.lit(False))).cast("int")).alias(
+            "joins"
+        ),
+        F.sum(((F.col("type") == "member_joined") & F.coalesce("rejoin", F.lit(False))).cast("int")).alias(
+            "static_rejoins"
+        ),
         F.sum((F.col("type") == "member_left").cast("int")).alias("leaves"),
         F.sum((F.col("type") == "member_expired").cast("int")).alias("expiries"),
         F.countDistinct("group").alias("groups"),
@@ -308,19 +433,46 @@ class _ConsumerGroups:
             else:
                 members[key.member_id] = [
                     (self.topic_names.get(str(t.topic_id), str(t.topic_id)), p)
-                    for t in value.topic_partitions for p in t.partitions
+                    for t in value.topic_partitions
+                    for p in t.partitions
                 ]
         elif name == "ConsumerGroupTargetAssignmentMetadataKey" and value is not None:
             when = value.assignment_timestamp if value.assignment_timestamp > 0 else ts
             members = self.target.get(group, {})
             if not members:
-                yield ("group", group, None, None, None, when, value.assignment_epoch, "kip848", None,
-                       None, None, None, None)
+                yield (
+                    "group",
+                    group,
+                    None,
+                    None,
+                    None,
+                    when,
+                    value.assignment_epoch,
+                    "kip848",
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
             for member_id, parts in sorted(members.items()):
                 instance = self.instance.get((group, member_id))
                 for t, p in parts or [(None, None)]:
-                    yield ("group", group, None, None, None, when, value.assignment_epoch, "kip848", None,
-                           instance or member_id, instance is not None, None if t is None else f"{t}:{p}", None)
+                    yield (
+                        "group",
+                        group,
+                        None,
+                        None,
+                        None,
+                        when,
+                        value.assignment_epoch,
+                        "kip848",
+                        None,
+                        instance or member_id,
+                        instance is not None,
+                        None if t is None else f"{t}:{p}",
+                        None,
+                    )
 
 
 def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
@@ -335,8 +487,21 @@ def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
         try:
             rec = decode_record(bytes(key), None if value is None else bytes(value))
         except Exception as exc:  # corrupt bytes: counted, a sample kept
-            yield ("bad", None, None, None, None, ts, None, None, None, None, None, None,
-                   f"{type(exc).__name__}: {bytes(key)[:40].hex()}")
+            yield (
+                "bad",
+                None,
+                None,
+                None,
+                None,
+                ts,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                f"{type(exc).__name__}: {bytes(key)[:40].hex()}",
+            )
             continue
         if rec is None:
             continue  # a record type kcoord does not read
@@ -348,20 +513,63 @@ def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
         name = type(rec.key).__name__
         if name == "OffsetCommitKey":
             v = rec.value
-            yield ("offset", rec.key.group, rec.key.topic, rec.key.partition, v.offset, v.commit_timestamp,
-                   None, None, None, None, None, None, None)
+            yield (
+                "offset",
+                rec.key.group,
+                rec.key.topic,
+                rec.key.partition,
+                v.offset,
+                v.commit_timestamp,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+            )
         elif name == "GroupMetadataKey":
             v = rec.value
-            when = v.current_state_timestamp if v.current_state_timestamp and v.current_state_timestamp > 0 else ts
+            when = (
+                v.current_state_timestamp
+                if v.current_state_timestamp and v.current_state_timestamp > 0
+                else ts
+            )
             if not v.members:
-                yield ("group", rec.key.group, None, None, None, when, v.generation, v.protocol_type, v.protocol,
-                       None, None, None, None)
+                yield (
+                    "group",
+                    rec.key.group,
+                    None,
+                    None,
+                    None,
+                    when,
+                    v.generation,
+                    v.protocol_type,
+                    v.protocol,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
             for mb in v.members:
                 owner = mb.group_instance_id or mb.member_id
                 parts = decode_consumer_assignment(mb.assignment) if v.protocol_type == "consumer" else None
                 for t, p in parts or [(None, None)]:
-                    yield ("group", rec.key.group, None, None, None, when, v.generation, v.protocol_type, v.protocol,
-                           owner, mb.group_instance_id is not None, None if t is None else f"{t}:{p}", None)
+                    yield (
+                        "group",
+                        rec.key.group,
+                        None,
+                        None,
+                        None,
+                        when,
+                        v.generation,
+                        v.protocol_type,
+                        v.protocol,
+                        owner,
+                        mb.group_instance_id is not None,
+                        None if t is None else f"{t}:{p}",
+                        None,
+                    )
 
 
 def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
@@ -369,7 +577,9 @@ def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
     return spark.createDataFrame(rdd, OFFSET_ROWS)
 
 
-def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFrame | None) -> dict[str, DataFrame]:
+def build(
+    spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFrame | None
+) -> dict[str, DataFrame]:
     tables: dict[str, DataFrame] = {}
     if raw_events is not None:
         events, bad = parse_events(raw_events)
@@ -383,19 +593,27 @@ def build(spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFr
             fencing=fencing(events),
             zombies=zombies(events),
             churn=churn(events),
-            shard_loads=events.where(F.col("type") == "shard_loaded").select("ts", "shard", "records", "records_read",
-                                                                             "seconds"),
+            shard_loads=events.where(F.col("type") == "shard_loaded").select(
+                "ts", "shard", "records", "records_read", "seconds"
+            ),
         )
     if raw_offsets is not None:
         decoded = decode_offsets_topic(spark, raw_offsets).cache()
-        tables["offset_commits"] = decoded.where(F.col("kind") == "offset").select("group", "topic", "partition", "offset", "ts")
+        tables["offset_commits"] = decoded.where(F.col("kind") == "offset").select(
+            "group", "topic", "partition", "offset", "ts"
+        )
         gen_rows = decoded.where(F.col("kind") == "group").select(
             "group", "generation", "ts", "protocol_type", "protocol", "owner", "static", "tp"
         )
         tables["generations"] = gen_rows.groupBy("group", "generation").agg(
-            F.max("ts").alias("ts"), F.first("protocol_type").alias("protocol_type"), F.first("protocol").alias("protocol"),
-            F.countDistinct("owner").alias("members"), F.count("tp").alias("partitions"),
+            F.max("ts").alias("ts"),
+            F.first("protocol_type").alias("protocol_type"),
+            F.first("protocol").alias("protocol"),
+            F.countDistinct("owner").alias("members"),
+            F.count("tp").alias("partitions"),
         )
-        tables["generation_movement"] = movement(generations_from_rows(gen_rows.where(F.col("owner").isNotNull())))
+        tables["generation_movement"] = movement(
+            generations_from_rows(gen_rows.where(F.col("owner").isNotNull()))
+        )
         tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select("ts", "sample")
     return tables

@@ -63,10 +63,14 @@ class Report:
         self.parts.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
 
     def write(self, title: str) -> Path:
-        css = ("body{font-family:sans-serif;max-width:1000px;margin:auto}table.t{border-collapse:collapse;font-size:12px}"
-               "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}img{max-width:100%}")
-        doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-               f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>{''.join(self.parts)}</body></html>")
+        css = (
+            "body{font-family:sans-serif;max-width:1000px;margin:auto}table.t{border-collapse:collapse;font-size:12px}"
+            "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}img{max-width:100%}"
+        )
+        doc = (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>{''.join(self.parts)}</body></html>"
+        )
         path = self.out / "report.html"
         path.write_text(doc)
         return path
@@ -77,14 +81,18 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
 
     r = Report(out)
     rows = summary.get("rows", {})
-    r.p(f"Source: {summary.get('source')}; since: {summary.get('since_ms') or 'the beginning'}; "
-        f"pipeline {summary.get('pipeline_seconds')} s. Rows: {json.dumps(rows)}")
+    r.p(
+        f"Source: {summary.get('source')}; since: {summary.get('since_ms') or 'the beginning'}; "
+        f"pipeline {summary.get('pipeline_seconds')} s. Rows: {json.dumps(rows)}"
+    )
     n_events = rows.get("events", 0)
     bad = _pdf(_table(spark, out, "bad_events"))
     if n_events == 0 and rows.get("offset_commits", 0) == 0:
         r.h2("No events")
-        r.p("The event topic holds no events for this period (and the offsets topic no commits): "
-            "nothing to report. Is kcoord running with --events-topic set?")
+        r.p(
+            "The event topic holds no events for this period (and the offsets topic no commits): "
+            "nothing to report. Is kcoord running with --events-topic set?"
+        )
     r.h2("Bad input")
     if bad.empty:
         r.p("No corrupt or unknown-version records.")
@@ -126,10 +134,19 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     if reb.empty:
         r.p("No rebalance completed in this period.")
         return
-    per_group = reb.groupby("group").agg(
-        rebalances=("generation", "count"), moved=("moved", "sum"), stw_partition_seconds=("stw_partition_seconds", "sum"),
-        mean_duration_ms=("duration_ms", "mean"), protocol=("protocol", "last"), protocol_class=("protocol_class", "last"),
-    ).reset_index().sort_values("rebalances", ascending=False)
+    per_group = (
+        reb.groupby("group")
+        .agg(
+            rebalances=("generation", "count"),
+            moved=("moved", "sum"),
+            stw_partition_seconds=("stw_partition_seconds", "sum"),
+            mean_duration_ms=("duration_ms", "mean"),
+            protocol=("protocol", "last"),
+            protocol_class=("protocol_class", "last"),
+        )
+        .reset_index()
+        .sort_values("rebalances", ascending=False)
+    )
     r.table(per_group)
     fig, ax = r.figure("rebalances_over_time", "Rebalances per group over time")
     import pandas as pd
@@ -152,12 +169,20 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     per_group.head(TOP).set_index("group")["stw_partition_seconds"].plot.bar(ax=ax)
     r.save(fig, "stop_the_world")
     r.h2("State shuffling")
-    r.p("Partitions moved per rebalance (owned before it, not by the same owner after it), by protocol "
-        "class and member kind; the quantity KIP-415/KIP-429 (incremental) and KIP-345 (static members) reduce.")
+    r.p(
+        "Partitions moved per rebalance (owned before it, not by the same owner after it), by protocol "
+        "class and member kind; the quantity KIP-415/KIP-429 (incremental) and KIP-345 (static members) reduce."
+    )
     reb["members_kind"] = reb["static_members"].map(lambda n: "static" if n > 0 else "dynamic")
-    shuffle = reb.groupby(["protocol_class", "protocol", "members_kind"]).agg(
-        rebalances=("generation", "count"), moved=("moved", "sum"), moved_per_rebalance=("moved", "mean"),
-    ).reset_index()
+    shuffle = (
+        reb.groupby(["protocol_class", "protocol", "members_kind"])
+        .agg(
+            rebalances=("generation", "count"),
+            moved=("moved", "sum"),
+            moved_per_rebalance=("moved", "mean"),
+        )
+        .reset_index()
+    )
     r.table(shuffle)
     fig, ax = r.figure("moved", "Partitions moved per group")
     per_group.head(TOP).set_index("group")["moved"].plot.bar(ax=ax)

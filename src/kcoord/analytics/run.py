@@ -27,8 +27,10 @@ KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "analytics", help="PySpark pipeline: rebalances, state shuffling, fencing, churn and lag → Parquet + HTML",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "analytics",
+        help="PySpark pipeline: rebalances, state shuffling, fencing, churn and lag → Parquet + HTML",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fill_parser(p)
     return p
@@ -37,17 +39,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def fill_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", help="HOST:PORT[,...] of kcoord or the Kafka cluster")
     p.add_argument("--out", required=True, help="output directory (Parquet tables, report.html, plots/)")
-    p.add_argument("--since", help="only events at or after: ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m")
+    p.add_argument(
+        "--since", help="only events at or after: ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m"
+    )
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--events-topic", default="__kcoord_events")
-    p.add_argument("--offsets-topic", default="__kcoord_offsets",
-                   help="offsets/group-metadata topic in __consumer_offsets format ('' to skip)")
+    p.add_argument(
+        "--offsets-topic",
+        default="__kcoord_offsets",
+        help="offsets/group-metadata topic in __consumer_offsets format ('' to skip)",
+    )
     p.add_argument("--source", choices=("auto", "spark-kafka", "python"), default="auto")
     p.add_argument("--input-parquet", help="read the event records from Parquet instead of a cluster")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
     p.add_argument("--lag-points", type=int, default=30, help="points in time at which lag is computed")
-    p.add_argument("--driver-memory", default=None,
-                   help="spark.driver.memory (with local[*], all of Spark's memory; default 2g, or KCOORD_SPARK_DRIVER_MEMORY)")
+    p.add_argument(
+        "--driver-memory",
+        default=None,
+        help="spark.driver.memory (with local[*], all of Spark's memory; default 2g, or KCOORD_SPARK_DRIVER_MEMORY)",
+    )
 
 
 def parse_since(text: str | None, now_ms: int | None = None) -> int | None:
@@ -56,7 +66,9 @@ def parse_since(text: str | None, now_ms: int | None = None) -> int | None:
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     m = re.fullmatch(r"(\d+)([smhd])", text.strip())
     if m:
-        return now_ms - int(m.group(1)) * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[m.group(2)]
+        return (
+            now_ms - int(m.group(1)) * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[m.group(2)]
+        )
     if text.strip().isdigit():
         return int(text)
     from datetime import UTC, datetime
@@ -75,7 +87,8 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master(master).appName(app)
+        SparkSession.builder.master(master)
+        .appName(app)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -105,7 +118,9 @@ def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, sou
 
     use_spark = source == "spark-kafka" or (source == "auto" and spark_kafka_available(spark))
     if use_spark:
-        reader = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        reader = (
+            spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        )
         if since_ms is not None:
             reader = reader.option("startingTimestamp", str(since_ms))
         df = reader.load().select(
@@ -134,9 +149,12 @@ def lag_table(spark: Any, bootstrap: str, offset_commits: Any, points: int) -> A
     grid = [lo + i * step for i in range(points - 1)] + [hi]
     # the last commit per (group, topic, partition, grid point): computed in Spark, small to collect
     bucket = F.least(F.ceil((F.col("ts") - F.lit(lo)) / F.lit(step)).cast("long"), F.lit(points - 1))
-    last = offset_commits.withColumn("b", bucket).groupBy("group", "topic", "partition", "b").agg(
-        F.max_by("offset", "ts").alias("offset")
-    ).toPandas()
+    last = (
+        offset_commits.withColumn("b", bucket)
+        .groupBy("group", "topic", "partition", "b")
+        .agg(F.max_by("offset", "ts").alias("offset"))
+        .toPandas()
+    )
     rows = []
     for topic, tdf in last.groupby("topic"):
         parts = sorted({int(p) for p in tdf["partition"]})
@@ -153,7 +171,17 @@ def lag_table(spark: Any, bootstrap: str, offset_commits: Any, points: int) -> A
                     continue
                 end = ends.get((int(partition), t), -1)
                 # an end offset below the commit is a wrong answer (tansu's timestamp lookups): unknown
-                rows.append((group, str(topic), int(partition), t, committed, end, end - committed if end >= committed else None))
+                rows.append(
+                    (
+                        group,
+                        str(topic),
+                        int(partition),
+                        t,
+                        committed,
+                        end,
+                        end - committed if end >= committed else None,
+                    )
+                )
     pdf = pd.DataFrame(rows, columns=["group", "topic", "partition", "ts", "committed", "end_offset", "lag"])
     if pdf.empty:
         return None
@@ -176,7 +204,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if since is not None:
             raw_events = raw_events.where(raw_events.timestamp >= since)
     elif args.events_topic:
-        raw_events, summary["source"] = read_topic(spark, args.bootstrap_server, args.events_topic, since, args.source)
+        raw_events, summary["source"] = read_topic(
+            spark, args.bootstrap_server, args.events_topic, since, args.source
+        )
     if args.offsets_topic and args.bootstrap_server and not args.input_parquet:
         raw_offsets, _ = read_topic(spark, args.bootstrap_server, args.offsets_topic, since, args.source)
     tables = pipeline.build(spark, raw_events, raw_offsets)
@@ -205,8 +235,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kcoord analytics", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="kcoord analytics", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     fill_parser(p)
     args = p.parse_args(argv)
     return run_cli(args)
@@ -217,6 +248,9 @@ def run_cli(args: argparse.Namespace) -> int:
         print("kcoord analytics: --bootstrap-server or --input-parquet is required", file=sys.stderr)
         return 2
     summary = run(args)
-    print(f"wrote {args.out}: " + ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
-          + f" in {summary['total_seconds']} s")
+    print(
+        f"wrote {args.out}: "
+        + ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
+        + f" in {summary['total_seconds']} s"
+    )
     return 0

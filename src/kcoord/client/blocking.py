@@ -19,14 +19,18 @@ T = TypeVar("T")
 
 
 class BlockingConnection:
-    def __init__(self, address: Address, timeout: float = 10.0, *, negotiate: bool = True, **options: Any) -> None:
+    def __init__(
+        self, address: Address, timeout: float = 10.0, *, negotiate: bool = True, **options: Any
+    ) -> None:
         """Connect to ``address`` (and negotiate versions unless told not to); ``timeout`` bounds every wait."""
         self.timeout = timeout
         self._loop = asyncio.new_event_loop()
         options.setdefault("request_timeout", timeout)
         try:
-            opening = connect(address, timeout=timeout, **options) if negotiate else Connection.open(
-                address, timeout=timeout, **options
+            opening = (
+                connect(address, timeout=timeout, **options)
+                if negotiate
+                else Connection.open(address, timeout=timeout, **options)
             )
             self.conn: Connection = self._run(opening)
         except BaseException:

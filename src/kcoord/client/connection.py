@@ -147,12 +147,17 @@ class Connection(asyncio.Protocol):
     # -- opening and closing --------------------------------------------------------------------------
     @classmethod
     async def open(
-        cls, address: Address, max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE, timeout: float | None = 10.0,
+        cls,
+        address: Address,
+        max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
+        timeout: float | None = 10.0,
         **options: Any,
     ) -> Connection:
         """Connect (TCP only: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits as long as TCP does."""
         loop = asyncio.get_running_loop()
-        opening = loop.create_connection(lambda: cls(address, max_frame_size, **options), address[0], address[1])
+        opening = loop.create_connection(
+            lambda: cls(address, max_frame_size, **options), address[0], address[1]
+        )
         _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
         return proto
 
@@ -226,7 +231,9 @@ class Connection(asyncio.Protocol):
 
     # -- sending --------------------------------------------------------------------------------------
     def _closed_error(self) -> ConnectionLost:
-        return ConnectionLost(str(self._lost) if self._lost is not None else f"connection to {self.name} is closed")
+        return ConnectionLost(
+            str(self._lost) if self._lost is not None else f"connection to {self.name} is closed"
+        )
 
     def _write(self, data: bytes) -> None:
         if not self._wbuf and not self.corked:
@@ -268,7 +275,9 @@ class Connection(asyncio.Protocol):
         self._write(framed)
         return fut
 
-    def send_cb(self, framed: bytes, callback: Callable[[bytes | None], None], rest: bytes | None = None) -> None:
+    def send_cb(
+        self, framed: bytes, callback: Callable[[bytes | None], None], rest: bytes | None = None
+    ) -> None:
         """:meth:`send`, the raw response payload going to ``callback`` (``None`` if the request fails).
 
         Why: a relay's answer then reaches the client within the read that brought it; a future
@@ -307,7 +316,9 @@ class Connection(asyncio.Protocol):
         """Send ``request``; ``callback(response)`` on arrival, ``callback(None)`` if it fails."""
         self._queue(request, version, True, callback)
 
-    def send_prepared(self, frame: bytearray, request_cls: type[Message], version: int, callback: Callback) -> None:
+    def send_prepared(
+        self, frame: bytearray, request_cls: type[Message], version: int, callback: Callback
+    ) -> None:
         """Send a frame from :func:`prepare` under a fresh correlation id; callback as in :meth:`call_cb`.
 
         Why: a member's heartbeat is the same bytes every time but for the correlation id;
@@ -325,7 +336,9 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._write_out)
         self._wbuf.append(bytes(frame))
 
-    def request(self, request: Message, version: int | None = None, *, timeout: float | None = None) -> asyncio.Future[Any]:
+    def request(
+        self, request: Message, version: int | None = None, *, timeout: float | None = None
+    ) -> asyncio.Future[Any]:
         """Send ``request``; await the result for its decoded response or :class:`RequestTimedOut`.
 
         ``timeout`` defaults to ``request_timeout``. A timer on the future instead of
@@ -367,8 +380,11 @@ class Connection(asyncio.Protocol):
             if cid != _UNCHECKED:
                 got = unpack(payload, 0)[0] if len(payload) >= 4 else None
                 if got != cid:
-                    self._fail(target, api_key, CorrelationMismatch(
-                        f"{self.name}: response correlation id {got}, expected {cid}"))
+                    self._fail(
+                        target,
+                        api_key,
+                        CorrelationMismatch(f"{self.name}: response correlation id {got}, expected {cid}"),
+                    )
                     self._abort(ConnectionLost(f"{self.name}: responses out of step with requests; closing"))
                     break
                 if observed is not None:
@@ -418,7 +434,9 @@ class Connection(asyncio.Protocol):
 
     # -- versions -------------------------------------------------------------------------------------
     async def negotiate(
-        self, software_name: str = SOFTWARE_NAME, software_version: str = SOFTWARE_VERSION,
+        self,
+        software_name: str = SOFTWARE_NAME,
+        software_version: str = SOFTWARE_VERSION,
         timeout: float | None = None,
     ) -> Any:
         """ApiVersions: learn the broker's version ranges (:attr:`versions`); returns its response.
@@ -429,7 +447,9 @@ class Connection(asyncio.Protocol):
         """
         version = API_VERSIONS_VERSION
         while True:
-            req = m.ApiVersionsRequest(client_software_name=software_name, client_software_version=software_version)
+            req = m.ApiVersionsRequest(
+                client_software_name=software_name, client_software_version=software_version
+            )
             fut: asyncio.Future[bytes] = self._loop.create_future()
             self._queue(req, version, False, fut)
             self._expire_after(fut, req, timeout)
@@ -446,7 +466,9 @@ class Connection(asyncio.Protocol):
                 continue
             break
         if resp.error_code:
-            raise BrokerError(f"{self.name} answered ApiVersions with error {resp.error_code}", resp.error_code)
+            raise BrokerError(
+                f"{self.name} answered ApiVersions with error {resp.error_code}", resp.error_code
+            )
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         self.api_versions = resp
         return resp
@@ -478,8 +500,13 @@ def _expire(fut: asyncio.Future[Any], name: str, what: str, limit: float) -> Non
 
 
 async def connect(
-    address: Address, max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE, timeout: float | None = 10.0,
-    *, software_name: str = SOFTWARE_NAME, software_version: str = SOFTWARE_VERSION, **options: Any,
+    address: Address,
+    max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
+    timeout: float | None = 10.0,
+    *,
+    software_name: str = SOFTWARE_NAME,
+    software_version: str = SOFTWARE_VERSION,
+    **options: Any,
 ) -> Connection:
     """Open a :class:`Connection` and negotiate its versions; closes it again if that fails."""
     conn = await Connection.open(address, max_frame_size, timeout, **options)

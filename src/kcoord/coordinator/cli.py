@@ -19,10 +19,15 @@ log = logging.getLogger("kcoord")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka group coordinator that fronts a Kafka cluster")
+    parser = argparse.ArgumentParser(
+        prog="kcoord", description="A Kafka group coordinator that fronts a Kafka cluster"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
-        "serve", help="run kcoord", description="Run kcoord.", epilog=config.EPILOG,
+        "serve",
+        help="run kcoord",
+        description="Run kcoord.",
+        epilog=config.EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     config.add_serve_arguments(serve)
@@ -119,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return uvloop.run(serve(settings))
     except ImportError:
         return asyncio.run(serve(settings))
+
 
 if __name__ == "__main__":
     sys.exit(main())

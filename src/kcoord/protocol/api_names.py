@@ -107,4 +107,3 @@ API_NAMES: dict[int, str] = {
     93: "StreamsGroupTopologyDescriptionUpdate",
     94: "UnregisterController",
 }
-

@@ -199,7 +199,9 @@ class Message(Struct):
             raise CodecError(f"malformed {cls.__name__} v{version}: {exc}") from exc
         if pos != end:
             if pos > end:
-                raise CodecError(f"{cls.__name__} v{version} runs {pos - end} bytes past the end of its frame")
+                raise CodecError(
+                    f"{cls.__name__} v{version} runs {pos - end} bytes past the end of its frame"
+                )
             raise CodecError(f"{cls.__name__} v{version}: {end - pos} trailing bytes")
         return obj
 
@@ -224,7 +226,9 @@ class Message(Struct):
         # unpack, single bytes) are bounded only by ``len(data)``, so a message that runs past a
         # caller's ``end`` inside a larger buffer is caught here.
         if new_pos > end:
-            raise CodecError(f"{cls.__name__} v{version} runs {new_pos - end} bytes past the end of its frame")
+            raise CodecError(
+                f"{cls.__name__} v{version} runs {new_pos - end} bytes past the end of its frame"
+            )
         return obj, new_pos
 
 
@@ -297,7 +301,11 @@ class _Generator:
         src = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body) + "\n"
         ns = dict(self.ns)
         exec(src, ns)  # noqa: S102 - generated from our own schema files
-        cls = type(name, (base,), {"__slots__": (*names, "unknown_tagged"), "FIELDS": names, "__init__": ns["__init__"]})
+        cls = type(
+            name,
+            (base,),
+            {"__slots__": (*names, "unknown_tagged"), "FIELDS": names, "__init__": ns["__init__"]},
+        )
         return cast(type[_S], cls)  # type() is typed as returning a plain type; this one subclasses base
 
     def struct_class(self, f: Field) -> type[Struct]:
@@ -391,7 +399,9 @@ class _Generator:
                 src.emit(f"blen = {outer}")
                 # A known tagged field must fill exactly the size it declared: fixed-size reads are
                 # not bounded by ``blen``, so an overrun is only visible here.
-                src.emit(f"if pos != {te}: raise CodecError('tagged field {f.kafka_name} does not match its size')")
+                src.emit(
+                    f"if pos != {te}: raise CodecError('tagged field {f.kafka_name} does not match its size')"
+                )
                 src.indent -= 1
             if tagged:
                 src.emit("else:")
@@ -471,7 +481,14 @@ class _Generator:
             src.emit("pos += 2")
 
     def _decode_scalar(
-        self, src: _Source, f: Field, target: str, version: int, flexible: bool, nullable: bool, tagged: bool = False
+        self,
+        src: _Source,
+        f: Field,
+        target: str,
+        version: int,
+        flexible: bool,
+        nullable: bool,
+        tagged: bool = False,
     ) -> None:
         t = f.type
         if t in _FIXED_FORMATS:
@@ -497,7 +514,9 @@ class _Generator:
                 src.emit(f"elif ln == 0: {target} = ''")
                 # Kafka's generated readers refuse a string longer than 0x7fff bytes, compact ones too
                 # (MessageDataGenerator: "string field groupId had invalid length ..."): a parse error.
-                src.emit(f"elif ln > {MAX_STRING_BYTES}: raise CodecError('string {f.kafka_name} had invalid length %d' % ln)")
+                src.emit(
+                    f"elif ln > {MAX_STRING_BYTES}: raise CodecError('string {f.kafka_name} had invalid length %d' % ln)"
+                )
             src.emit("else:")
             src.indent += 1
             src.emit("e = pos + ln")
@@ -701,7 +720,14 @@ class _Generator:
             self._encode_scalar(src, f, expr, out, version, flexible, nullable, tagged)
 
     def _encode_scalar(
-        self, src: _Source, f: Field, expr: str, out: str, version: int, flexible: bool, nullable: bool,
+        self,
+        src: _Source,
+        f: Field,
+        expr: str,
+        out: str,
+        version: int,
+        flexible: bool,
+        nullable: bool,
         tagged: bool = False,
     ) -> None:
         t = f.type
@@ -758,7 +784,9 @@ class _Generator:
         for c in self.classes.values():
             self.ns[f"_C_{c.__name__}"] = c
         for f in _all_fields(schema.fields):
-            self.ns.setdefault(f"_D_{id(f)}", ZERO_UUID if f.type == "uuid" and f.default is None else f.default)
+            self.ns.setdefault(
+                f"_D_{id(f)}", ZERO_UUID if f.type == "uuid" and f.default is None else f.default
+            )
         encoders: dict[int, str] = {}
         decoders: dict[int, str] = {}
         hi = schema.valid.high if schema.valid.high is not None else schema.valid.low

@@ -101,8 +101,18 @@ class FrameDecoder:
     1 MB Produce and Fetch frames spent most of its CPU copying them).
     """
 
-    __slots__ = ("_buf", "_pieces", "_need", "_large", "max_frame_size", "budget", "reserve_above", "reserved",
-                 "waiting", "on_ready")
+    __slots__ = (
+        "_buf",
+        "_pieces",
+        "_need",
+        "_large",
+        "max_frame_size",
+        "budget",
+        "reserve_above",
+        "reserved",
+        "waiting",
+        "on_ready",
+    )
 
     def __init__(
         self,
@@ -343,7 +353,9 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))  # size is patched in below
     flexible = _RESPONSE_HEADER_FLEXIBLE.get((api_key, api_version))
     if flexible is None:  # once per (api key, version) kcoord answers: a bounded set
-        flexible = _RESPONSE_HEADER_FLEXIBLE[(api_key, api_version)] = response_header_flexible(api_key, api_version)
+        flexible = _RESPONSE_HEADER_FLEXIBLE[(api_key, api_version)] = response_header_flexible(
+            api_key, api_version
+        )
     if flexible:
         out.append(0)  # no tagged fields in the header
     response.encode_into(out, api_version)

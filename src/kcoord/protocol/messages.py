@@ -114,4 +114,3 @@ globals().update(_by_name)
 def is_flexible(api_key: int, version: int) -> bool:
     cls = REQUESTS.get(api_key)
     return cls is not None and version in cls.SCHEMA.flexible
-

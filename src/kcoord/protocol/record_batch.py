@@ -264,7 +264,14 @@ def encode_batch(
     if control:
         attributes |= ATTR_CONTROL
     after = _AFTER_CRC.pack(
-        attributes, len(records) - 1, timestamp, timestamp, producer_id, producer_epoch, base_sequence, len(records)
+        attributes,
+        len(records) - 1,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     )
     crc = crc32c(after + body) if len(body) < 4096 else _crc_two(after, body)
     batch_length = HEADER_SIZE - _LOG_OVERHEAD + len(body)
@@ -283,20 +290,32 @@ def _gzip(data: bytes) -> bytes:
 
 
 def encode_control_batch(
-    control_type: int, *, timestamp: int, producer_id: int, producer_epoch: int, coordinator_epoch: int = 0,
+    control_type: int,
+    *,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
     base_offset: int = 0,
 ) -> bytes:
     """A transaction marker batch (what a transaction coordinator writes; used by tests)."""
     key = _CONTROL_KEY.pack(0, control_type)
     value = struct.pack(">hi", 0, coordinator_epoch)
     return encode_batch(
-        [(key, value)], timestamp=timestamp, base_offset=base_offset, producer_id=producer_id,
-        producer_epoch=producer_epoch, transactional=True, control=True,
+        [(key, value)],
+        timestamp=timestamp,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
     )
 
 
 # -- decoding ---------------------------------------------------------------------------------------
-def _decode_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int) -> list[BatchRecord]:
+def _decode_records(
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int
+) -> list[BatchRecord]:
     """Decode ``count`` records in ``buf[pos:end]``.
 
     The hot loop of every shard load: each varint is read inline when it is one byte (and the
@@ -401,17 +420,25 @@ def decode_batches(data: bytes, verify_crc: bool = True) -> list[RecordBatch]:
         if batch_length < HEADER_SIZE - _LOG_OVERHEAD:
             if end > n:
                 break  # partial (and too short to judge) tail
-            raise CodecError(f"batch at offset {base_offset} has length {batch_length}, below the v2 header size")
+            raise CodecError(
+                f"batch at offset {base_offset} has length {batch_length}, below the v2 header size"
+            )
         if end > n:
             break
         _, _, leader_epoch, magic, crc = _PREFIX.unpack_from(data, pos)
         if magic != MAGIC:
-            raise CodecError(f"batch at offset {base_offset} has magic {magic}; only v2 batches are supported")
+            raise CodecError(
+                f"batch at offset {base_offset} has magic {magic}; only v2 batches are supported"
+            )
         if verify_crc:
             actual = crc32c(memoryview(data)[pos + _CRC_START : end])
             if actual != crc:
-                raise CodecError(f"batch at offset {base_offset}: CRC-32C {actual:#010x} != stored {crc:#010x}")
-        attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq, count = _AFTER_CRC.unpack_from(data, pos + _CRC_START)
+                raise CodecError(
+                    f"batch at offset {base_offset}: CRC-32C {actual:#010x} != stored {crc:#010x}"
+                )
+        attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq, count = _AFTER_CRC.unpack_from(
+            data, pos + _CRC_START
+        )
         body_start = pos + HEADER_SIZE
         codec = attrs & ATTR_COMPRESSION_MASK
         if count < 0:
@@ -422,7 +449,9 @@ def decode_batches(data: bytes, verify_crc: bool = True) -> list[RecordBatch]:
             raw = _decompress(codec, bytes(data[body_start:end]))
             records = _decode_records(raw, 0, len(raw), count, base_offset, base_ts)
         batches.append(
-            RecordBatch(base_offset, leader_epoch, attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq, records)
+            RecordBatch(
+                base_offset, leader_epoch, attrs, last_delta, base_ts, max_ts, pid, pepoch, bseq, records
+            )
         )
         pos = end
     return batches

@@ -133,7 +133,9 @@ _KEY_CLASSES: dict[int, type[Message]] = {0: OffsetCommitKey, **{t: cls for cls,
 _CONSUMER_GROUP_VALUES = tuple(v for k, v in _VALUE_CLASSES.items() if RECORD_TYPES[k] > GROUP_METADATA_TYPE)
 
 # The keys of the KIP-848 consumer-group records: each has a ``group_id``.
-CONSUMER_GROUP_KEYS: tuple[type[Message], ...] = tuple(k for k, t in RECORD_TYPES.items() if t > GROUP_METADATA_TYPE)
+CONSUMER_GROUP_KEYS: tuple[type[Message], ...] = tuple(
+    k for k, t in RECORD_TYPES.items() if t > GROUP_METADATA_TYPE
+)
 
 # kcoord's own tagged field in ConsumerGroupCurrentMemberAssignmentValue: the member's revocation
 # epoch, an int32, for the ``revocation-epoch`` commit fencing (KAFKA-19779's first design, which
@@ -214,7 +216,9 @@ def encode_value(value: Any | None) -> bytes | None:
         return None
     if isinstance(value, OffsetCommitValue):
         version = (
-            OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if value.expire_timestamp != -1 else OFFSET_COMMIT_VALUE_VERSION
+            OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+            if value.expire_timestamp != -1
+            else OFFSET_COMMIT_VALUE_VERSION
         )
         return INT16.pack(version) + value.encode(version)
     if isinstance(value, GroupMetadataValue):
@@ -257,13 +261,21 @@ def _offset_commit_pair(key: OffsetCommitKey, value: Any | None) -> tuple[bytes,
     if len(g) > _MAX_INT16_STRING or len(t) > _MAX_INT16_STRING:
         return None
     try:
-        key_bytes = _OFFSET_KEY_HEAD.pack(OFFSET_COMMIT_TYPE, len(g)) + g + INT16.pack(len(t)) + t + INT32.pack(key.partition)
+        key_bytes = (
+            _OFFSET_KEY_HEAD.pack(OFFSET_COMMIT_TYPE, len(g))
+            + g
+            + INT16.pack(len(t))
+            + t
+            + INT32.pack(key.partition)
+        )
         if value is None:
             return key_bytes, None
         md = metadata.encode("utf-8")  # type: ignore[union-attr]  # checked to be a str above
         if len(md) > _MAX_INT16_STRING:
             return None
-        head = _OFFSET_VALUE_V3_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md))
+        head = _OFFSET_VALUE_V3_HEAD.pack(
+            OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md)
+        )
         return key_bytes, head + md + _INT64.pack(value.commit_timestamp)
     except struct.error:  # a number out of its field's range: the generic encoder's CodecError
         return None
@@ -291,7 +303,12 @@ def group_metadata_record_size(record: Record) -> int:
     size = 2 + _utf8_len(key.group)  # record type + key
     if value is None:
         return size
-    size += _GROUP_VALUE_FIXED + _utf8_len(value.protocol_type) + _utf8_len(value.protocol) + _utf8_len(value.leader)
+    size += (
+        _GROUP_VALUE_FIXED
+        + _utf8_len(value.protocol_type)
+        + _utf8_len(value.protocol)
+        + _utf8_len(value.leader)
+    )
     for mb in value.members:
         size += (
             _MEMBER_FIXED + _utf8_len(mb.member_id) + _utf8_len(mb.group_instance_id) + _utf8_len(mb.client_id)

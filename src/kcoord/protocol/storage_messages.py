@@ -27,11 +27,20 @@ from .schema import load_schema
 _M = TypeVar("_M", bound=Message)
 
 # The APIs only storage speaks; their classes are built here (typed by storage_messages.pyi).
-STORAGE_STEMS = ["ListOffsets", "InitProducerId", "CreateTopics", "DescribeConfigs", "AddPartitionsToTxn", "EndTxn"]
+STORAGE_STEMS = [
+    "ListOffsets",
+    "InitProducerId",
+    "CreateTopics",
+    "DescribeConfigs",
+    "AddPartitionsToTxn",
+    "EndTxn",
+]
 
 
 def _build(stem: str) -> tuple[type[Message], type[Message]]:
-    return build_message_class(load_schema(stem + "Request")), build_message_class(load_schema(stem + "Response"))
+    return build_message_class(load_schema(stem + "Request")), build_message_class(
+        load_schema(stem + "Response")
+    )
 
 
 ProduceRequest, ProduceResponse = messages.ProduceRequest, messages.ProduceResponse
@@ -43,7 +52,10 @@ DescribeConfigsRequest, DescribeConfigsResponse = _build("DescribeConfigs")
 AddPartitionsToTxnRequest, AddPartitionsToTxnResponse = _build("AddPartitionsToTxn")
 EndTxnRequest, EndTxnResponse = _build("EndTxn")
 MetadataRequest, MetadataResponse = messages.MetadataRequest, messages.MetadataResponse
-FindCoordinatorRequest, FindCoordinatorResponse = messages.FindCoordinatorRequest, messages.FindCoordinatorResponse
+FindCoordinatorRequest, FindCoordinatorResponse = (
+    messages.FindCoordinatorRequest,
+    messages.FindCoordinatorResponse,
+)
 ApiVersionsRequest, ApiVersionsResponse = messages.ApiVersionsRequest, messages.ApiVersionsResponse
 
 # request class -> response class

@@ -35,7 +35,14 @@ from .schema import Field, MessageSchema, Versions, load_schema
 PROTOCOL_DIR = Path(__file__).resolve().parent
 
 _INT_TYPES = frozenset({"int8", "int16", "uint16", "int32", "int64"})
-_SCALARS = {"bool": "bool", "float64": "float", "string": "str", "bytes": "bytes", "records": "bytes", "uuid": "uuid.UUID"}
+_SCALARS = {
+    "bool": "bool",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "bytes",
+    "uuid": "uuid.UUID",
+}
 _UNKNOWN_TAGGED = "list[tuple[int, bytes]] | None"
 # Names a stub's class bodies rely on: a nested struct class must not shadow them.
 _RESERVED = frozenset({"Message", "Struct", "ClassVar", "MessageSchema", "uuid", *dir(builtins)})
@@ -179,7 +186,7 @@ def _messages_header() -> str:
     from . import messages
 
     members = "\n".join(f"    {k.name} = {k.value}" for k in messages.ApiKey)
-    return f'''from enum import IntEnum
+    return f"""from enum import IntEnum
 from typing import ClassVar
 
 from .codegen import Message, Struct
@@ -195,7 +202,7 @@ RESPONSES: dict[int, type[Message]]
 _by_name: dict[str, type[Message]]
 
 def is_flexible(api_key: int, version: int) -> bool: ...
-'''
+"""
 
 
 def _messages_schemas() -> list[str]:
@@ -217,7 +224,7 @@ _STORAGE_REUSED = ["ApiVersions", "FindCoordinator", "Fetch", "Metadata", "Produ
 def _storage_header() -> str:
     reused = sorted(f"{stem}{kind}" for stem in _STORAGE_REUSED for kind in ("Request", "Response"))
     imports = "\n".join(f"from .messages import {n} as {n}" for n in reused)
-    return f'''from typing import ClassVar, TypeVar
+    return f"""from typing import ClassVar, TypeVar
 
 from .codegen import Message, Struct
 {imports}
@@ -230,7 +237,7 @@ RESPONSE_OF: dict[type[Message], type[Message]]
 
 def encode_request(request: Message, version: int, correlation_id: int, client_id: str) -> bytes: ...
 def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tuple[int, _M]: ...
-'''
+"""
 
 
 def _storage_schemas() -> list[str]:
@@ -259,7 +266,9 @@ def _records_schemas() -> list[str]:
 MODULES: list[StubModule] = [
     StubModule("kcoord.protocol.messages", "messages.pyi", _messages_header, _messages_schemas),
     StubModule("kcoord.protocol.storage_messages", "storage_messages.pyi", _storage_header, _storage_schemas),
-    StubModule("kcoord.protocol.coordinator_records", "coordinator_records.pyi", _records_header, _records_schemas),
+    StubModule(
+        "kcoord.protocol.coordinator_records", "coordinator_records.pyi", _records_header, _records_schemas
+    ),
 ]
 
 
@@ -287,7 +296,9 @@ def stale() -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kcoord.protocol.stubgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kcoord.protocol.stubgen", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--check", action="store_true", help="only report stale stubs (exit 1 if any)")
     args = parser.parse_args(argv)
     if args.check:

@@ -106,7 +106,9 @@ class Storage(Protocol):
 
     def shard_log(self, shard: int) -> ShardLog: ...
 
-    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+    async def add_partition_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int
+    ) -> int:
         """Add ``shard``'s partition to the client's transaction at the upstream transaction
         coordinator (AddPartitionsToTxn v3, the client form, with the client's ids); returns the
         partition's error code (0 when added)."""

@@ -114,16 +114,26 @@ FENCE_KEY = INT16.pack(FENCE_RECORD_TYPE) + b"kcoord-shard-owner"
 FENCING_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 # What the cluster answers a transactional batch written for a client's producer when the fault is
 # that producer's (fenced, its transaction not ongoing, not authorized): the client's answer.
-CLIENT_TRANSACTION_ERRORS = frozenset({
-    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
-    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-    ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.TRANSACTION_ABORTABLE,
-})
+CLIENT_TRANSACTION_ERRORS = frozenset(
+    {
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.TRANSACTION_ABORTABLE,
+    }
+)
 # AddPartitionsToTxn errors after which another attempt (after finding the coordinator again) may
 # succeed soon; the rest are the client's answer.
-_ADD_PARTITION_RETRIABLE = frozenset({
-    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-})
+_ADD_PARTITION_RETRIABLE = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 RESOURCE_TOPIC = 2
 MISSING = object()  # the cluster says the internal topic does not exist
 
@@ -168,7 +178,9 @@ class KafkaStorage:
         self.max_batch_bytes = batch_bytes_for(self.max_message_bytes, max_batch_bytes)
         self.fetch_max_bytes = fetch_max_bytes
         self.refence_interval = (
-            getattr(settings, "ownership_refresh_interval_ms", 3_600_000) / 1000 if refence_interval is None else refence_interval
+            getattr(settings, "ownership_refresh_interval_ms", 3_600_000) / 1000
+            if refence_interval is None
+            else refence_interval
         )
         self.check_interval: float = getattr(settings, "ownership_check_interval_ms", 1000) / 1000
         self.logs: dict[int, KafkaShardLog] = {}
@@ -203,7 +215,9 @@ class KafkaStorage:
         self.cluster.close()
 
     # -- the internal topic -----------------------------------------------------------------------------
-    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+    async def add_partition_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int
+    ) -> int:
         """AddPartitionsToTxn v3 (the client form) for ``shard``'s partition with the client's
         transactional id, producer id and epoch, on kcoord's own connection to that id's transaction
         coordinator. Coordinator moves are retried until the request timeout; any other error is
@@ -266,8 +280,12 @@ class KafkaStorage:
             if current is not MISSING and current == self.topic_id:
                 await self.cluster.refresh(self.topic)
                 return
-            log.error("internal topic %s: re-checking it after its log was lost (topic id was %s, now %s)",
-                      self.topic, self.topic_id, "missing" if current is MISSING else current)
+            log.error(
+                "internal topic %s: re-checking it after its log was lost (topic id was %s, now %s)",
+                self.topic,
+                self.topic_id,
+                "missing" if current is MISSING else current,
+            )
             await self._ensure_topic(self.num_shards)
 
     async def _create_topic(self, num_shards: int, metadata: Any) -> None:
@@ -275,14 +293,20 @@ class KafkaStorage:
         req = sm.CreateTopicsRequest(
             topics=[
                 sm.CreateTopicsRequest.CreatableTopic(
-                    name=self.topic, num_partitions=num_shards, replication_factor=rf,
-                    configs=[sm.CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")],
+                    name=self.topic,
+                    num_partitions=num_shards,
+                    replication_factor=rf,
+                    configs=[
+                        sm.CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")
+                    ],
                 )
             ],
             timeout_ms=int(self.request_timeout * 1000),
         )
         controller = getattr(metadata, "controller_id", -1)
-        conn = await (self.cluster.node(controller) if controller in self.cluster.brokers else self.cluster.any_node())
+        conn = await (
+            self.cluster.node(controller) if controller in self.cluster.brokers else self.cluster.any_node()
+        )
         resp = await request(conn, req, self.request_timeout)
         result = resp.topics[0]
         if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -292,7 +316,12 @@ class KafkaStorage:
                 f"cannot create internal topic {self.topic!r} ({num_shards} partitions, replication factor {rf}): "
                 f"error {result.error_code} {result.error_message or ''}".rstrip()
             )
-        log.info("created internal topic %s: %d partitions, replication factor %d, compacted", self.topic, num_shards, rf)
+        log.info(
+            "created internal topic %s: %d partitions, replication factor %d, compacted",
+            self.topic,
+            num_shards,
+            rf,
+        )
 
     async def _validate_topic(self, num_shards: int) -> None:
         deadline = time.monotonic() + self.request_timeout
@@ -308,7 +337,9 @@ class KafkaStorage:
             if count == num_shards and all(self.cluster.leaders.get(p, -1) >= 0 for p in range(num_shards)):
                 break
             if time.monotonic() > deadline:
-                raise StorageError(f"internal topic {self.topic!r}: partitions without a leader after {self.request_timeout}s")
+                raise StorageError(
+                    f"internal topic {self.topic!r}: partitions without a leader after {self.request_timeout}s"
+                )
             await asyncio.sleep(0.1)
         configs = await self._topic_configs()
         policy = configs.get("cleanup.policy")
@@ -325,14 +356,19 @@ class KafkaStorage:
         try:
             value = KAFKA_DEFAULT_MAX_MESSAGE_BYTES if configured is None else int(configured)
         except ValueError:
-            raise StorageError(f"internal topic {self.topic!r}: max.message.bytes={configured!r} is not a number") from None
+            raise StorageError(
+                f"internal topic {self.topic!r}: max.message.bytes={configured!r} is not a number"
+            ) from None
         self.max_message_bytes = value
         self.max_record_bytes = max_record_bytes_for(value)
         self.max_batch_bytes = batch_bytes_for(value, self._max_batch_bytes_cap)
         log.info(
             "internal topic %s: max.message.bytes=%d%s: records up to %d bytes, batches up to %d bytes",
-            self.topic, value, " (Kafka's default; the topic does not set it)" if configured is None else "",
-            self.max_record_bytes, self.max_batch_bytes,
+            self.topic,
+            value,
+            " (Kafka's default; the topic does not set it)" if configured is None else "",
+            self.max_record_bytes,
+            self.max_batch_bytes,
         )
 
     async def _topic_configs(self) -> dict[str, str | None]:
@@ -348,7 +384,9 @@ class KafkaStorage:
         resp = await request(conn, req, self.request_timeout)
         result = resp.results[0]
         if result.error_code != ErrorCode.NONE:
-            raise StorageError(f"DescribeConfigs of {self.topic!r}: error {result.error_code} {result.error_message or ''}")
+            raise StorageError(
+                f"DescribeConfigs of {self.topic!r}: error {result.error_code} {result.error_message or ''}"
+            )
         return {entry.name: entry.value for entry in result.configs}
 
     # -- ownership keepalive and checks ----------------------------------------------------------------
@@ -369,7 +407,9 @@ class KafkaStorage:
             log.debug("internal topic %s: ownership check", self.topic)
             try:
                 await self.check_once()
-            except StorageError as exc:  # the cluster is unreachable: nothing can be learned; say so now and then
+            except (
+                StorageError
+            ) as exc:  # the cluster is unreachable: nothing can be learned; say so now and then
                 now = time.monotonic()
                 if now - self._last_check_warning > 60:
                     self._last_check_warning = now
@@ -435,11 +475,15 @@ class ProduceCombiner:
 
     def _send_one(self, conn: Any, entries: list[tuple[int, bytes, asyncio.Future[Any]]]) -> None:
         req = sm.ProduceRequest(
-            transactional_id=None, acks=-1, timeout_ms=int(self.timeout * 1000),
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=int(self.timeout * 1000),
             topic_data=[
                 sm.ProduceRequest.TopicProduceData(
                     name=self.topic,
-                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=p, records=b) for p, b, _ in entries],
+                    partition_data=[
+                        sm.ProduceRequest.PartitionProduceData(index=p, records=b) for p, b, _ in entries
+                    ],
                 )
             ],
         )
@@ -458,7 +502,9 @@ class ProduceCombiner:
             if fut.done():
                 continue
             if failure is not None:
-                fut.set_exception(failure if isinstance(failure, StorageError) else StorageError(repr(failure)))
+                fut.set_exception(
+                    failure if isinstance(failure, StorageError) else StorageError(repr(failure))
+                )
             elif partition in by_partition:
                 fut.set_result(by_partition[partition])
             else:
@@ -509,13 +555,25 @@ class KafkaShardLog:
         self.owned = False
         pid, epoch = await self._init_producer_id()
         if self.producer_id not in (-1, pid):
-            log.warning("shard %d: transactional id %s got a new producer id %d (was %d)",
-                        self.partition, self.transactional_id, pid, self.producer_id)
+            log.warning(
+                "shard %d: transactional id %s got a new producer id %d (was %d)",
+                self.partition,
+                self.transactional_id,
+                pid,
+                self.producer_id,
+            )
         self.producer_id, self.producer_epoch, self.sequence = pid, epoch, 0
         self._own_producers.add((pid, epoch))
         await self._produce([(FENCE_KEY, None)])
         self.owned = True
-        log.info("shard %d: owner of %s[%d] (producer id %d, epoch %d)", self.partition, self.topic, self.partition, pid, epoch)
+        log.info(
+            "shard %d: owner of %s[%d] (producer id %d, epoch %d)",
+            self.partition,
+            self.topic,
+            self.partition,
+            pid,
+            epoch,
+        )
 
     async def _init_producer_id(self) -> tuple[int, int]:
         deadline = time.monotonic() + self.storage.append_timeout
@@ -525,7 +583,10 @@ class KafkaShardLog:
             try:
                 conn = await self.cluster.transaction_coordinator(self.transactional_id)
                 resp = await request(
-                    conn, sm.InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=60_000),
+                    conn,
+                    sm.InitProducerIdRequest(
+                        transactional_id=self.transactional_id, transaction_timeout_ms=60_000
+                    ),
                     self.storage.request_timeout,
                 )
             except StorageError as exc:
@@ -536,7 +597,9 @@ class KafkaShardLog:
                 if resp.error_code in FENCING_ERRORS:
                     raise self._fence(f"InitProducerId error {resp.error_code}")
                 if resp.error_code not in TRANSIENT_ERRORS:
-                    raise StorageError(f"InitProducerId for {self.transactional_id!r}: error {resp.error_code}")
+                    raise StorageError(
+                        f"InitProducerId for {self.transactional_id!r}: error {resp.error_code}"
+                    )
                 last = f"error {resp.error_code}"
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
@@ -555,7 +618,9 @@ class KafkaShardLog:
         """The log no longer holds this shard's state: stop serving it until it is re-checked and reloaded."""
         if self.lost is None:
             self.owned = False
-            self.lost = LogLostError(f"shard {self.partition}: the log of {self.topic}[{self.partition}] was lost: {why}")
+            self.lost = LogLostError(
+                f"shard {self.partition}: the log of {self.topic}[{self.partition}] was lost: {why}"
+            )
             log.error("%s; the shard stops serving and reloads once the topic is back", self.lost)
             self._notify(self.lost)
         return self.lost
@@ -599,8 +664,10 @@ class KafkaShardLog:
             previous_epochs = self._own_producers - {(self.producer_id, self.producer_epoch)}
             foreign = await self.check_tail(report=False)
             if foreign is not None:
-                self.lose(f"another owner wrote to it while this process re-took it ({foreign}); "
-                          f"earlier epochs of ours: {sorted(previous_epochs)}")
+                self.lose(
+                    f"another owner wrote to it while this process re-took it ({foreign}); "
+                    f"earlier epochs of ours: {sorted(previous_epochs)}"
+                )
 
     async def check_tail(self, report: bool = True) -> str | None:
         """Read the partition past ``checked`` and classify what another process wrote there.
@@ -623,12 +690,16 @@ class KafkaShardLog:
             return None  # the state moved while we waited (an append, a reload): check again next time
         if records is None or (0 <= high_watermark < start):
             if report:
-                self.lose(f"its high watermark is {high_watermark} but this process loaded and wrote up to {start} "
-                          "(the topic was deleted, re-created or truncated)")
+                self.lose(
+                    f"its high watermark is {high_watermark} but this process loaded and wrote up to {start} "
+                    "(the topic was deleted, re-created or truncated)"
+                )
             return "log truncated"
         if self.log_start >= 0 and log_start > self.log_start:
             if report:
-                self.lose(f"its log start moved from {self.log_start} to {log_start}, past records this process loaded")
+                self.lose(
+                    f"its log start moved from {self.log_start} to {log_start}, past records this process loaded"
+                )
             return "log start moved"
         for batch in decode_batches(records):
             if batch.next_offset <= self.checked:
@@ -636,7 +707,9 @@ class KafkaShardLog:
             foreign = self._foreign_owner(batch)
             if foreign is not None:
                 if report:
-                    newer = batch.producer_id != self.producer_id or batch.producer_epoch > self.producer_epoch
+                    newer = (
+                        batch.producer_id != self.producer_id or batch.producer_epoch > self.producer_epoch
+                    )
                     if newer:
                         self._notify(self._fence(foreign))
                     else:
@@ -685,7 +758,11 @@ class KafkaShardLog:
             await self._produce_transactional(transactional_id, producer_id, producer_epoch, pairs)
 
     async def _produce_transactional(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, pairs: list[tuple[bytes, bytes | None]]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        pairs: list[tuple[bytes, bytes | None]],
     ) -> None:
         """Its own Produce request (one transactional id per request), at the producer's next
         sequence on this partition; retries resend the same batch. Lock held."""
@@ -693,8 +770,12 @@ class KafkaShardLog:
         if epoch != producer_epoch:
             sequence = 0  # a new epoch starts its sequences over
         batch = encode_batch(
-            pairs, timestamp=int(time.time() * 1000), producer_id=producer_id, producer_epoch=producer_epoch,
-            base_sequence=sequence, transactional=True,
+            pairs,
+            timestamp=int(time.time() * 1000),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=sequence,
+            transactional=True,
         )
         P = sm.ProduceRequest
         req = P(
@@ -766,7 +847,11 @@ class KafkaShardLog:
                     continue
                 progressed = True
                 if batch.is_control:
-                    markers.append(EndTxnMarker(batch.producer_id, batch.producer_epoch, batch.control_type() == CONTROL_COMMIT))
+                    markers.append(
+                        EndTxnMarker(
+                            batch.producer_id, batch.producer_epoch, batch.control_type() == CONTROL_COMMIT
+                        )
+                    )
                 offset = batch.next_offset
             if offset >= target:
                 break
@@ -808,8 +893,11 @@ class KafkaShardLog:
     async def _produce(self, pairs: list[tuple[bytes, bytes | None]]) -> int:
         """Produce one idempotent batch at the current sequence; returns its base offset. Lock held."""
         batch = encode_batch(
-            pairs, timestamp=int(time.time() * 1000), producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch, base_sequence=self.sequence,
+            pairs,
+            timestamp=int(time.time() * 1000),
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.sequence,
         )
         deadline = time.monotonic() + self.storage.append_timeout
         attempt = 0
@@ -914,7 +1002,9 @@ class KafkaShardLog:
         try:
             return decode_record(key, value)
         except CodecError as exc:
-            raise StorageError(f"{self.topic}[{self.partition}]: undecodable record key {key.hex()}: {exc}") from exc
+            raise StorageError(
+                f"{self.topic}[{self.partition}]: undecodable record key {key.hex()}: {exc}"
+            ) from exc
 
     async def read_latest(self) -> dict[bytes, bytes]:
         """Latest committed value per key from log start to the high watermark at call time (the
@@ -956,13 +1046,20 @@ class KafkaShardLog:
                 if batch.is_control:
                     ended = open_batches.pop(batch.producer_id, None)
                     if ended:
-                        _end_transaction(ended, batch.control_type() == CONTROL_COMMIT, latest, open_keys, written_at)
+                        _end_transaction(
+                            ended, batch.control_type() == CONTROL_COMMIT, latest, open_keys, written_at
+                        )
                 elif batch.is_transactional:
                     if batch.producer_id != self.producer_id:
                         self._txn_sequences[batch.producer_id] = (
-                            batch.producer_epoch, (batch.base_sequence + batch.next_offset - batch.base_offset) & 0x7FFFFFFF
+                            batch.producer_epoch,
+                            (batch.base_sequence + batch.next_offset - batch.base_offset) & 0x7FFFFFFF,
                         )
-                    held = [(off, k, v) for off, _ts, k, v, _h in batch.records if offset <= off < end and k is not None]
+                    held = [
+                        (off, k, v)
+                        for off, _ts, k, v, _h in batch.records
+                        if offset <= off < end and k is not None
+                    ]
                     if held:
                         open_batches.setdefault(batch.producer_id, []).append(
                             _OpenBatch(batch.producer_id, batch.producer_epoch, held)
@@ -982,7 +1079,9 @@ class KafkaShardLog:
             if not progressed:
                 empty_fetches += 1
                 if empty_fetches >= 20:
-                    raise StorageError(f"{self.topic}[{self.partition}]: fetch at {offset} made no progress towards {end}")
+                    raise StorageError(
+                        f"{self.topic}[{self.partition}]: fetch at {offset} made no progress towards {end}"
+                    )
             else:
                 empty_fetches = 0
         # What this process loaded ends at ``end``: later writes are its own or another owner's,
@@ -1003,11 +1102,18 @@ class KafkaShardLog:
 
     async def _list_offset(self, timestamp: int) -> int:
         req = sm.ListOffsetsRequest(
-            replica_id=-1, isolation_level=0,
-            topics=[sm.ListOffsetsRequest.ListOffsetsTopic(
-                name=self.topic,
-                partitions=[sm.ListOffsetsRequest.ListOffsetsPartition(partition_index=self.partition, timestamp=timestamp)],
-            )],
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                sm.ListOffsetsRequest.ListOffsetsTopic(
+                    name=self.topic,
+                    partitions=[
+                        sm.ListOffsetsRequest.ListOffsetsPartition(
+                            partition_index=self.partition, timestamp=timestamp
+                        )
+                    ],
+                )
+            ],
         )
         resp = await self._leader_request(req, lambda r: r.topics[0].partitions[0].error_code)
         return resp.topics[0].partitions[0].offset
@@ -1016,11 +1122,21 @@ class KafkaShardLog:
         """``(records, high_watermark)``; records is None when ``offset`` is below the log start."""
         max_bytes = self.storage.fetch_max_bytes
         req = sm.FetchRequest(
-            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-            topics=[sm.FetchRequest.FetchTopic(
-                topic=self.topic,
-                partitions=[sm.FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
-            )],
+            replica_id=-1,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            topics=[
+                sm.FetchRequest.FetchTopic(
+                    topic=self.topic,
+                    partitions=[
+                        sm.FetchRequest.FetchPartition(
+                            partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                        )
+                    ],
+                )
+            ],
         )
 
         def error_of(resp: Any) -> int:
@@ -1029,7 +1145,9 @@ class KafkaShardLog:
             for t in resp.responses:
                 for p in t.partitions:
                     if p.partition_index == self.partition:
-                        return ErrorCode.NONE if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else p.error_code
+                        return (
+                            ErrorCode.NONE if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else p.error_code
+                        )
             return ErrorCode.NONE
 
         resp = await self._leader_request(req, error_of)
@@ -1047,11 +1165,21 @@ class KafkaShardLog:
         (``max_wait_ms=1``, not 0: tansu answers a zero-wait Fetch with no partitions at all.)"""
         max_bytes = 1 << 20
         req = sm.FetchRequest(
-            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-            topics=[sm.FetchRequest.FetchTopic(
-                topic=self.topic,
-                partitions=[sm.FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
-            )],
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            topics=[
+                sm.FetchRequest.FetchTopic(
+                    topic=self.topic,
+                    partitions=[
+                        sm.FetchRequest.FetchPartition(
+                            partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                        )
+                    ],
+                )
+            ],
         )
         conn = await self.cluster.leader(self.partition)
         resp = await request(conn, req, self.storage.request_timeout)
@@ -1097,7 +1225,9 @@ class _OpenBatch:
 
     __slots__ = ("producer_id", "producer_epoch", "records")
 
-    def __init__(self, producer_id: int, producer_epoch: int, records: list[tuple[int, bytes, bytes | None]]) -> None:
+    def __init__(
+        self, producer_id: int, producer_epoch: int, records: list[tuple[int, bytes, bytes | None]]
+    ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.records = records  # (offset, key, value)

@@ -49,16 +49,29 @@ VERSION_RANGES: dict[type[Message], tuple[int, int]] = {
 }
 
 # Errors after which the leader we used may be stale: refresh metadata, retry.
-LEADERSHIP_ERRORS = frozenset({
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-})
+LEADERSHIP_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+    }
+)
 # Errors that are transient on the same leader.
-TRANSIENT_ERRORS = frozenset({
-    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.KAFKA_STORAGE_ERROR,
-})
+TRANSIENT_ERRORS = frozenset(
+    {
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
 
 
 async def request(conn: Connection, body: Message, timeout: float, version: int | None = None) -> Any:
@@ -77,7 +90,10 @@ class KafkaCluster:
     """Connections to the brokers plus the leader map of one topic."""
 
     def __init__(
-        self, bootstrap: list[tuple[str, int]], max_frame_size: int, client_id: str = "kcoord-storage",
+        self,
+        bootstrap: list[tuple[str, int]],
+        max_frame_size: int,
+        client_id: str = "kcoord-storage",
         request_timeout: float = 30.0,
     ) -> None:
         if not bootstrap:
@@ -106,8 +122,12 @@ class KafkaCluster:
         try:
             try:
                 conn = await connect(
-                    address, self.max_frame_size, self.request_timeout, client_id=self.client_id,
-                    request_timeout=self.request_timeout, limits=VERSION_RANGES,
+                    address,
+                    self.max_frame_size,
+                    self.request_timeout,
+                    client_id=self.client_id,
+                    request_timeout=self.request_timeout,
+                    limits=VERSION_RANGES,
                 )
             except (OSError, TimeoutError, KafkaClientError) as exc:
                 raise StorageError(f"cannot connect to broker {address[0]}:{address[1]}: {exc}") from exc

@@ -60,7 +60,9 @@ Entry = Pair | TxnBatch | EndTxnMarker
 
 
 class MemoryShardLog:
-    def __init__(self, compacted_reads: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    def __init__(
+        self, compacted_reads: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> None:
         self.entries: list[Entry] = []
         self.fail_next_appends = 0
         self.compacted_reads = compacted_reads
@@ -80,7 +82,9 @@ class MemoryShardLog:
             # What a Kafka broker does with a batch over max.message.bytes: refuse the append.
             size = len(key) + (0 if value is None else len(value))
             if size > self.max_record_bytes:
-                raise StorageError(f"MESSAGE_TOO_LARGE: a {size}-byte record, the log takes {self.max_record_bytes}")
+                raise StorageError(
+                    f"MESSAGE_TOO_LARGE: a {size}-byte record, the log takes {self.max_record_bytes}"
+                )
         return pairs
 
     async def append(self, records: list[Record]) -> None:
@@ -175,7 +179,9 @@ class MemoryShardLog:
 
 
 class MemoryStorage:
-    def __init__(self, compacted_reads: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    def __init__(
+        self, compacted_reads: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> None:
         """``max_record_bytes`` defaults to what a topic with Kafka's default max.message.bytes takes."""
         self.logs: dict[int, MemoryShardLog] = {}
         self.compacted_reads = compacted_reads
@@ -183,7 +189,9 @@ class MemoryStorage:
         self.add_partition_errors: dict[int, int] = {}  # producer id -> AddPartitionsToTxn's error code
         self.added_partitions: list[tuple[str, int, int, int]] = []  # (transactional id, pid, epoch, shard)
 
-    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int:
+    async def add_partition_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int
+    ) -> int:
         error = self.add_partition_errors.get(producer_id, 0)
         if error == 0:
             self.added_partitions.append((transactional_id, producer_id, producer_epoch, shard))

@@ -46,8 +46,12 @@ LEAVE_REASONS = (
 )
 # Which request a member was fenced on: MemberFenced.reason is a Kafka error name.
 FENCING_ERRORS = (
-    "FENCED_INSTANCE_ID", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH",
-    "STALE_MEMBER_EPOCH", "UNRELEASED_INSTANCE_ID",
+    "FENCED_INSTANCE_ID",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "FENCED_MEMBER_EPOCH",
+    "STALE_MEMBER_EPOCH",
+    "UNRELEASED_INSTANCE_ID",
 )
 
 
@@ -142,7 +146,9 @@ class AssignmentComputed:
     group: str
     generation: int
     protocol_type: str | None  # classic: "consumer", "connect", ...; KIP-848 groups: "kip848"
-    protocol: str | None  # classic: the chosen protocol ("range", "cooperative-sticky"); KIP-848: the assignor
+    protocol: (
+        str | None
+    )  # classic: the chosen protocol ("range", "cooperative-sticky"); KIP-848: the assignor
     members: tuple[MemberAssignment, ...]
 
 
@@ -165,19 +171,36 @@ class CommitRejected:
 
 
 GroupEvent = (
-    MemberJoined | MemberLeft | MemberExpired | MemberFenced | RebalanceStarted | RebalanceCompleted
-    | GroupStateChanged | GroupDeleted | AssignmentComputed | OffsetsCommitted | CommitRejected
+    MemberJoined
+    | MemberLeft
+    | MemberExpired
+    | MemberFenced
+    | RebalanceStarted
+    | RebalanceCompleted
+    | GroupStateChanged
+    | GroupDeleted
+    | AssignmentComputed
+    | OffsetsCommitted
+    | CommitRejected
 )
 
 
-_FENCING_CODES = frozenset({
-    ErrorCode.FENCED_INSTANCE_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID,
-    ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNRELEASED_INSTANCE_ID,
-})
+_FENCING_CODES = frozenset(
+    {
+        ErrorCode.FENCED_INSTANCE_ID,
+        ErrorCode.ILLEGAL_GENERATION,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.FENCED_MEMBER_EPOCH,
+        ErrorCode.STALE_MEMBER_EPOCH,
+        ErrorCode.UNRELEASED_INSTANCE_ID,
+    }
+)
 _COMMIT_APIS = frozenset({"offset_commit", "txn_offset_commit"})
 
 
-def emit_fenced(out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str) -> None:
+def emit_fenced(
+    out: Result, group_id: str, member_id: str, instance_id: str | None, error: int, api: str
+) -> None:
     """Report a request refused because its member is fenced; an offset commit refused for another
     reason is reported as :class:`CommitRejected` (other refusals are not events)."""
     if error in _FENCING_CODES:

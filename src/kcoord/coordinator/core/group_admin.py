@@ -124,7 +124,10 @@ def _not_found(ctx: RequestContext, group_id: str, message: str) -> Any:
     R = m.DescribeGroupsResponse
     if ctx.api_version >= 6:
         return R.DescribedGroup(
-            group_id=group_id, group_state=_DEAD, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message
+            group_id=group_id,
+            group_state=_DEAD,
+            error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+            error_message=message,
         )
     return R.DescribedGroup(group_id=group_id, group_state=_DEAD)
 

@@ -273,7 +273,9 @@ class OffsetManager:
                         "group %s: offset commit by member %s of instance %s is fenced",
                         req.group_id, req.member_id, req.group_instance_id,
                     )  # fmt: skip
-                ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit")
+                ev.emit_fenced(
+                    out, req.group_id, req.member_id, req.group_instance_id, error, "offset_commit"
+                )
             out.reply(ctx, error_response(ApiKey.OFFSET_COMMIT, ctx.api_version, req, int(error)))
             return
         retention = req.retention_time_ms if 2 <= ctx.api_version <= 4 else DEFAULT_RETENTION_TIME
@@ -481,7 +483,9 @@ class OffsetManager:
                 elif generation >= 0:
                     error = ErrorCode.ILLEGAL_GENERATION
             if error != ErrorCode.NONE:
-                ev.emit_fenced(out, req.group_id, req.member_id, req.group_instance_id, error, "txn_offset_commit")
+                ev.emit_fenced(
+                    out, req.group_id, req.member_id, req.group_instance_id, error, "txn_offset_commit"
+                )
         else:
             self.log.info(
                 "group %s: transactional offset commit of %r (producer %d, epoch %d) refused: %s",
@@ -516,7 +520,11 @@ class OffsetManager:
                 requested = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
                 # Before v9 a request names no member: (None, -1), what the admin client sends.
                 error = self._validate_fetch(g.group_id, g.member_id, g.member_epoch)
-                topics = self._fetch_group(g.group_id, requested, require_stable) if error == ErrorCode.NONE else []
+                topics = (
+                    self._fetch_group(g.group_id, requested, require_stable)
+                    if error == ErrorCode.NONE
+                    else []
+                )
                 groups.append(
                     R.OffsetFetchResponseGroup(
                         group_id=g.group_id,
@@ -551,7 +559,10 @@ class OffsetManager:
                         name=name,
                         partitions=[
                             R.OffsetFetchResponsePartition(
-                                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md,
+                                partition_index=p,
+                                committed_offset=o,
+                                committed_leader_epoch=e,
+                                metadata=md,
                                 error_code=code,
                             )
                             for p, o, e, md, code in parts
@@ -641,9 +652,9 @@ class OffsetManager:
                 else:
                     code = ErrorCode.NONE
                     # Kafka: a tombstone when the partition has a committed or a pending offset.
-                    if self.store.get(req.group_id, topic.name, p.partition_index) is not None or self.has_pending(
+                    if self.store.get(
                         req.group_id, topic.name, p.partition_index
-                    ):
+                    ) is not None or self.has_pending(req.group_id, topic.name, p.partition_index):
                         out.records.append(offset_tombstone(req.group_id, topic.name, p.partition_index))
                 partitions.append(
                     R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=int(code))
@@ -679,7 +690,9 @@ class OffsetManager:
         if self.store.group(group.group_id) is None:
             return group.group_id not in self.pending.open_groups
         subscribed = group.subscribed_topic_names()
-        return self._expire(group.group_id, lambda commit_timestamp: commit_timestamp, subscribed.__contains__, now_ms, out)
+        return self._expire(
+            group.group_id, lambda commit_timestamp: commit_timestamp, subscribed.__contains__, now_ms, out
+        )
 
     def _expire(
         self,

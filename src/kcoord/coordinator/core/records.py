@@ -36,7 +36,6 @@ from kcoord.protocol.records import (
 )
 
 if TYPE_CHECKING:
-
     from .classic.group import ClassicGroup
     from .classic.member import ClassicMember
     from .consumer.group import ConsumerGroup, ResolvedRegularExpression
@@ -234,7 +233,9 @@ def consumer_group_target_assignment_epoch_tombstone(group_id: str) -> Record:
     return Record(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None)
 
 
-def _current_topic_partitions(partitions: PartitionEpochs) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
+def _current_topic_partitions(
+    partitions: PartitionEpochs,
+) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
     topics = []
     for topic_id, epochs in sorted(partitions.items()):
         ordered = sorted(epochs.items())
@@ -260,7 +261,9 @@ def consumer_group_current_assignment_record(group_id: str, member: ConsumerGrou
         partitions_pending_revocation=_current_topic_partitions(member.partitions_pending_revocation),
         unknown_tagged=[revocation_epoch_tag(member.revocation_epoch)],
     )
-    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), value)
+    return Record(
+        ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), value
+    )
 
 
 def consumer_group_current_assignment_tombstone(group_id: str, member_id: str) -> Record:
@@ -307,7 +310,10 @@ def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
         *(consumer_group_target_assignment_tombstone(group_id, m) for m in targets),
         consumer_group_target_assignment_epoch_tombstone(group_id),
         *(consumer_group_member_subscription_tombstone(group_id, m) for m in members),
-        *(consumer_group_regular_expression_tombstone(group_id, r) for r in sorted(group.resolved_regular_expressions)),
+        *(
+            consumer_group_regular_expression_tombstone(group_id, r)
+            for r in sorted(group.resolved_regular_expressions)
+        ),
         consumer_group_subscription_metadata_tombstone(group_id),
         consumer_group_epoch_tombstone(group_id),
     ]

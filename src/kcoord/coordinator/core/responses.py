@@ -187,7 +187,8 @@ def _find_coordinator(version: int, req: m.FindCoordinatorRequest, error: int) -
     if version >= 4:
         return R(
             coordinators=[
-                R.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=error) for k in req.coordinator_keys
+                R.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=error)
+                for k in req.coordinator_keys
             ]
         )
     return R(error_code=error, node_id=-1, host="", port=-1)
@@ -197,15 +198,21 @@ def _find_coordinator(version: int, req: m.FindCoordinatorRequest, error: int) -
 _UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
 
 
-def _consumer_group_heartbeat(version: int, req: m.ConsumerGroupHeartbeatRequest, error: int) -> m.ConsumerGroupHeartbeatResponse:
+def _consumer_group_heartbeat(
+    version: int, req: m.ConsumerGroupHeartbeatRequest, error: int
+) -> m.ConsumerGroupHeartbeatResponse:
     message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
     return m.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message, assignment=None)
 
 
-def _consumer_group_describe(version: int, req: m.ConsumerGroupDescribeRequest, error: int) -> m.ConsumerGroupDescribeResponse:
+def _consumer_group_describe(
+    version: int, req: m.ConsumerGroupDescribeRequest, error: int
+) -> m.ConsumerGroupDescribeResponse:
     R = m.ConsumerGroupDescribeResponse
     message = _UNSUPPORTED_VERSION_MESSAGE if error == ErrorCode.UNSUPPORTED_VERSION else None
-    return R(groups=[R.DescribedGroup(group_id=g, error_code=error, error_message=message) for g in req.group_ids])
+    return R(
+        groups=[R.DescribedGroup(group_id=g, error_code=error, error_message=message) for g in req.group_ids]
+    )
 
 
 # Each builder takes its own API's request; the table is keyed by API, so its values are loosely typed.

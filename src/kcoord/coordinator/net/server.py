@@ -139,7 +139,9 @@ class App:
         coordinator = Listener(self, None)
         port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
         self.listeners.append(coordinator)
-        self.cluster = ClusterView(bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener)
+        self.cluster = ClusterView(
+            bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener
+        )
         if s.cluster_enabled:
             self.cluster.group_owner = self._group_owner
             self.cluster.coordinator_nodes = self._coordinator_nodes
@@ -159,22 +161,36 @@ class App:
             log.error("shards %s are not loaded; they retry in the background (see /healthz)", waiting)
         log.info(
             "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
-            s.listen[0], port, s.advertised, s.shards, ",".join(f"{h}:{p}" for h, p in bootstrap),
+            s.listen[0],
+            port,
+            s.advertised,
+            s.shards,
+            ",".join(f"{h}:{p}" for h, p in bootstrap),
         )
 
     # -- cluster mode -------------------------------------------------------------------------------
     def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:
         s = self.settings
         self.membership = ClusterMembership(
-            bootstrap, node_id=s.coordinator_node_id, advertised=(s.advertised, port), internal_topic=s.internal_topic,
-            num_shards=s.shards, session_timeout_ms=s.cluster_session_timeout_ms,
-            heartbeat_interval_ms=s.cluster_heartbeat_interval_ms, static_membership=s.cluster_static_membership,
+            bootstrap,
+            node_id=s.coordinator_node_id,
+            advertised=(s.advertised, port),
+            internal_topic=s.internal_topic,
+            num_shards=s.shards,
+            session_timeout_ms=s.cluster_session_timeout_ms,
+            heartbeat_interval_ms=s.cluster_heartbeat_interval_ms,
+            static_membership=s.cluster_static_membership,
             apply=self.router.apply_ownership,
             on_fatal=self._cluster_fatal,
         )
         self.membership.start()
-        log.info("cluster: node %d (%s:%d) joining group %s on the upstream", s.coordinator_node_id, s.advertised, port,
-                 self.membership.group_id)
+        log.info(
+            "cluster: node %d (%s:%d) joining group %s on the upstream",
+            s.coordinator_node_id,
+            s.advertised,
+            port,
+            self.membership.group_id,
+        )
 
     def _cluster_fatal(self, why: str) -> None:
         self.fatal = why
@@ -202,7 +218,10 @@ class App:
         """Every live kcoord node's coordinator address (this one's included), for Metadata."""
         ownership = self.router.ownership
         nodes = dict(ownership.nodes) if ownership is not None else {}
-        nodes[self.settings.coordinator_node_id] = (self.cluster.advertised_host, self.cluster.coordinator_port)
+        nodes[self.settings.coordinator_node_id] = (
+            self.cluster.advertised_host,
+            self.cluster.coordinator_port,
+        )
         return nodes
 
     async def _start_event_topic(self, bootstrap: list[tuple[str, int]]) -> None:
@@ -213,9 +232,14 @@ class App:
         from kcoord.coordinator.ops.event_topic import EventTopicWriter
 
         self.event_writer = EventTopicWriter(
-            bootstrap, s.events_topic, partitions=s.events_partitions, retention_ms=s.events_retention_ms,
-            replication_factor=s.replication_factor, queue_max=s.events_queue_max,
-            consumer_fencing=s.group.consumer_offset_commit_fencing, registry=self.metrics.registry,
+            bootstrap,
+            s.events_topic,
+            partitions=s.events_partitions,
+            retention_ms=s.events_retention_ms,
+            replication_factor=s.replication_factor,
+            queue_max=s.events_queue_max,
+            consumer_fencing=s.group.consumer_offset_commit_fencing,
+            registry=self.metrics.registry,
             max_frame_size=s.max_frame_size,
         )
         await self.event_writer.start()
@@ -235,14 +259,21 @@ class App:
         max_record_bytes = self.storage.max_record_bytes  # known once the storage is open
         resolve_topic_id, resolve_topic_name = self._topic_id_of, self._topic_name_of
         for i in range(self.settings.shards):
+
             def make_state(i: int = i) -> Any:
                 return GroupCoordinatorShard(
-                    self.settings.group, self.clock, shard_index=i, max_record_bytes=max_record_bytes,
-                    resolve_topic_id=resolve_topic_id, resolve_topic_name=resolve_topic_name,
+                    self.settings.group,
+                    self.clock,
+                    shard_index=i,
+                    max_record_bytes=max_record_bytes,
+                    resolve_topic_id=resolve_topic_id,
+                    resolve_topic_name=resolve_topic_name,
                     topic_image=self._topic_image,
                 )
 
-            self.shards.append(ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer))
+            self.shards.append(
+                ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer)
+            )
         self.transactions = TransactionOffsets(self.router, self.storage)
 
     def _topic_id_of(self, name: str) -> Any:
@@ -284,7 +315,13 @@ class App:
             if not derived:
                 raise
             actual = await listener.start(s.listen[0], 0)
-            log.warning("port %d for broker %d is taken (%s): serving it on %d instead", port, broker.node_id, exc, actual)
+            log.warning(
+                "port %d for broker %d is taken (%s): serving it on %d instead",
+                port,
+                broker.node_id,
+                exc,
+                actual,
+            )
         self.listeners.append(listener)
         return actual
 
@@ -348,7 +385,9 @@ class App:
         from_ip = self._per_ip.get(ip, 0)
         limit = s.max_connections_per_ip_overrides.get(ip, s.max_connections_per_ip)
         if from_ip >= limit:
-            name = "max.connections.per.ip" + (".overrides" if ip in s.max_connections_per_ip_overrides else "")
+            name = "max.connections.per.ip" + (
+                ".overrides" if ip in s.max_connections_per_ip_overrides else ""
+            )
             self._refuse(conn, name, limit, f"{from_ip} connections open from {ip}")
             return False
         self._per_ip[ip] = from_ip + 1
@@ -364,7 +403,9 @@ class App:
         if seen is not None and now - seen[0] < REFUSAL_LOG_INTERVAL:
             seen[1] += 1
             return
-        more = f"; {int(seen[1])} more refused since the last such line" if seen is not None and seen[1] else ""
+        more = (
+            f"; {int(seen[1])} more refused since the last such line" if seen is not None and seen[1] else ""
+        )
         log.warning("refusing connection from %s: %s (%s=%d)%s", conn.peer, why, limit, value, more)
         self._refusals[limit] = [now, 0]
 
@@ -406,7 +447,10 @@ class App:
             self._output_over = True
             log.warning(
                 "unsent responses of all connections (%d bytes) passed queued.max.response.bytes=%d: "
-                "reading pauses on the %d connections holding some", total, cap, len(self._output_holders),
+                "reading pauses on the %d connections holding some",
+                total,
+                cap,
+                len(self._output_holders),
             )
             for holder in self._output_holders:
                 self._pause_for_total(holder)

@@ -83,8 +83,12 @@ def _commit_by_id(request: Any, answer: Any | None, names: dict[uuid.UUID, str])
         name = names.get(t.topic_id)
         done = answered.get(name) if name is not None else None
         if done is None:
-            parts = [R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_UNKNOWN_TOPIC_ID)
-                     for p in t.partitions]
+            parts = [
+                R.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=_UNKNOWN_TOPIC_ID
+                )
+                for p in t.partitions
+            ]
         else:
             parts = done.partitions
         topics.append(R.OffsetCommitResponseTopic(topic_id=t.topic_id, name=None, partitions=parts))

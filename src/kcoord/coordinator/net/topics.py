@@ -201,7 +201,9 @@ class TopicCatalog:
         if all(name in known for name in names):
             return []
         now = self.clock()
-        return [name for name in dict.fromkeys(names) if name not in known and self._missing.get(name, 0.0) <= now]
+        return [
+            name for name in dict.fromkeys(names) if name not in known and self._missing.get(name, 0.0) <= now
+        ]
 
     async def lookup(self, names: list[str]) -> None:
         """Ask the upstream about ``names`` (once, however many commits wait for the answer)."""
@@ -311,7 +313,11 @@ def merged(api_key: int, request: Any, missing: Missing, answer: Any | None) -> 
     rest, topics and partitions in request order."""
     R = m.OffsetCommitResponse if api_key == ApiKey.OFFSET_COMMIT else m.TxnOffsetCommitResponse
     Topic = R.OffsetCommitResponseTopic if api_key == ApiKey.OFFSET_COMMIT else R.TxnOffsetCommitResponseTopic
-    Part = R.OffsetCommitResponsePartition if api_key == ApiKey.OFFSET_COMMIT else R.TxnOffsetCommitResponsePartition
+    Part = (
+        R.OffsetCommitResponsePartition
+        if api_key == ApiKey.OFFSET_COMMIT
+        else R.TxnOffsetCommitResponsePartition
+    )
     codes: dict[tuple[str, int], int] = {}
     if answer is not None:
         for t in answer.topics:

@@ -232,117 +232,335 @@ OPTIONS: tuple[Option, ...] = (
     # server
     Option("listen", "settings.listen", _host_port, "bootstrap and coordinator listener", "HOST:PORT"),
     Option(
-        "bootstrap.server", "settings.bootstrap_servers", _host_port_list,
-        "upstream cluster; empty starts the embedded tansu broker (memory only)", "HOST:PORT[,...]",
+        "bootstrap.server",
+        "settings.bootstrap_servers",
+        _host_port_list,
+        "upstream cluster; empty starts the embedded tansu broker (memory only)",
+        "HOST:PORT[,...]",
     ),
-    Option("advertised.host", "settings.advertised_host", _optional_host,
-           "host clients are told to connect to (empty: the listen host)", "HOST", unset="listen host"),
-    Option("broker.ports", "settings.broker_ports", _port_list,
-           "kcoord ports for the upstream brokers in node id order (empty: listen port + 1, + 2, ...)", "P1,P2,..."),
-    Option("coordinator.node.id", "settings.coordinator_node_id", _integer(0),
-           "node id kcoord's coordinator gets in Metadata; must differ from every broker's", "ID"),
-    Option("shards", "settings.shards", _integer(1, 100_000),
-           "coordinator shards = internal topic partitions; keep it fixed for a cluster", "N"),
-    Option("storage", "settings.storage", _choice("kafka", "memory"),
-           "kafka: the internal compacted topic on the upstream cluster; memory: lost on exit", "{kafka,memory}"),
-    Option("internal.topic", "settings.internal_topic", _topic_name,
-           "compacted topic holding group state (storage=kafka)", "TOPIC"),
-    Option("replication.factor", "settings.replication_factor", _optional_integer(1, 32767),
-           "replication factor when kcoord creates the internal topic (auto: min(3, brokers))", "N",
-           unset="auto"),
-    Option("ownership.check.interval.ms", "settings.ownership_check_interval_ms", _integer(10),
-           "how often each shard checks that it still owns its partition and that the topic still holds "
-           "what it loaded; a shard that lost either stops serving within about this time", _MS),
-    Option("ownership.refresh.interval.ms", "settings.ownership_refresh_interval_ms", _integer(1000),
-           "how often each shard re-takes ownership of its partition (keeps its transactional id from "
-           "expiring; must stay well below the cluster's transactional.id.expiration.ms)", _MS),
-    Option("cluster.enabled", "settings.cluster_enabled", _boolean,
-           "run as one node of a kcoord cluster: the nodes share the shards through a group on the upstream "
-           "cluster; each needs its own coordinator.node.id and advertised.host/listen port "
-           "(needs storage=kafka and bootstrap.server)", "{true,false}"),
-    Option("cluster.session.timeout.ms", "settings.cluster_session_timeout_ms", _integer(1000),
-           "cluster mode: a node not heard of for this long loses its shards to the others", _MS),
-    Option("cluster.heartbeat.interval.ms", "settings.cluster_heartbeat_interval_ms", _integer(100),
-           "cluster mode: how often a node heartbeats the cluster's group", _MS),
-    Option("cluster.static.membership", "settings.cluster_static_membership", _boolean,
-           "cluster mode: join the cluster's group as a static member (group.instance.id per node id, so a "
-           "node restarted within the session timeout keeps its shards); tansu 0.6 needs false", "{true,false}"),
-    Option("events.topic", "settings.events_topic", _optional_topic_name,
-           "time-retained topic kcoord appends its group events to, for `kcoord analytics` (empty: off)", "TOPIC"),
-    Option("events.partitions", "settings.events_partitions", _integer(1, 10_000),
-           "partitions of the event topic when kcoord creates it", "N"),
-    Option("events.retention.ms", "settings.events_retention_ms", _integer(60_000),
-           "retention.ms of the event topic when kcoord creates it", _MS),
-    Option("events.queue.max", "settings.events_queue_max", _integer(1),
-           "events waiting for the event topic beyond which new ones are dropped (kcoord_events_dropped_total)", "N"),
-    Option("max.frame.size", "settings.max_frame_size", _integer(1024),
-           "largest request accepted, bytes; larger ones close the connection", "BYTES"),
-    Option("max.inflight", "settings.max_inflight", _integer(1),
-           "requests in flight per connection before reading pauses", "N"),
-    Option("connections.max.idle.ms", "settings.connections_max_idle_ms", _integer_or_off(1),
-           "close connections with no request or response for this long (-1: never)", _MS),
-    Option("request.receive.timeout.ms", "settings.request_receive_timeout_ms", _integer_or_off(1),
-           "close a connection whose request frame has not fully arrived this long after its first byte "
-           "(-1: never)", _MS),
-    Option("max.connections", "settings.max_connections", _integer(0),
-           "client connections kcoord accepts in all; more are closed at once", "N"),
-    Option("max.connections.per.ip", "settings.max_connections_per_ip", _integer(0),
-           "client connections kcoord accepts from one IP address; more are closed at once", "N"),
-    Option("max.connections.per.ip.overrides", "settings.max_connections_per_ip_overrides", _ip_limits,
-           "per-address exceptions to max.connections.per.ip", "IP:N[,...]"),
-    Option("queued.max.request.bytes", "settings.queued_max_request_bytes", _integer_or_off(1, INT64_MAX),
-           "memory for large requests being received, all connections (at least max.frame.size; -1: "
-           "unbounded); beyond it reading pauses", "BYTES"),
-    Option("connection.output.pause.bytes", "settings.connection_output_pause_bytes", _integer(1, INT64_MAX),
-           "unsent responses of one connection at which reading from it pauses until they drain", "BYTES"),
-    Option("connection.output.max.bytes", "settings.connection_output_max_bytes", _integer(1, INT64_MAX),
-           "unsent responses of one connection at which it is closed", "BYTES"),
-    Option("queued.max.response.bytes", "settings.queued_max_response_bytes", _integer_or_off(1, INT64_MAX),
-           "unsent responses of all connections at which reading pauses on the connections holding some "
-           "(-1: unbounded)", "BYTES"),
-    # observability
-    Option("metrics", "settings.metrics", _optional_host_port,
-           "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)", "HOST:PORT", unset="off"),
-    Option("log.level", "settings.log_level", _choice(*LOG_LEVELS, upper=True), "log level", "LEVEL"),
-    Option("log.format", "settings.log_format", _choice(*LOG_FORMATS),
-           "kv: one key=value line per event; json: one JSON object per line", "{kv,json}"),
-    # group coordinator, Kafka's names
-    Option("group.min.session.timeout.ms", "group.min_session_timeout_ms", _integer(0),
-           "smallest session timeout a member may ask for", _MS),
-    Option("group.max.session.timeout.ms", "group.max_session_timeout_ms", _integer(1),
-           "largest session timeout a member may ask for", _MS),
-    Option("group.initial.rebalance.delay.ms", "group.initial_rebalance_delay_ms", _integer(0),
-           "how long the first rebalance of an Empty group waits for more members", _MS),
-    Option("group.max.size", "group.max_size", _integer(1), "most members a classic group may have", "N"),
-    Option("group.new.member.join.timeout.ms", "group.new_member_join_timeout_ms", _integer(1),
-           "how long a new member's JoinGroup may wait before it is removed (kcoord name; Kafka hard-codes 5 min)",
-           _MS),
     Option(
-        "offsets.retention.minutes", "group.offsets_retention_ms", _integer(1),
-        "committed offsets of an Empty group expire after this", "MINUTES",
-        to_field=lambda minutes: minutes * 60_000, from_field=lambda ms: ms // 60_000,
+        "advertised.host",
+        "settings.advertised_host",
+        _optional_host,
+        "host clients are told to connect to (empty: the listen host)",
+        "HOST",
+        unset="listen host",
     ),
-    Option("offsets.retention.check.interval.ms", "group.offsets_retention_check_interval_ms", _integer(1),
-           "how often expired offsets are removed", _MS),
-    Option("offset.metadata.max.bytes", "group.offset_metadata_max_bytes", _integer(0),
-           "largest metadata string of a committed offset", "BYTES"),
-    Option("group.consumer.offset.commit.fencing", "group.consumer_offset_commit_fencing",
-           _choice(*(mode.value for mode in OffsetCommitFencing)),
-           "which commits at an older member epoch a consumer group (KIP-848) accepts: strict (none), "
-           "revocation-epoch (if the member lost no partitions since), assignment-epoch (per partition, "
-           "if the member got it by then; Kafka 4.3's KIP-1251)", "{strict,revocation-epoch,assignment-epoch}"),
-    Option("group.consumer.session.timeout.ms", "group.consumer_session_timeout_ms", _integer(1),
-           "a consumer group (KIP-848) member is removed after this long without a heartbeat", _MS),
-    Option("group.consumer.heartbeat.interval.ms", "group.consumer_heartbeat_interval_ms", _integer(1),
-           "how often a consumer group (KIP-848) member heartbeats", _MS),
-    Option("group.consumer.assignment.interval.ms", "group.consumer_assignment_interval_ms", _integer(0),
-           "a consumer group's (KIP-848) target assignment is computed at most once per interval "
-           "(KIP-1263; 0: on every group epoch bump)", _MS),
-    Option("group.consumer.max.size", "group.consumer_max_size", _integer(1),
-           "most members a consumer group (KIP-848) may have", "N"),
-    Option("group.consumer.assignors", "group.consumer_assignors", _assignor_list,
-           "the server assignors a consumer group (KIP-848) member may name; the first is the default",
-           "NAME[,NAME]", to_field=tuple, from_field=list),
+    Option(
+        "broker.ports",
+        "settings.broker_ports",
+        _port_list,
+        "kcoord ports for the upstream brokers in node id order (empty: listen port + 1, + 2, ...)",
+        "P1,P2,...",
+    ),
+    Option(
+        "coordinator.node.id",
+        "settings.coordinator_node_id",
+        _integer(0),
+        "node id kcoord's coordinator gets in Metadata; must differ from every broker's",
+        "ID",
+    ),
+    Option(
+        "shards",
+        "settings.shards",
+        _integer(1, 100_000),
+        "coordinator shards = internal topic partitions; keep it fixed for a cluster",
+        "N",
+    ),
+    Option(
+        "storage",
+        "settings.storage",
+        _choice("kafka", "memory"),
+        "kafka: the internal compacted topic on the upstream cluster; memory: lost on exit",
+        "{kafka,memory}",
+    ),
+    Option(
+        "internal.topic",
+        "settings.internal_topic",
+        _topic_name,
+        "compacted topic holding group state (storage=kafka)",
+        "TOPIC",
+    ),
+    Option(
+        "replication.factor",
+        "settings.replication_factor",
+        _optional_integer(1, 32767),
+        "replication factor when kcoord creates the internal topic (auto: min(3, brokers))",
+        "N",
+        unset="auto",
+    ),
+    Option(
+        "ownership.check.interval.ms",
+        "settings.ownership_check_interval_ms",
+        _integer(10),
+        "how often each shard checks that it still owns its partition and that the topic still holds "
+        "what it loaded; a shard that lost either stops serving within about this time",
+        _MS,
+    ),
+    Option(
+        "ownership.refresh.interval.ms",
+        "settings.ownership_refresh_interval_ms",
+        _integer(1000),
+        "how often each shard re-takes ownership of its partition (keeps its transactional id from "
+        "expiring; must stay well below the cluster's transactional.id.expiration.ms)",
+        _MS,
+    ),
+    Option(
+        "cluster.enabled",
+        "settings.cluster_enabled",
+        _boolean,
+        "run as one node of a kcoord cluster: the nodes share the shards through a group on the upstream "
+        "cluster; each needs its own coordinator.node.id and advertised.host/listen port "
+        "(needs storage=kafka and bootstrap.server)",
+        "{true,false}",
+    ),
+    Option(
+        "cluster.session.timeout.ms",
+        "settings.cluster_session_timeout_ms",
+        _integer(1000),
+        "cluster mode: a node not heard of for this long loses its shards to the others",
+        _MS,
+    ),
+    Option(
+        "cluster.heartbeat.interval.ms",
+        "settings.cluster_heartbeat_interval_ms",
+        _integer(100),
+        "cluster mode: how often a node heartbeats the cluster's group",
+        _MS,
+    ),
+    Option(
+        "cluster.static.membership",
+        "settings.cluster_static_membership",
+        _boolean,
+        "cluster mode: join the cluster's group as a static member (group.instance.id per node id, so a "
+        "node restarted within the session timeout keeps its shards); tansu 0.6 needs false",
+        "{true,false}",
+    ),
+    Option(
+        "events.topic",
+        "settings.events_topic",
+        _optional_topic_name,
+        "time-retained topic kcoord appends its group events to, for `kcoord analytics` (empty: off)",
+        "TOPIC",
+    ),
+    Option(
+        "events.partitions",
+        "settings.events_partitions",
+        _integer(1, 10_000),
+        "partitions of the event topic when kcoord creates it",
+        "N",
+    ),
+    Option(
+        "events.retention.ms",
+        "settings.events_retention_ms",
+        _integer(60_000),
+        "retention.ms of the event topic when kcoord creates it",
+        _MS,
+    ),
+    Option(
+        "events.queue.max",
+        "settings.events_queue_max",
+        _integer(1),
+        "events waiting for the event topic beyond which new ones are dropped (kcoord_events_dropped_total)",
+        "N",
+    ),
+    Option(
+        "max.frame.size",
+        "settings.max_frame_size",
+        _integer(1024),
+        "largest request accepted, bytes; larger ones close the connection",
+        "BYTES",
+    ),
+    Option(
+        "max.inflight",
+        "settings.max_inflight",
+        _integer(1),
+        "requests in flight per connection before reading pauses",
+        "N",
+    ),
+    Option(
+        "connections.max.idle.ms",
+        "settings.connections_max_idle_ms",
+        _integer_or_off(1),
+        "close connections with no request or response for this long (-1: never)",
+        _MS,
+    ),
+    Option(
+        "request.receive.timeout.ms",
+        "settings.request_receive_timeout_ms",
+        _integer_or_off(1),
+        "close a connection whose request frame has not fully arrived this long after its first byte "
+        "(-1: never)",
+        _MS,
+    ),
+    Option(
+        "max.connections",
+        "settings.max_connections",
+        _integer(0),
+        "client connections kcoord accepts in all; more are closed at once",
+        "N",
+    ),
+    Option(
+        "max.connections.per.ip",
+        "settings.max_connections_per_ip",
+        _integer(0),
+        "client connections kcoord accepts from one IP address; more are closed at once",
+        "N",
+    ),
+    Option(
+        "max.connections.per.ip.overrides",
+        "settings.max_connections_per_ip_overrides",
+        _ip_limits,
+        "per-address exceptions to max.connections.per.ip",
+        "IP:N[,...]",
+    ),
+    Option(
+        "queued.max.request.bytes",
+        "settings.queued_max_request_bytes",
+        _integer_or_off(1, INT64_MAX),
+        "memory for large requests being received, all connections (at least max.frame.size; -1: "
+        "unbounded); beyond it reading pauses",
+        "BYTES",
+    ),
+    Option(
+        "connection.output.pause.bytes",
+        "settings.connection_output_pause_bytes",
+        _integer(1, INT64_MAX),
+        "unsent responses of one connection at which reading from it pauses until they drain",
+        "BYTES",
+    ),
+    Option(
+        "connection.output.max.bytes",
+        "settings.connection_output_max_bytes",
+        _integer(1, INT64_MAX),
+        "unsent responses of one connection at which it is closed",
+        "BYTES",
+    ),
+    Option(
+        "queued.max.response.bytes",
+        "settings.queued_max_response_bytes",
+        _integer_or_off(1, INT64_MAX),
+        "unsent responses of all connections at which reading pauses on the connections holding some "
+        "(-1: unbounded)",
+        "BYTES",
+    ),
+    # observability
+    Option(
+        "metrics",
+        "settings.metrics",
+        _optional_host_port,
+        "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)",
+        "HOST:PORT",
+        unset="off",
+    ),
+    Option("log.level", "settings.log_level", _choice(*LOG_LEVELS, upper=True), "log level", "LEVEL"),
+    Option(
+        "log.format",
+        "settings.log_format",
+        _choice(*LOG_FORMATS),
+        "kv: one key=value line per event; json: one JSON object per line",
+        "{kv,json}",
+    ),
+    # group coordinator, Kafka's names
+    Option(
+        "group.min.session.timeout.ms",
+        "group.min_session_timeout_ms",
+        _integer(0),
+        "smallest session timeout a member may ask for",
+        _MS,
+    ),
+    Option(
+        "group.max.session.timeout.ms",
+        "group.max_session_timeout_ms",
+        _integer(1),
+        "largest session timeout a member may ask for",
+        _MS,
+    ),
+    Option(
+        "group.initial.rebalance.delay.ms",
+        "group.initial_rebalance_delay_ms",
+        _integer(0),
+        "how long the first rebalance of an Empty group waits for more members",
+        _MS,
+    ),
+    Option("group.max.size", "group.max_size", _integer(1), "most members a classic group may have", "N"),
+    Option(
+        "group.new.member.join.timeout.ms",
+        "group.new_member_join_timeout_ms",
+        _integer(1),
+        "how long a new member's JoinGroup may wait before it is removed (kcoord name; Kafka hard-codes 5 min)",
+        _MS,
+    ),
+    Option(
+        "offsets.retention.minutes",
+        "group.offsets_retention_ms",
+        _integer(1),
+        "committed offsets of an Empty group expire after this",
+        "MINUTES",
+        to_field=lambda minutes: minutes * 60_000,
+        from_field=lambda ms: ms // 60_000,
+    ),
+    Option(
+        "offsets.retention.check.interval.ms",
+        "group.offsets_retention_check_interval_ms",
+        _integer(1),
+        "how often expired offsets are removed",
+        _MS,
+    ),
+    Option(
+        "offset.metadata.max.bytes",
+        "group.offset_metadata_max_bytes",
+        _integer(0),
+        "largest metadata string of a committed offset",
+        "BYTES",
+    ),
+    Option(
+        "group.consumer.offset.commit.fencing",
+        "group.consumer_offset_commit_fencing",
+        _choice(*(mode.value for mode in OffsetCommitFencing)),
+        "which commits at an older member epoch a consumer group (KIP-848) accepts: strict (none), "
+        "revocation-epoch (if the member lost no partitions since), assignment-epoch (per partition, "
+        "if the member got it by then; Kafka 4.3's KIP-1251)",
+        "{strict,revocation-epoch,assignment-epoch}",
+    ),
+    Option(
+        "group.consumer.session.timeout.ms",
+        "group.consumer_session_timeout_ms",
+        _integer(1),
+        "a consumer group (KIP-848) member is removed after this long without a heartbeat",
+        _MS,
+    ),
+    Option(
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer_heartbeat_interval_ms",
+        _integer(1),
+        "how often a consumer group (KIP-848) member heartbeats",
+        _MS,
+    ),
+    Option(
+        "group.consumer.assignment.interval.ms",
+        "group.consumer_assignment_interval_ms",
+        _integer(0),
+        "a consumer group's (KIP-848) target assignment is computed at most once per interval "
+        "(KIP-1263; 0: on every group epoch bump)",
+        _MS,
+    ),
+    Option(
+        "group.consumer.max.size",
+        "group.consumer_max_size",
+        _integer(1),
+        "most members a consumer group (KIP-848) may have",
+        "N",
+    ),
+    Option(
+        "group.consumer.assignors",
+        "group.consumer_assignors",
+        _assignor_list,
+        "the server assignors a consumer group (KIP-848) member may name; the first is the default",
+        "NAME[,NAME]",
+        to_field=tuple,
+        from_field=list,
+    ),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
@@ -386,13 +604,20 @@ group.min.session.timeout.ms > group.max.session.timeout.ms stops startup with e
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--config`` and one flag per option; flags default to None so unset ones are visible."""
-    parser.add_argument("--config", metavar="FILE", default=None,
-                        help=f"TOML file with settings by their dotted names [env {CONFIG_ENV}]")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"TOML file with settings by their dotted names [env {CONFIG_ENV}]",
+    )
     for title, options in SECTIONS:
         group = parser.add_argument_group(title)
         for opt in options:
             group.add_argument(
-                opt.flag, dest=opt.dest, metavar=opt.metavar, default=None,
+                opt.flag,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                default=None,
                 help=f"{opt.help} [default: {_show(opt.default(), opt.unset)}; env {opt.env}; key {opt.name}]",
             )
 
@@ -453,8 +678,9 @@ def resolve(
             raw[opt.name] = (flag_value, f"flag {opt.flag}")
     known_env = {o.env for o in OPTIONS} | {CONFIG_ENV}
     warnings = [
-        f"ignoring unknown environment variable {k}" for k in sorted(environ) if k.startswith(ENV_PREFIX)
-        and k not in known_env
+        f"ignoring unknown environment variable {k}"
+        for k in sorted(environ)
+        if k.startswith(ENV_PREFIX) and k not in known_env
     ]
 
     server: dict[str, Any] = {}
@@ -494,7 +720,10 @@ def resolve(
             f"invalid value for cluster.enabled ({sources['cluster.enabled']}): a kcoord cluster keeps its state "
             "on an upstream cluster: it needs storage=kafka and bootstrap.server"
         )
-    if settings.cluster_enabled and settings.cluster_heartbeat_interval_ms * 2 > settings.cluster_session_timeout_ms:
+    if (
+        settings.cluster_enabled
+        and settings.cluster_heartbeat_interval_ms * 2 > settings.cluster_session_timeout_ms
+    ):
         raise ConfigError(
             f"invalid value for cluster.heartbeat.interval.ms ({sources['cluster.heartbeat.interval.ms']}): "
             f"{settings.cluster_heartbeat_interval_ms} is more than half of cluster.session.timeout.ms "

@@ -90,36 +90,80 @@ class EventEncoder:
             if len(self.members) < self.max_members:
                 self.members[(e.group, e.member_id)] = (e.client_id, e.client_host)
             return base | {
-                "type": "member_joined", "group": e.group, "member": e.member_id, "instance": e.instance_id,
-                "kind": "static" if e.instance_id is not None else "dynamic", "client_id": e.client_id,
-                "host": e.client_host, "protocol_type": e.protocol_type, "rejoin": e.rejoin,
+                "type": "member_joined",
+                "group": e.group,
+                "member": e.member_id,
+                "instance": e.instance_id,
+                "kind": "static" if e.instance_id is not None else "dynamic",
+                "client_id": e.client_id,
+                "host": e.client_host,
+                "protocol_type": e.protocol_type,
+                "rejoin": e.rejoin,
             }
         if isinstance(e, ev.MemberLeft):
             who = self._who(e.group, e.member_id)
             self.members.pop((e.group, e.member_id), None)
-            return base | who | {
-                "type": "member_left", "group": e.group, "member": e.member_id, "instance": e.instance_id,
-                "kind": "static" if e.instance_id is not None else "dynamic", "reason": e.reason, "detail": e.detail,
-            }
+            return (
+                base
+                | who
+                | {
+                    "type": "member_left",
+                    "group": e.group,
+                    "member": e.member_id,
+                    "instance": e.instance_id,
+                    "kind": "static" if e.instance_id is not None else "dynamic",
+                    "reason": e.reason,
+                    "detail": e.detail,
+                }
+            )
         if isinstance(e, ev.MemberExpired):
             who = self._who(e.group, e.member_id)
             self.members.pop((e.group, e.member_id), None)
-            return base | who | {
-                "type": "member_expired", "group": e.group, "member": e.member_id, "instance": e.instance_id,
-                "kind": "static" if e.instance_id is not None else "dynamic", "timeout_ms": e.timeout_ms,
-            }
+            return (
+                base
+                | who
+                | {
+                    "type": "member_expired",
+                    "group": e.group,
+                    "member": e.member_id,
+                    "instance": e.instance_id,
+                    "kind": "static" if e.instance_id is not None else "dynamic",
+                    "timeout_ms": e.timeout_ms,
+                }
+            )
         if isinstance(e, ev.MemberFenced):
-            return base | self._who(e.group, e.member_id) | {
-                "type": "member_fenced", "group": e.group, "member": e.member_id, "instance": e.instance_id,
-                "kind": "static" if e.instance_id is not None else "dynamic", "error": e.reason, "api": e.api,
-                "mode": self.mode(e.group),
-            }
+            return (
+                base
+                | self._who(e.group, e.member_id)
+                | {
+                    "type": "member_fenced",
+                    "group": e.group,
+                    "member": e.member_id,
+                    "instance": e.instance_id,
+                    "kind": "static" if e.instance_id is not None else "dynamic",
+                    "error": e.reason,
+                    "api": e.api,
+                    "mode": self.mode(e.group),
+                }
+            )
         if isinstance(e, ev.RebalanceStarted):
-            return base | {"type": "rebalance_started", "group": e.group, "reason": e.reason,
-                           "generation": e.generation, "members": e.members, "detail": e.detail}
+            return base | {
+                "type": "rebalance_started",
+                "group": e.group,
+                "reason": e.reason,
+                "generation": e.generation,
+                "members": e.members,
+                "detail": e.detail,
+            }
         if isinstance(e, ev.RebalanceCompleted):
-            return base | {"type": "rebalance_completed", "group": e.group, "generation": e.generation,
-                           "duration_ms": e.duration_ms, "members": e.members, "protocol": e.protocol}
+            return base | {
+                "type": "rebalance_completed",
+                "group": e.group,
+                "generation": e.generation,
+                "duration_ms": e.duration_ms,
+                "members": e.members,
+                "protocol": e.protocol,
+            }
         if isinstance(e, ev.AssignmentComputed):
             if e.protocol_type == "kip848":
                 self.kip848.add(e.group)
@@ -131,14 +175,23 @@ class EventEncoder:
                     parts = decode_consumer_assignment(a.raw)
                 else:
                     parts = None  # another protocol's opaque assignment (connect, ...)
-                members.append({
-                    "member": a.member_id, "instance": a.instance_id,
-                    "partitions": None if parts is None else [f"{t}:{p}" for t, p in parts],
-                    "bytes": None if a.raw is None else len(a.raw),
-                })
-            return base | {"type": "assignment", "group": e.group, "generation": e.generation,
-                           "protocol_type": e.protocol_type, "protocol": e.protocol, "members": len(members),
-                           "assignment": members}
+                members.append(
+                    {
+                        "member": a.member_id,
+                        "instance": a.instance_id,
+                        "partitions": None if parts is None else [f"{t}:{p}" for t, p in parts],
+                        "bytes": None if a.raw is None else len(a.raw),
+                    }
+                )
+            return base | {
+                "type": "assignment",
+                "group": e.group,
+                "generation": e.generation,
+                "protocol_type": e.protocol_type,
+                "protocol": e.protocol,
+                "members": len(members),
+                "assignment": members,
+            }
         if isinstance(e, ev.GroupDeleted):
             return base | {"type": "group_deleted", "group": e.group, "reason": e.reason}
         return None
@@ -181,7 +234,9 @@ class EventTopicWriter:
         self.batch = batch
         self.linger = linger
         self.request_timeout = request_timeout
-        self.cluster = KafkaCluster(bootstrap, max_frame_size, client_id="kcoord-events", request_timeout=request_timeout)
+        self.cluster = KafkaCluster(
+            bootstrap, max_frame_size, client_id="kcoord-events", request_timeout=request_timeout
+        )
         self.encoder = EventEncoder(consumer_fencing)
         self.queue: deque[tuple[int, int, Any]] = deque()  # (ts ms, shard, event or encoded dict)
         self.commits: dict[tuple[int, str], _CommitBucket] = {}  # (second, group) -> sums
@@ -192,10 +247,14 @@ class EventTopicWriter:
         self.written = 0
         self.dropped = 0
         r = registry or CollectorRegistry()
-        self._written_total = Counter("kcoord_events_written", "Events appended to the event topic", registry=r)
+        self._written_total = Counter(
+            "kcoord_events_written", "Events appended to the event topic", registry=r
+        )
         dropped = Counter(
-            "kcoord_events_dropped", "Events not appended to the event topic, by reason (queue_full, produce_failed)",
-            ["reason"], registry=r,
+            "kcoord_events_dropped",
+            "Events not appended to the event topic, by reason (queue_full, produce_failed)",
+            ["reason"],
+            registry=r,
         )
         self._dropped = {reason: dropped.labels(reason) for reason in ("queue_full", "produce_failed")}
         Gauge("kcoord_events_queued", "Events waiting for the event topic", registry=r).set_function(
@@ -223,10 +282,20 @@ class EventTopicWriter:
                 self._put(now, shard, e)
 
     def shard_loaded(self, shard: int, records: int, seconds: float, records_read: int) -> None:
-        self._put(int(time.time() * 1000), shard, {
-            "v": SCHEMA_VERSION, "type": "shard_loaded", "ts": int(time.time() * 1000), "shard": shard,
-            "group": "", "records": records, "records_read": records_read, "seconds": round(seconds, 4),
-        })
+        self._put(
+            int(time.time() * 1000),
+            shard,
+            {
+                "v": SCHEMA_VERSION,
+                "type": "shard_loaded",
+                "ts": int(time.time() * 1000),
+                "shard": shard,
+                "group": "",
+                "records": records,
+                "records_read": records_read,
+                "seconds": round(seconds, 4),
+            },
+        )
 
     def _bucket(self, now: int, group: str, shard: int) -> _CommitBucket:
         key = (now // 1000, group)
@@ -254,11 +323,22 @@ class EventTopicWriter:
             second, group = key
             b = self.commits.pop(key)
             shard = self._commit_shard.get(group, -1)
-            self._put(second * 1000, shard, {
-                "v": SCHEMA_VERSION, "type": "commits", "ts": second * 1000, "shard": shard, "group": group,
-                "count": b.count, "requests": b.requests, "fenced": b.fenced, "rejected": b.rejected,
-                "mode": self.encoder.mode(group),
-            })
+            self._put(
+                second * 1000,
+                shard,
+                {
+                    "v": SCHEMA_VERSION,
+                    "type": "commits",
+                    "ts": second * 1000,
+                    "shard": shard,
+                    "group": group,
+                    "count": b.count,
+                    "requests": b.requests,
+                    "fenced": b.fenced,
+                    "rejected": b.rejected,
+                    "mode": self.encoder.mode(group),
+                },
+            )
         if not self.commits:
             self._commit_shard.clear()
 
@@ -306,7 +386,9 @@ class EventTopicWriter:
             except Exception as exc:  # StorageError, or anything else: the writer must outlive it
                 if not isinstance(exc, StorageError):
                     log.exception("event topic %s: writing failed", self.topic)
-                log.warning("event topic %s: produce failed (%s); %d events waiting", self.topic, exc, len(self.queue))
+                log.warning(
+                    "event topic %s: produce failed (%s); %d events waiting", self.topic, exc, len(self.queue)
+                )
                 if closing:
                     self._drop_all("produce_failed")
                     return
@@ -355,21 +437,31 @@ class EventTopicWriter:
         for leader, batches in by_leader.items():
             if leader < 0:
                 await self.cluster.refresh(self.topic)
-                raise StorageError(f"event topic {self.topic}: no leader for partitions {[p for p, _ in batches]}")
+                raise StorageError(
+                    f"event topic {self.topic}: no leader for partitions {[p for p, _ in batches]}"
+                )
             conn = await self.cluster.node(leader)
             req = sm.ProduceRequest(
-                transactional_id=None, acks=1, timeout_ms=int(self.request_timeout * 1000),
-                topic_data=[sm.ProduceRequest.TopicProduceData(
-                    name=self.topic,
-                    partition_data=[sm.ProduceRequest.PartitionProduceData(index=p, records=b) for p, b in batches],
-                )],
+                transactional_id=None,
+                acks=1,
+                timeout_ms=int(self.request_timeout * 1000),
+                topic_data=[
+                    sm.ProduceRequest.TopicProduceData(
+                        name=self.topic,
+                        partition_data=[
+                            sm.ProduceRequest.PartitionProduceData(index=p, records=b) for p, b in batches
+                        ],
+                    )
+                ],
             )
             resp = await request(conn, req, self.request_timeout)
             for t in resp.responses:
                 for part in t.partition_responses:
                     if part.error_code != ErrorCode.NONE:
                         await self.cluster.refresh(self.topic)
-                        raise StorageError(f"event topic {self.topic}[{part.index}]: Produce error {part.error_code}")
+                        raise StorageError(
+                            f"event topic {self.topic}[{part.index}]: Produce error {part.error_code}"
+                        )
 
     async def _ensure_topic(self) -> bool:
         """Create the topic (cleanup.policy=delete, retention.ms) unless it exists; learn its leaders.
@@ -380,11 +472,17 @@ class EventTopicWriter:
             rf = self.replication_factor or min(3, max(1, len(resp.brokers)))
             C = sm.CreateTopicsRequest
             req = C(
-                topics=[C.CreatableTopic(
-                    name=self.topic, num_partitions=self.partitions, replication_factor=rf,
-                    configs=[C.CreatableTopicConfig(name="cleanup.policy", value="delete"),
-                             C.CreatableTopicConfig(name="retention.ms", value=str(self.retention_ms))],
-                )],
+                topics=[
+                    C.CreatableTopic(
+                        name=self.topic,
+                        num_partitions=self.partitions,
+                        replication_factor=rf,
+                        configs=[
+                            C.CreatableTopicConfig(name="cleanup.policy", value="delete"),
+                            C.CreatableTopicConfig(name="retention.ms", value=str(self.retention_ms)),
+                        ],
+                    )
+                ],
                 timeout_ms=int(self.request_timeout * 1000),
             )
             conn = await self.cluster.any_node()
@@ -393,7 +491,12 @@ class EventTopicWriter:
             if err not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.warning("event topic %s: cannot create it: error %s", self.topic, err)
             else:
-                log.info("event topic %s: %d partitions, retention %d ms", self.topic, self.partitions, self.retention_ms)
+                log.info(
+                    "event topic %s: %d partitions, retention %d ms",
+                    self.topic,
+                    self.partitions,
+                    self.retention_ms,
+                )
         await self.cluster.refresh(self.topic)
         if self.cluster.partition_count:
             self.partitions = self.cluster.partition_count

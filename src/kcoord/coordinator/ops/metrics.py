@@ -27,7 +27,10 @@ from kcoord.protocol.schema import snake_case
 
 # Pass-through APIs are labelled by Kafka's name for them too (create_topics, not api_19); kcoord's
 # own ApiKey names win where both exist (they agree: tests/unit/test_api_names.py).
-_API_NAMES = {**{key: snake_case(name) for key, name in API_NAMES.items()}, **{k.value: k.name.lower() for k in ApiKey}}
+_API_NAMES = {
+    **{key: snake_case(name) for key, name in API_NAMES.items()},
+    **{k.value: k.name.lower() for k in ApiKey},
+}
 # kcoord owns its process: the *_created series only double every counter in the exposition.
 disable_created_metrics()
 _FENCING = frozenset(getattr(ErrorCode, n) for n in FENCING_ERRORS if hasattr(ErrorCode, n))
@@ -38,8 +41,27 @@ KNOWN_PROTOCOL_TYPES = frozenset({"consumer", "connect", "sr"})
 # Why kcoord closed a connection on its own: connections.max.idle.ms, request.receive.timeout.ms,
 # max.connections(.per.ip), connection.output.max.bytes.
 CLOSE_REASONS = ("idle", "slow_frame", "limit", "output_cap")
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-                   10, 30, 60, 300)
+LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+)
 
 
 def api_name(api_key: int) -> str:
@@ -86,60 +108,87 @@ class Metrics:
         self._latency = self.tally.latency
         r.register(RequestTallyCollector(self.tally))
         self.fenced = Counter(
-            "kcoord_fenced_requests", "Requests refused because the member is fenced, by API and error",
-            ["api", "reason"], registry=r,
+            "kcoord_fenced_requests",
+            "Requests refused because the member is fenced, by API and error",
+            ["api", "reason"],
+            registry=r,
         )
         # connections and the gateway
         self.connections = Gauge("kcoord_connections", "Open client connections", registry=r)
-        self.connections_total = Counter("kcoord_connections_accepted", "Client connections accepted", registry=r)
+        self.connections_total = Counter(
+            "kcoord_connections_accepted", "Client connections accepted", registry=r
+        )
         # Relayed bytes, [out, in]: a relay adds to the list per frame (no labels() or lock), and
         # RequestTallyCollector exports it as kcoord_upstream_bytes_total.
         self.upstream_byte_counts = self.tally.upstream_bytes
-        self.upstream_errors = Counter("kcoord_upstream_errors", "Pass-through requests that failed", registry=r)
+        self.upstream_errors = Counter(
+            "kcoord_upstream_errors", "Pass-through requests that failed", registry=r
+        )
         closed = Counter(
-            "kcoord_connections_closed", "Client connections closed by a limit, by reason", ["reason"], registry=r
+            "kcoord_connections_closed",
+            "Client connections closed by a limit, by reason",
+            ["reason"],
+            registry=r,
         )
         self._closed_by = {reason: closed.labels(reason) for reason in CLOSE_REASONS}
         # storage and shards
         self.append_latency = Histogram(
-            "kcoord_storage_append_seconds", "Latency of shard log appends", registry=r,
+            "kcoord_storage_append_seconds",
+            "Latency of shard log appends",
+            registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
         self.append_batch = Histogram(
-            "kcoord_storage_append_batch_records", "Records per shard log append", registry=r,
+            "kcoord_storage_append_batch_records",
+            "Records per shard log append",
+            registry=r,
             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000),
         )
         self.shard_load_seconds = Histogram(
-            "kcoord_shard_load_seconds", "Time to load a shard from its log", registry=r,
+            "kcoord_shard_load_seconds",
+            "Time to load a shard from its log",
+            registry=r,
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
         )
         self.shard_load_records = Counter(
-            "kcoord_shard_loaded_records", "Live records replayed while loading (after compaction)", registry=r
+            "kcoord_shard_loaded_records",
+            "Live records replayed while loading (after compaction)",
+            registry=r,
         )
         self.shard_load_records_read = Counter(
-            "kcoord_shard_load_read_records", "Records fetched from the log while loading (before compaction)", registry=r
+            "kcoord_shard_load_read_records",
+            "Records fetched from the log while loading (before compaction)",
+            registry=r,
         )
         self.shard_log_lost = Counter(
             "kcoord_shard_log_lost",
             "Shards that stopped serving because their log was lost: fenced by another kcoord, or the topic "
-            "deleted, re-created or truncated upstream", ["reason"], registry=r,
+            "deleted, re-created or truncated upstream",
+            ["reason"],
+            registry=r,
         )
         # group lifecycle (from kcoord.coordinator.core.events)
         self.rebalances = Counter(
             "kcoord_rebalances", "Rebalances started, by reason", ["reason"], registry=r
         )
         self.rebalance_duration = Histogram(
-            "kcoord_rebalance_duration_seconds", "From PreparingRebalance to Stable", registry=r,
+            "kcoord_rebalance_duration_seconds",
+            "From PreparingRebalance to Stable",
+            registry=r,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
         )
         self.member_joins = Counter(
             "kcoord_member_joins", "Members added to a group, by kind (static/dynamic)", ["kind"], registry=r
         )
         self.member_removals = Counter(
-            "kcoord_member_removals", "Members removed from a group, by reason (left/expired/fenced/...)",
-            ["reason"], registry=r,
+            "kcoord_member_removals",
+            "Members removed from a group, by reason (left/expired/fenced/...)",
+            ["reason"],
+            registry=r,
         )
-        self.groups_deleted = Counter("kcoord_groups_deleted", "Groups deleted, by reason", ["reason"], registry=r)
+        self.groups_deleted = Counter(
+            "kcoord_groups_deleted", "Groups deleted, by reason", ["reason"], registry=r
+        )
 
     # -- connection hooks ---------------------------------------------------------------------------
     # Every request pays these three: one tally update each (defaultdicts, no get-then-set), the
@@ -226,7 +275,9 @@ class RequestTally:
 
     def __init__(self) -> None:
         self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, version)
-        self.responses: defaultdict[tuple[int, int, int], int] = defaultdict(int)  # (api key, version, error code)
+        self.responses: defaultdict[tuple[int, int, int], int] = defaultdict(
+            int
+        )  # (api key, version, error code)
         self.commits: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, partition error code)
         # api key -> [sum of seconds, count per bucket..., count above the last bucket]
         self.latency: dict[int, list[Any]] = {}
@@ -250,7 +301,8 @@ class RequestTallyCollector(Collector):
         for (api_key, version), n in sorted(t.requests.items()):
             requests.add_metric([api_name(api_key), str(version)], n)
         responses = CounterMetricFamily(
-            "kcoord_responses", "Responses kcoord answered itself, by API, version and top-level error",
+            "kcoord_responses",
+            "Responses kcoord answered itself, by API, version and top-level error",
             labels=["api", "version", "error"],
         )
         for (api_key, version, code), n in sorted(t.responses.items()):
@@ -272,7 +324,9 @@ class RequestTallyCollector(Collector):
             cumulative = list(accumulate(counts))
             latency.add_metric([api_name(api_key)], list(zip(bounds, cumulative, strict=True)), seconds)
         relayed = CounterMetricFamily(
-            "kcoord_upstream_bytes", "Bytes passed to (out) and from (in) upstream brokers", labels=["direction"]
+            "kcoord_upstream_bytes",
+            "Bytes passed to (out) and from (in) upstream brokers",
+            labels=["direction"],
         )
         relayed.add_metric(["out"], t.upstream_bytes[0])
         relayed.add_metric(["in"], t.upstream_bytes[1])
@@ -298,7 +352,8 @@ class BufferCollector(Collector):
         held = GaugeMetricFamily(
             "kcoord_buffered_bytes",
             "Bytes held for client connections: unsent responses (output) and large requests being "
-            "received (partial_frames)", labels=["kind"],
+            "received (partial_frames)",
+            labels=["kind"],
         )
         held.add_metric(["output"], self._output())
         held.add_metric(["partial_frames"], self._partial_frames())
@@ -322,9 +377,13 @@ class GroupStateCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         groups = GaugeMetricFamily(
-            "kcoord_groups", "Groups by state and protocol type (loaded shards)", labels=["state", "protocol_type"]
+            "kcoord_groups",
+            "Groups by state and protocol type (loaded shards)",
+            labels=["state", "protocol_type"],
         )
-        members = GaugeMetricFamily("kcoord_group_members", "Members of classic groups, by kind", labels=["kind"])
+        members = GaugeMetricFamily(
+            "kcoord_group_members", "Members of classic groups, by kind", labels=["kind"]
+        )
         shards = GaugeMetricFamily("kcoord_shards", "Coordinator shards by status", labels=["status"])
         by_group: dict[tuple[str, str], int] = {}
         static = dynamic = 0

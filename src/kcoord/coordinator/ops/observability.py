@@ -56,13 +56,25 @@ class ShardEventObserver:
         self.metrics.shard_loaded(shard, records, seconds, records_read)
         if self.sink is not None:
             self.sink.shard_loaded(shard, records, seconds, records_read)
-        log_event(self.log, "shard.loaded", shard=shard, records_read=records_read, live_records=records,
-                  seconds=round(seconds, 3))
+        log_event(
+            self.log,
+            "shard.loaded",
+            shard=shard,
+            records_read=records_read,
+            live_records=records,
+            seconds=round(seconds, 3),
+        )
 
     def shard_lost(self, shard: int, fenced: bool, reason: str) -> None:
         self.metrics.shard_lost(shard, fenced, reason)
-        log_event(self.log, "shard.lost", level=logging.ERROR, shard=shard,
-                  reason="fenced" if fenced else "log_lost", detail=reason)
+        log_event(
+            self.log,
+            "shard.lost",
+            level=logging.ERROR,
+            shard=shard,
+            reason="fenced" if fenced else "log_lost",
+            detail=reason,
+        )
 
     def group_events(self, shard: int, events: list[Any]) -> None:
         if self.sink is not None:
@@ -75,39 +87,96 @@ class ShardEventObserver:
     # one method per event type ----------------------------------------------------------------------------
     def _joined(self, shard: int, e: ev.MemberJoined) -> None:
         self.metrics.member_joined(e.instance_id is not None)
-        log_event(self.log, "member.joined", shard=shard, group=e.group, member=e.member_id, instance=e.instance_id,
-                  client_id=e.client_id, host=e.client_host, protocol_type=e.protocol_type,
-                  rejoin=e.rejoin or None)
+        log_event(
+            self.log,
+            "member.joined",
+            shard=shard,
+            group=e.group,
+            member=e.member_id,
+            instance=e.instance_id,
+            client_id=e.client_id,
+            host=e.client_host,
+            protocol_type=e.protocol_type,
+            rejoin=e.rejoin or None,
+        )
 
     def _left(self, shard: int, e: ev.MemberLeft) -> None:
         self.metrics.member_removed(e.reason)
-        log_event(self.log, "member.left", shard=shard, group=e.group, member=e.member_id, instance=e.instance_id,
-                  reason=e.reason, detail=e.detail or None)
+        log_event(
+            self.log,
+            "member.left",
+            shard=shard,
+            group=e.group,
+            member=e.member_id,
+            instance=e.instance_id,
+            reason=e.reason,
+            detail=e.detail or None,
+        )
 
     def _expired(self, shard: int, e: ev.MemberExpired) -> None:
         self.metrics.member_removed("expired")
-        log_event(self.log, "member.expired", shard=shard, group=e.group, member=e.member_id,
-                  instance=e.instance_id, timeout_ms=e.timeout_ms)
+        log_event(
+            self.log,
+            "member.expired",
+            shard=shard,
+            group=e.group,
+            member=e.member_id,
+            instance=e.instance_id,
+            timeout_ms=e.timeout_ms,
+        )
 
     def _fenced(self, shard: int, e: ev.MemberFenced) -> None:
         # The fenced-requests counter comes from the responses themselves (Metrics.response_sent),
         # which also covers refusals decided outside the state machine; this is the log line.
-        log_event(self.log, "member.fenced", level=logging.WARNING, shard=shard, group=e.group, member=e.member_id,
-                  instance=e.instance_id, reason=e.reason, api=e.api)
+        log_event(
+            self.log,
+            "member.fenced",
+            level=logging.WARNING,
+            shard=shard,
+            group=e.group,
+            member=e.member_id,
+            instance=e.instance_id,
+            reason=e.reason,
+            api=e.api,
+        )
 
     def _rebalance_started(self, shard: int, e: ev.RebalanceStarted) -> None:
         self.metrics.rebalance_started(e.reason)
-        log_event(self.log, "rebalance.started", shard=shard, group=e.group, reason=e.reason,
-                  generation=e.generation, members=e.members, detail=e.detail or None)
+        log_event(
+            self.log,
+            "rebalance.started",
+            shard=shard,
+            group=e.group,
+            reason=e.reason,
+            generation=e.generation,
+            members=e.members,
+            detail=e.detail or None,
+        )
 
     def _rebalance_completed(self, shard: int, e: ev.RebalanceCompleted) -> None:
         self.metrics.rebalance_completed(e.duration_ms / 1000.0)
-        log_event(self.log, "rebalance.completed", shard=shard, group=e.group, generation=e.generation,
-                  duration_ms=e.duration_ms, members=e.members, protocol=e.protocol)
+        log_event(
+            self.log,
+            "rebalance.completed",
+            shard=shard,
+            group=e.group,
+            generation=e.generation,
+            duration_ms=e.duration_ms,
+            members=e.members,
+            protocol=e.protocol,
+        )
 
     def _state_changed(self, shard: int, e: ev.GroupStateChanged) -> None:
-        log_event(self.log, "group.state", level=logging.DEBUG, shard=shard, group=e.group, old=e.old, new=e.new,
-                  generation=e.generation)
+        log_event(
+            self.log,
+            "group.state",
+            level=logging.DEBUG,
+            shard=shard,
+            group=e.group,
+            old=e.old,
+            new=e.new,
+            generation=e.generation,
+        )
 
     def _deleted(self, shard: int, e: ev.GroupDeleted) -> None:
         self.metrics.group_deleted(e.reason)
@@ -207,10 +276,17 @@ class MetricsServer:
                     status, ctype, body = 400, "text/plain; charset=utf-8", b"bad request\n"
                 else:
                     status, ctype, body = self.respond(parts[0], parts[1])
-                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                          503: "Service Unavailable"}[status]
-                head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                        "Connection: keep-alive\r\n\r\n")
+                reason = {
+                    200: "OK",
+                    400: "Bad Request",
+                    404: "Not Found",
+                    405: "Method Not Allowed",
+                    503: "Service Unavailable",
+                }[status]
+                head = (
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                    "Connection: keep-alive\r\n\r\n"
+                )
                 writer.write(head.encode("latin-1") + (b"" if parts[:1] == ["HEAD"] else body))
                 await writer.drain()
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):

@@ -26,12 +26,16 @@ class Settings:
     listen: tuple[str, int] = ("127.0.0.1", 9092)
     advertised_host: str | None = None  # defaults to the listen host
     bootstrap_servers: list[tuple[str, int]] = field(default_factory=list)  # empty: embedded broker
-    broker_ports: list[int] = field(default_factory=list)  # explicit ports for upstream brokers, in node id order
+    broker_ports: list[int] = field(
+        default_factory=list
+    )  # explicit ports for upstream brokers, in node id order
     coordinator_node_id: int = 1_000_000
     shards: int = 50
     storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)
     internal_topic: str = "__kcoord_offsets"  # the compacted topic holding group state (--storage kafka)
-    replication_factor: int | None = None  # of the internal topic when kcoord creates it; None: min(3, brokers)
+    replication_factor: int | None = (
+        None  # of the internal topic when kcoord creates it; None: min(3, brokers)
+    )
     # How often each owned shard reads its partition's tail for another owner's writes and checks
     # that the topic still holds what it loaded (the bound on serving after losing ownership).
     ownership_check_interval_ms: int = 1000
@@ -54,14 +58,18 @@ class Settings:
     max_inflight: int = 1000  # per connection; reading pauses beyond it
     # Connection limits. Kafka's names and defaults where Kafka has the setting.
     connections_max_idle_ms: int = 600_000  # close connections idle this long; -1: never
-    request_receive_timeout_ms: int = 30_000  # close a connection whose frame takes longer to arrive; -1: never
+    request_receive_timeout_ms: int = (
+        30_000  # close a connection whose frame takes longer to arrive; -1: never
+    )
     max_connections: int = INT32_MAX
     max_connections_per_ip: int = INT32_MAX
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)  # IP address -> limit
     queued_max_request_bytes: int = 256 * 1024 * 1024  # large partial frames, all connections; -1: unbounded
     connection_output_pause_bytes: int = 1024 * 1024  # unsent output at which reading a connection pauses
     connection_output_max_bytes: int = 128 * 1024 * 1024  # unsent output at which a connection is closed
-    queued_max_response_bytes: int = 512 * 1024 * 1024  # unsent output of all connections before reading pauses
+    queued_max_response_bytes: int = (
+        512 * 1024 * 1024
+    )  # unsent output of all connections before reading pauses
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event

@@ -64,7 +64,9 @@ VERSION_LIMITS: dict[type[Message], tuple[int, int]] = {
     m.LeaveGroupRequest: (3, 5),  # v3: members by instance id
 }
 
-REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
+REJOIN = frozenset(
+    {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
+)
 
 
 def group_id_for(internal_topic: str) -> str:
@@ -179,7 +181,12 @@ class ClusterMembership:
                 self._on_fatal(str(exc))
                 return
             except (_Rediscover, KafkaClientError, OSError, TimeoutError) as exc:
-                log.warning("cluster: group coordinator of %s: %s; finding it again in %.1f s", self.group_id, exc, backoff)
+                log.warning(
+                    "cluster: group coordinator of %s: %s; finding it again in %.1f s",
+                    self.group_id,
+                    exc,
+                    backoff,
+                )
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
@@ -195,13 +202,17 @@ class ClusterMembership:
                 last = exc
                 continue
             try:
-                resp = await conn.request(m.FindCoordinatorRequest(key=self.group_id, key_type=0), timeout=10.0)
+                resp = await conn.request(
+                    m.FindCoordinatorRequest(key=self.group_id, key_type=0), timeout=10.0
+                )
             finally:
                 conn.close()
             if resp.error_code != ErrorCode.NONE:
                 raise _Rediscover(f"FindCoordinator error {resp.error_code}")
             coordinator = await connect(
-                (resp.host, resp.port), timeout=5.0, request_timeout=self.session_timeout_ms / 1000 + 30,
+                (resp.host, resp.port),
+                timeout=5.0,
+                request_timeout=self.session_timeout_ms / 1000 + 30,
                 limits=VERSION_LIMITS,
             )
             self._conn = coordinator
@@ -209,13 +220,20 @@ class ClusterMembership:
         raise _Rediscover(f"no upstream broker reachable at {self.bootstrap}: {last}")
 
     def _metadata(self) -> bytes:
-        user_data = json.dumps({
-            "node": self.node_id, "host": self.advertised[0], "port": self.advertised[1],
-            "shards": self.num_shards, "started": self.started_ms, "owned": sorted(self.owned),
-        }).encode()
+        user_data = json.dumps(
+            {
+                "node": self.node_id,
+                "host": self.advertised[0],
+                "port": self.advertised[1],
+                "shards": self.num_shards,
+                "started": self.started_ms,
+                "owned": sorted(self.owned),
+            }
+        ).encode()
         TP = m.ConsumerProtocolSubscription.TopicPartition
         body = m.ConsumerProtocolSubscription(
-            topics=[self.topic], user_data=user_data,
+            topics=[self.topic],
+            user_data=user_data,
             owned_partitions=[TP(topic=self.topic, partitions=sorted(self.owned))] if self.owned else [],
         )
         return SUBSCRIPTION_VERSION.to_bytes(2, "big") + body.encode(SUBSCRIPTION_VERSION)
@@ -231,16 +249,31 @@ class ClusterMembership:
 
     async def _join_and_sync_once(self, conn: Connection) -> None:
         while True:
-            join = await conn.request(m.JoinGroupRequest(
-                group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-                rebalance_timeout_ms=self.session_timeout_ms, member_id=self.member_id,
-                group_instance_id=self.instance_id, protocol_type=PROTOCOL_TYPE,
-                protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name=PROTOCOL_NAME, metadata=self._metadata())],
-                reason="kcoord node joining",
-            ))
+            join = await conn.request(
+                m.JoinGroupRequest(
+                    group_id=self.group_id,
+                    session_timeout_ms=self.session_timeout_ms,
+                    rebalance_timeout_ms=self.session_timeout_ms,
+                    member_id=self.member_id,
+                    group_instance_id=self.instance_id,
+                    protocol_type=PROTOCOL_TYPE,
+                    protocols=[
+                        m.JoinGroupRequest.JoinGroupRequestProtocol(
+                            name=PROTOCOL_NAME, metadata=self._metadata()
+                        )
+                    ],
+                    reason="kcoord node joining",
+                )
+            )
             self._contact()
-            log.debug("cluster: JoinGroup: error %d, generation %d, member %s, leader %s, %d members", join.error_code,
-                      join.generation_id, join.member_id, join.leader, len(join.members))
+            log.debug(
+                "cluster: JoinGroup: error %d, generation %d, member %s, leader %s, %d members",
+                join.error_code,
+                join.generation_id,
+                join.member_id,
+                join.leader,
+                len(join.members),
+            )
             error = join.error_code
             if error == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = join.member_id
@@ -255,11 +288,17 @@ class ClusterMembership:
             assignments: list[Any] = []
             if join.leader == join.member_id:
                 assignments = self._lead(join.members, generation)
-            sync = await conn.request(m.SyncGroupRequest(
-                group_id=self.group_id, generation_id=generation, member_id=self.member_id,
-                group_instance_id=self.instance_id, protocol_type=PROTOCOL_TYPE, protocol_name=PROTOCOL_NAME,
-                assignments=assignments,
-            ))
+            sync = await conn.request(
+                m.SyncGroupRequest(
+                    group_id=self.group_id,
+                    generation_id=generation,
+                    member_id=self.member_id,
+                    group_instance_id=self.instance_id,
+                    protocol_type=PROTOCOL_TYPE,
+                    protocol_name=PROTOCOL_NAME,
+                    assignments=assignments,
+                )
+            )
             self._contact()
             log.debug("cluster: SyncGroup: error %d", sync.error_code)
             if sync.error_code in REJOIN:
@@ -308,25 +347,40 @@ class ClusterMembership:
         A = m.SyncGroupRequest.SyncGroupRequestAssignment
         out = []
         for member_id in unreadable:  # not a kcoord node of this version: it gets no shard
-            out.append(A(member_id=member_id, assignment=self._encode_assignment(generation, set(), result, "unreadable claim")))
+            out.append(
+                A(
+                    member_id=member_id,
+                    assignment=self._encode_assignment(generation, set(), result, "unreadable claim"),
+                )
+            )
         for claim in claims:
             assigned = result.members[claim.member_id]
-            out.append(A(member_id=claim.member_id,
-                         assignment=self._encode_assignment(generation, assigned.shards, result, assigned.error)))
+            out.append(
+                A(
+                    member_id=claim.member_id,
+                    assignment=self._encode_assignment(generation, assigned.shards, result, assigned.error),
+                )
+            )
         log.info(
-            "cluster: generation %d assigned by this node (leader): %s", generation,
+            "cluster: generation %d assigned by this node (leader): %s",
+            generation,
             ", ".join(f"node {c.node_id}: {len(result.members[c.member_id].shards)}" for c in claims),
         )
         return out
 
     def _encode_assignment(self, generation: int, shards: set[int], result: Any, error: str | None) -> bytes:
-        user_data = json.dumps({
-            "generation": generation, "owners": result.owners,
-            "nodes": {str(n): list(a) for n, a in result.nodes.items()}, "error": error,
-        }).encode()
+        user_data = json.dumps(
+            {
+                "generation": generation,
+                "owners": result.owners,
+                "nodes": {str(n): list(a) for n, a in result.nodes.items()},
+                "error": error,
+            }
+        ).encode()
         TP = m.ConsumerProtocolAssignment.TopicPartition
         body = m.ConsumerProtocolAssignment(
-            assigned_partitions=[TP(topic=self.topic, partitions=sorted(shards))], user_data=user_data,
+            assigned_partitions=[TP(topic=self.topic, partitions=sorted(shards))],
+            user_data=user_data,
         )
         return ASSIGNMENT_VERSION.to_bytes(2, "big") + body.encode(ASSIGNMENT_VERSION)
 
@@ -336,20 +390,28 @@ class ClusterMembership:
             version = int.from_bytes(data[:2], "big", signed=True)
             body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), 3))
             info = json.loads(body.user_data or b"{}")
-            shards = frozenset(p for tp in body.assigned_partitions if tp.topic == self.topic for p in tp.partitions)
+            shards = frozenset(
+                p for tp in body.assigned_partitions if tp.topic == self.topic for p in tp.partitions
+            )
             owners = tuple(int(o) for o in info["owners"])
             nodes = {int(n): (str(a[0]), int(a[1])) for n, a in info["nodes"].items()}
         except Exception as exc:  # a leader of another version, or not a kcoord node at all
-            raise _Fatal(f"unreadable assignment from the cluster's leader in generation {generation}: {exc!r}") from exc
+            raise _Fatal(
+                f"unreadable assignment from the cluster's leader in generation {generation}: {exc!r}"
+            ) from exc
         if info.get("error"):
             raise _Fatal(f"the cluster refused this node: {info['error']}")
         if len(owners) != self.num_shards:
             raise _Fatal(f"the cluster's leader runs {len(owners)} shards, this node {self.num_shards}")
         revoked = self.owned - shards
         log.info(
-            "cluster: generation %d: this node (id %d) serves %d shards%s%s; nodes %s", generation, self.node_id,
-            len(shards), f", gains {sorted(shards - self.owned)}" if shards - self.owned else "",
-            f", loses {sorted(revoked)}" if revoked else "", sorted(nodes),
+            "cluster: generation %d: this node (id %d) serves %d shards%s%s; nodes %s",
+            generation,
+            self.node_id,
+            len(shards),
+            f", gains {sorted(shards - self.owned)}" if shards - self.owned else "",
+            f", loses {sorted(revoked)}" if revoked else "",
+            sorted(nodes),
         )
         await self._set(Ownership(generation, shards, owners, nodes))
         return revoked
@@ -370,10 +432,14 @@ class ClusterMembership:
     async def _heartbeat_until_rebalance(self, conn: Connection) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
-            resp = await conn.request(m.HeartbeatRequest(
-                group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
-                group_instance_id=self.instance_id,
-            ))
+            resp = await conn.request(
+                m.HeartbeatRequest(
+                    group_id=self.group_id,
+                    generation_id=self.generation,
+                    member_id=self.member_id,
+                    group_instance_id=self.instance_id,
+                )
+            )
             self._contact()
             if resp.error_code in REJOIN:
                 log.info("cluster: Heartbeat answered error %d: rejoining", resp.error_code)
@@ -401,14 +467,17 @@ class ClusterMembership:
                     "cluster: this node's wall clock jumped %+d ms. Shard ownership does not depend on it (the "
                     "group's session and the watchdog run on the monotonic clock, the fencing on producer epochs), "
                     "so no other node's shard is served; but group session timers and commit timestamps on this "
-                    "node follow the wall clock, as Kafka's do: fix the clock (NTP)", jump,
+                    "node follow the wall clock, as Kafka's do: fix the clock (NTP)",
+                    jump,
                 )
             silent = time.monotonic() - self._last_contact
             if silent > limit and self.owned and not self._joining:
                 log.error(
                     "cluster: no answer from the group coordinator for %.1f s (session timeout %d ms): this node "
                     "stops serving its %d shards before the cluster gives them to another node",
-                    silent, self.session_timeout_ms, len(self.owned),
+                    silent,
+                    self.session_timeout_ms,
+                    len(self.owned),
                 )
                 await self._set(self._nothing())
 
@@ -428,10 +497,16 @@ def _decode_claim(member_id: str, metadata: bytes) -> NodeClaim | None:
         body, _ = m.ConsumerProtocolSubscription.decode_from(metadata, 2, min(max(version, 0), 3))
         info = json.loads(body.user_data or b"{}")
         return NodeClaim(
-            member_id=member_id, node_id=int(info["node"]), host=str(info["host"]), port=int(info["port"]),
-            shards=int(info["shards"]), started_ms=int(info["started"]),
+            member_id=member_id,
+            node_id=int(info["node"]),
+            host=str(info["host"]),
+            port=int(info["port"]),
+            shards=int(info["shards"]),
+            started_ms=int(info["started"]),
             owned=frozenset(int(s) for s in info.get("owned", [])),
         )
     except Exception as exc:
-        log.warning("cluster: member %s sent a claim this node cannot read (%r); it gets no shard", member_id, exc)
+        log.warning(
+            "cluster: member %s sent a claim this node cannot read (%r); it gets no shard", member_id, exc
+        )
         return None

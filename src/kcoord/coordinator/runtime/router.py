@@ -156,8 +156,15 @@ class Router:
             response: Message = await conn.request(request, ctx.api_version, timeout=30.0)
             return response
         except (KafkaClientError, OSError, TimeoutError) as exc:
-            log.warning("forwarding api %d for shard %d to node %d at %s:%d failed: %r",
-                        api_key, index, owner, address[0], address[1], exc)
+            log.warning(
+                "forwarding api %d for shard %d to node %d at %s:%d failed: %r",
+                api_key,
+                index,
+                owner,
+                address[0],
+                address[1],
+                exc,
+            )
             stale = self._peers.pop(address, None)
             if stale is not None:
                 stale.close()
@@ -169,7 +176,9 @@ class Router:
             conn.close()
         self._peers.clear()
 
-    def _submit(self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message) -> asyncio.Future[Message]:
+    def _submit(
+        self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message
+    ) -> asyncio.Future[Message]:
         if self.serves(shard.index):
             return shard.submit(api_key, ctx, request)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
@@ -229,7 +238,9 @@ class Router:
                 api_key, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
             )
         if api_key == ApiKey.DESCRIBE_GROUPS:
-            return await self._split(api_key, ctx, request, "groups", lambda g: g, "groups", lambda g: g.group_id)
+            return await self._split(
+                api_key, ctx, request, "groups", lambda g: g, "groups", lambda g: g.group_id
+            )
         if api_key == ApiKey.DELETE_GROUPS:
             return await self._split(
                 api_key, ctx, request, "groups_names", lambda g: g, "results", lambda r: r.group_id

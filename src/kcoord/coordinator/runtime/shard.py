@@ -62,7 +62,9 @@ class ShardState(Protocol):
     def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result: ...
     def replay(self, record: Record) -> None: ...
     def replay_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None: ...
-    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None: ...
+    def replay_end_transaction_marker(
+        self, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None: ...
     def poll(self, now_ms: int) -> Result: ...
     def next_deadline(self) -> int | None: ...
     def on_loaded(self) -> Result: ...
@@ -120,7 +122,9 @@ class ShardRuntime:
         self.log = shard_log
         self.clock = clock
         self.observer: ShardObserver = observer or _NoObserver()
-        self._report_events: Callable[[int, list[GroupEvent]], None] | None = getattr(self.observer, "group_events", None)
+        self._report_events: Callable[[int, list[GroupEvent]], None] | None = getattr(
+            self.observer, "group_events", None
+        )
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
         self.lost: str | None = None  # why the shard's log was lost, until it is loaded again
@@ -131,7 +135,9 @@ class ShardRuntime:
         # Writes replayed but not yet handed to the log, in replay order: runs of plain records, and
         # transactional batches (each its own append).
         self._pending: list[list[Record] | TransactionalWrite] = []
-        self._written_seq = 0  # writes handed to the log so far (replayed into the state): a record or a batch each
+        self._written_seq = (
+            0  # writes handed to the log so far (replayed into the state): a record or a batch each
+        )
         self._acked_seq = 0  # writes the log acknowledged
         self.follow_interval = follow_interval
         self.marker_wait = marker_wait  # how long AddOffsetsToTxn waits for the previous transaction's marker
@@ -263,9 +269,15 @@ class ShardRuntime:
                             )
                             done = 1
                             if txn_log.isEnabledFor(logging.DEBUG):
-                                txn_log.debug("shard %d: transactional batch of producer %d epoch %d written "
-                                              "(%d offsets; log end %s)", self.index, batch.producer_id,
-                                              batch.producer_epoch, len(batch.records), getattr(self.log, "log_end", "?"))
+                                txn_log.debug(
+                                    "shard %d: transactional batch of producer %d epoch %d written "
+                                    "(%d offsets; log end %s)",
+                                    self.index,
+                                    batch.producer_id,
+                                    batch.producer_epoch,
+                                    len(batch.records),
+                                    getattr(self.log, "log_end", "?"),
+                                )
                     except FencedError as exc:
                         if generation == self._generation:
                             self._log_lost(exc)
@@ -295,8 +307,14 @@ class ShardRuntime:
     def _refuse_transactional(self, write: TransactionalWrite, exc: TransactionalAppendError) -> None:
         """The cluster refused a client's transactional batch for the producer's sake: its request
         gets that error (as Kafka's coordinator answers a failed transactional write)."""
-        log.info("shard %d: transactional write of %r (producer %d, epoch %d) refused: %s",
-                 self.index, write.transactional_id, write.batch.producer_id, write.batch.producer_epoch, exc)
+        log.info(
+            "shard %d: transactional write of %r (producer %d, epoch %d) refused: %s",
+            self.index,
+            write.transactional_id,
+            write.batch.producer_id,
+            write.batch.producer_epoch,
+            exc,
+        )
         entry = self._waiting.pop(write.ctx, None)
         if entry is not None:
             reply, api_key, request = entry
@@ -335,8 +353,13 @@ class ShardRuntime:
             if generation != self._generation or not self.loaded:
                 return  # a reload reads them
             for marker in markers:
-                txn_log.debug("shard %d: marker of producer %d epoch %d (%s) replayed", self.index,
-                              marker.producer_id, marker.producer_epoch, "commit" if marker.committed else "abort")
+                txn_log.debug(
+                    "shard %d: marker of producer %d epoch %d (%s) replayed",
+                    self.index,
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    "commit" if marker.committed else "abort",
+                )
                 replay_transaction_entry(self.state, marker)
             if markers:
                 self._reschedule_timer()
@@ -347,7 +370,11 @@ class ShardRuntime:
         if self.loaded:
             self.state.transaction_ending(producer_id)
             if txn_log.isEnabledFor(logging.DEBUG) and self.state.awaits_marker(producer_id):
-                txn_log.debug("shard %d: producer %d's transaction ended; its marker is awaited", self.index, producer_id)
+                txn_log.debug(
+                    "shard %d: producer %d's transaction ended; its marker is awaited",
+                    self.index,
+                    producer_id,
+                )
 
     async def previous_transaction_ended(self, producer_id: int) -> bool:
         """Wait (up to ``marker_wait`` seconds, following the log) until the marker of the
@@ -403,7 +430,9 @@ class ShardRuntime:
             return
         self.observer.shard_lost(self.index, fenced, str(exc))
         if fenced:
-            log.error("shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc)
+            log.error(
+                "shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc
+            )
             self._fail_waiting(fenced=True)
             return
         self.lost = str(exc)
@@ -423,7 +452,11 @@ class ShardRuntime:
                     await self.load()
                     return
                 except FencedError as exc:
-                    log.error("shard %d: fenced while reloading (%s); this process stops serving it", self.index, exc)
+                    log.error(
+                        "shard %d: fenced while reloading (%s); this process stops serving it",
+                        self.index,
+                        exc,
+                    )
                     self.fenced = True
                     return
                 except Exception as exc:

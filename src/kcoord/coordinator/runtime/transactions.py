@@ -47,7 +47,9 @@ _ENDED_REMEMBERED = 100_000  # producers whose EndTxn this node relayed, bounded
 
 
 class TransactionPartitionAdder(Protocol):
-    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int) -> int: ...
+    async def add_partition_to_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, shard: int
+    ) -> int: ...
 
 
 class TransactionOffsets:
@@ -85,8 +87,13 @@ class TransactionOffsets:
         error = await self.storage.add_partition_to_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, shard.index
         )
-        log.debug("AddOffsetsToTxn of producer %d epoch %d for shard %d: added upstream with error %d",
-                  request.producer_id, request.producer_epoch, shard.index, error)
+        log.debug(
+            "AddOffsetsToTxn of producer %d epoch %d for shard %d: added upstream with error %d",
+            request.producer_id,
+            request.producer_epoch,
+            shard.index,
+            error,
+        )
         if error != ErrorCode.NONE:
             if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_SINCE:
                 error = ErrorCode.INVALID_PRODUCER_EPOCH
@@ -104,7 +111,9 @@ class TransactionOffsets:
                 producer_epoch=request.producer_epoch, group_id=request.group_id,
                 unknown_tagged=[(PREVIOUS_TRANSACTION_ENDED_TAG, b"\x01")],
             )  # fmt: skip
-            forward_ctx = RequestContext(max(ctx.api_version, FLEXIBLE_SINCE), ctx.client_id, ctx.client_host, ctx.correlation_id)
+            forward_ctx = RequestContext(
+                max(ctx.api_version, FLEXIBLE_SINCE), ctx.client_id, ctx.client_host, ctx.correlation_id
+            )
             response = await self.router.forward(index, ApiKey.ADD_OFFSETS_TO_TXN, forward_ctx, tagged)
         else:
             response = await self.router.forward(index, ApiKey.ADD_OFFSETS_TO_TXN, ctx, request)

@@ -29,7 +29,9 @@ from kcoord.protocol.errors import ErrorCode
 
 CLIENT_ID = "kcoord-groups"
 _RETRIABLE = {
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
 }
 _LATEST = -1
 _MAX_ASSIGNMENT_VERSION = 3
@@ -53,9 +55,13 @@ class Connection:
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.address = f"{host}:{port}"
         try:
-            self.conn = BlockingConnection((host, port), timeout, client_id=CLIENT_ID, software_name=CLIENT_ID)
+            self.conn = BlockingConnection(
+                (host, port), timeout, client_id=CLIENT_ID, software_name=CLIENT_ID
+            )
         except BrokerError as exc:
-            raise AdminError(f"{self.address}: ApiVersions failed with {_error_name(exc.error_code)}") from None
+            raise AdminError(
+                f"{self.address}: ApiVersions failed with {_error_name(exc.error_code)}"
+            ) from None
         except (OSError, KafkaClientError) as exc:
             raise AdminError(f"cannot connect to {self.address}: {exc}") from None
 
@@ -64,7 +70,9 @@ class Connection:
         try:
             return self.conn.version_for(cls, highest)
         except UnsupportedVersion:
-            raise AdminError(f"{self.address} does not support {cls.__name__[:-7]} in a version we speak") from None
+            raise AdminError(
+                f"{self.address} does not support {cls.__name__[:-7]} in a version we speak"
+            ) from None
 
     def call(self, request: Message, version: int) -> Any:
         try:
@@ -116,7 +124,9 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
         return {}
     (version,) = struct.unpack_from(">h", data, 0)
     try:
-        body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), _MAX_ASSIGNMENT_VERSION))
+        body, _ = m.ConsumerProtocolAssignment.decode_from(
+            data, 2, min(max(version, 0), _MAX_ASSIGNMENT_VERSION)
+        )
     except Exception:  # a custom protocol that only claims to be "consumer": show no assignment
         return {}
     return {tp.topic: sorted(tp.partitions) for tp in body.assigned_partitions}
@@ -160,7 +170,11 @@ class GroupsAdmin:
     def _metadata(self, topics: Iterable[str] | None) -> Any:
         conn = self._any()
         version = conn.version(m.MetadataRequest, 12)
-        names = None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
+        names = (
+            None
+            if topics is None
+            else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
+        )
         if names is None and version == 0:
             names = []  # v0: an empty list means every topic
         return conn.call(m.MetadataRequest(topics=names, allow_auto_topic_creation=False), version)
@@ -192,7 +206,9 @@ class GroupsAdmin:
         metadata = self._metadata([internal_topic])
         topic = next((t for t in metadata.topics if t.name == internal_topic), None)
         if topic is None or topic.error_code or not topic.partitions:
-            raise AdminError(f"internal topic {internal_topic!r} not found (error {getattr(topic, 'error_code', '?')})")
+            raise AdminError(
+                f"internal topic {internal_topic!r} not found (error {getattr(topic, 'error_code', '?')})"
+            )
         shards = len(topic.partitions)
         probes: dict[int, str] = {}
         n = 0
@@ -206,9 +222,18 @@ class GroupsAdmin:
         for shard in range(shards):
             resp = conn.call(m.FindCoordinatorRequest(key=probes[shard], key_type=0), version)
             if resp.error_code:
-                rows.append({"shard": shard, "node": None, "address": None, "error": _error_name(resp.error_code)})
+                rows.append(
+                    {"shard": shard, "node": None, "address": None, "error": _error_name(resp.error_code)}
+                )
             else:
-                rows.append({"shard": shard, "node": resp.node_id, "address": f"{resp.host}:{resp.port}", "error": None})
+                rows.append(
+                    {
+                        "shard": shard,
+                        "node": resp.node_id,
+                        "address": f"{resp.host}:{resp.port}",
+                        "error": None,
+                    }
+                )
         return rows
 
     # describe --------------------------------------------------------------------------------------------
@@ -244,7 +269,9 @@ class GroupsAdmin:
         dv = conn.version(m.DescribeGroupsRequest, 5)
         described = self._retrying(
             f"DescribeGroups({group})",
-            lambda: conn.call(m.DescribeGroupsRequest(groups=[group], include_authorized_operations=False), dv),
+            lambda: conn.call(
+                m.DescribeGroupsRequest(groups=[group], include_authorized_operations=False), dv
+            ),
             lambda r: r.groups[0].error_code,
         ).groups[0]
         if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
@@ -252,22 +279,34 @@ class GroupsAdmin:
         ):
             return GroupDescription(group, "Dead", "", "", coordinator, [], [], error="group does not exist")
         if described.error_code:
-            return GroupDescription(group, "", "", "", coordinator, [], [], error=_error_name(described.error_code))
+            return GroupDescription(
+                group, "", "", "", coordinator, [], [], error=_error_name(described.error_code)
+            )
         consumer = described.protocol_type == "consumer"
         members = [
             Member(
-                mem.member_id, mem.group_instance_id, mem.client_id, mem.client_host,
+                mem.member_id,
+                mem.group_instance_id,
+                mem.client_id,
+                mem.client_host,
                 decode_assignment(mem.member_assignment) if consumer else {},
             )
             for mem in described.members
         ]
         offsets = self._offsets(conn, group, members)
         return GroupDescription(
-            group, described.group_state, described.protocol_type, described.protocol_data, coordinator,
-            members, offsets,
+            group,
+            described.group_state,
+            described.protocol_type,
+            described.protocol_data,
+            coordinator,
+            members,
+            offsets,
         )
 
-    def _describe_consumer_group(self, conn: Connection, group: str, coordinator: str) -> GroupDescription | None:
+    def _describe_consumer_group(
+        self, conn: Connection, group: str, coordinator: str
+    ) -> GroupDescription | None:
         """A KIP-848 consumer group through ConsumerGroupDescribe, as Kafka's admin client asks
         first; None when the group is not one (or the server does not serve the API): the caller
         asks DescribeGroups then."""
@@ -284,14 +323,23 @@ class GroupsAdmin:
             return None  # GROUP_ID_NOT_FOUND: unknown, or a classic group
         members = [
             Member(
-                mem.member_id, mem.instance_id, mem.client_id, mem.client_host,
+                mem.member_id,
+                mem.instance_id,
+                mem.client_id,
+                mem.client_host,
                 {t.topic_name: sorted(t.partitions) for t in mem.assignment.topic_partitions},
             )
             for mem in described.members
         ]
         offsets = self._offsets(conn, group, members)
         return GroupDescription(
-            group, described.group_state, "consumer", described.assignor_name, coordinator, members, offsets,
+            group,
+            described.group_state,
+            "consumer",
+            described.assignor_name,
+            coordinator,
+            members,
+            offsets,
         )
 
     def _offsets(self, conn: Connection, group: str, members: list[Member]) -> list[PartitionOffsets]:
@@ -307,7 +355,9 @@ class GroupsAdmin:
         for topic in fetched.topics:
             for p in topic.partitions:
                 if p.error_code == 0:
-                    committed[(topic.name, p.partition_index)] = p.committed_offset if p.committed_offset >= 0 else None
+                    committed[(topic.name, p.partition_index)] = (
+                        p.committed_offset if p.committed_offset >= 0 else None
+                    )
         owner: dict[tuple[str, int], Member] = {}
         for member in members:
             for topic_name, partitions in member.assignment.items():
@@ -320,10 +370,18 @@ class GroupsAdmin:
             current, end = committed[tp], log_end.get(tp)
             lag = end - current if current is not None and end is not None else None
             who = owner.get(tp)
-            rows.append(PartitionOffsets(
-                tp[0], tp[1], current, end, lag,
-                who.member_id if who else None, who.host if who else None, who.client_id if who else None,
-            ))
+            rows.append(
+                PartitionOffsets(
+                    tp[0],
+                    tp[1],
+                    current,
+                    end,
+                    lag,
+                    who.member_id if who else None,
+                    who.host if who else None,
+                    who.client_id if who else None,
+                )
+            )
         return rows
 
     def _log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -341,13 +399,22 @@ class GroupsAdmin:
         for leader, topics in by_leader.items():
             conn = self._conn(brokers[leader])
             version = conn.version(sm.ListOffsetsRequest, 7)
-            req = sm.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-                sm.ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=[
-                    sm.ListOffsetsRequest.ListOffsetsPartition(partition_index=i, timestamp=_LATEST, current_leader_epoch=-1)
-                    for i in sorted(parts)
-                ])
-                for name, parts in sorted(topics.items())
-            ])
+            req = sm.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    sm.ListOffsetsRequest.ListOffsetsTopic(
+                        name=name,
+                        partitions=[
+                            sm.ListOffsetsRequest.ListOffsetsPartition(
+                                partition_index=i, timestamp=_LATEST, current_leader_epoch=-1
+                            )
+                            for i in sorted(parts)
+                        ],
+                    )
+                    for name, parts in sorted(topics.items())
+                ],
+            )
             resp = conn.call(req, version)
             for topic in resp.topics:
                 for p in topic.partitions:
@@ -380,36 +447,74 @@ def render_description(d: GroupDescription) -> str:
         _table(
             ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
             [
-                [d.group, mem.member_id, mem.group_instance_id, mem.host, mem.client_id,
-                 sum(len(p) for p in mem.assignment.values()), _assignment_text(mem.assignment)]
+                [
+                    d.group,
+                    mem.member_id,
+                    mem.group_instance_id,
+                    mem.host,
+                    mem.client_id,
+                    sum(len(p) for p in mem.assignment.values()),
+                    _assignment_text(mem.assignment),
+                ]
                 for mem in d.members
             ],
-        ) if d.members else f"Consumer group '{d.group}' has no active members.",
+        )
+        if d.members
+        else f"Consumer group '{d.group}' has no active members.",
     ]
     if d.offsets:
-        parts.append(_table(
-            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-             "CLIENT-ID"],
-            [[d.group, o.topic, o.partition, o.committed, o.log_end, o.lag, o.member_id, o.host, o.client_id]
-             for o in d.offsets],
-        ))
+        parts.append(
+            _table(
+                [
+                    "GROUP",
+                    "TOPIC",
+                    "PARTITION",
+                    "CURRENT-OFFSET",
+                    "LOG-END-OFFSET",
+                    "LAG",
+                    "CONSUMER-ID",
+                    "HOST",
+                    "CLIENT-ID",
+                ],
+                [
+                    [
+                        d.group,
+                        o.topic,
+                        o.partition,
+                        o.committed,
+                        o.log_end,
+                        o.lag,
+                        o.member_id,
+                        o.host,
+                        o.client_id,
+                    ]
+                    for o in d.offsets
+                ],
+            )
+        )
     return "\n\n".join(parts)
 
 
 # -- command line ---------------------------------------------------------------------------------------
 def add_groups_parser(sub: Any) -> None:
     groups = sub.add_parser(
-        "groups", help="list or describe the groups of a running kcoord",
+        "groups",
+        help="list or describe the groups of a running kcoord",
         description="List or describe consumer groups over the Kafka protocol, like kafka-consumer-groups.sh.",
     )
-    groups.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
-                        help="kcoord (or any Kafka) listener")
+    groups.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="kcoord (or any Kafka) listener"
+    )
     groups.add_argument("--timeout", type=float, default=10.0, help="seconds per request and for retries")
     groups.add_argument("--json", action="store_true", help="print JSON instead of tables")
     actions = groups.add_subparsers(dest="groups_command", required=True)
     lister = actions.add_parser("list", help="list groups")
-    lister.add_argument("--state", action="append", default=[],
-                        help="only groups in this state (Empty, Stable, PreparingRebalance, ...); repeatable")
+    lister.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        help="only groups in this state (Empty, Stable, PreparingRebalance, ...); repeatable",
+    )
     shards = actions.add_parser("shards", help="which kcoord node serves each shard (a kcoord cluster)")
     shards.add_argument("--internal-topic", default="__kcoord_offsets", help="kcoord's internal topic")
     describe = actions.add_parser("describe", help="state, members, assignments, committed offsets and lag")
@@ -430,18 +535,33 @@ def run_groups(args: argparse.Namespace, out: Any = None) -> int:
                 if args.json:
                     print(json.dumps(listed, indent=2), file=out)
                 else:
-                    print(_table(["GROUP", "PROTOCOL-TYPE", "STATE"],
-                                 [[g["group"], g["protocol_type"] or "-", g["state"] or "-"] for g in listed]),
-                          file=out)
+                    print(
+                        _table(
+                            ["GROUP", "PROTOCOL-TYPE", "STATE"],
+                            [[g["group"], g["protocol_type"] or "-", g["state"] or "-"] for g in listed],
+                        ),
+                        file=out,
+                    )
                 return 0
             if args.groups_command == "shards":
                 owners = admin.shard_owners(args.internal_topic)
                 if args.json:
                     print(json.dumps(owners, indent=2), file=out)
                 else:
-                    print(_table(["SHARD", "NODE", "ADDRESS"],
-                                 [[o["shard"], o["node"] if o["error"] is None else o["error"], o["address"] or "-"]
-                                  for o in owners]), file=out)
+                    print(
+                        _table(
+                            ["SHARD", "NODE", "ADDRESS"],
+                            [
+                                [
+                                    o["shard"],
+                                    o["node"] if o["error"] is None else o["error"],
+                                    o["address"] or "-",
+                                ]
+                                for o in owners
+                            ],
+                        ),
+                        file=out,
+                    )
                     per_node: dict[str, int] = {}
                     for o in owners:
                         key = f"{o['node']} ({o['address']})" if o["error"] is None else str(o["error"])

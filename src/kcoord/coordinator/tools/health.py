@@ -22,10 +22,13 @@ from kcoord.coordinator.ops import config
 
 def add_health_parser(sub: Any) -> None:
     health = sub.add_parser(
-        "health", help="check the kcoord serving in this container (its /healthz)",
+        "health",
+        help="check the kcoord serving in this container (its /healthz)",
         description="Exit 0 when /healthz on kcoord's configured metrics address answers 200.",
     )
-    health.add_argument("--pid", type=int, default=1, help="the serving process whose flags to read (default 1)")
+    health.add_argument(
+        "--pid", type=int, default=1, help="the serving process whose flags to read (default 1)"
+    )
     health.add_argument("--timeout", type=float, default=3.0, help="seconds")
 
 
@@ -36,7 +39,7 @@ def serve_argv(pid: int) -> list[str]:
     except OSError:
         return ["serve"]
     if "serve" in argv:
-        return argv[argv.index("serve"):-1] if argv[-1] == "" else argv[argv.index("serve"):]
+        return argv[argv.index("serve") : -1] if argv[-1] == "" else argv[argv.index("serve") :]
     return ["serve"]
 
 

@@ -139,7 +139,12 @@ class ClassicGroup:
     def is_simple(self) -> bool:
         """A group that only holds committed offsets: no protocol, no members, nobody joining (Kafka's
         ``isSimpleGroup``). No record backs it, so a consumer group's records may take its place."""
-        return self.protocol_type is None and self.is_empty and not self.members and not self.pending_join_members
+        return (
+            self.protocol_type is None
+            and self.is_empty
+            and not self.members
+            and not self.pending_join_members
+        )
 
     @property
     def uses_consumer_protocol(self) -> bool:

@@ -72,8 +72,11 @@ def sync_key(group_id: str) -> tuple[str, str]:
 
 # The bounded reason a rebalance is counted under (events.REBALANCE_REASONS), by the free-text
 # reason _update_member_then_rebalance_or_complete_join gets.
-_UPDATE_KINDS = {"member rejoins": "member_joined", "metadata changed": "metadata_changed",
-                 "leader rejoins": "leader_rejoined"}
+_UPDATE_KINDS = {
+    "member rejoins": "member_joined",
+    "metadata changed": "metadata_changed",
+    "leader rejoins": "leader_rejoined",
+}
 
 
 def _protocols(request: m.JoinGroupRequest) -> Protocols:
@@ -144,7 +147,9 @@ class ClassicGroupManager:
                 # Kafka reverts a group whose first record fails and answers the join with the mapped
                 # error; kcoord does not create it. (Only a group id or protocol type of nearly the
                 # whole limit can do this.)
-                out.reply(ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=req.member_id))
+                out.reply(
+                    ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=req.member_id)
+                )
                 return
             self.groups[req.group_id] = group
 
@@ -308,14 +313,24 @@ class ClassicGroupManager:
         if group.is_in(S.PREPARING_REBALANCE) and group.previous_state is S.EMPTY:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member)
-        out.emit(ev.MemberJoined(group.group_id, member_id, member.group_instance_id, member.client_id,
-                                 member.client_host, member.protocol_type))
+        out.emit(
+            ev.MemberJoined(
+                group.group_id,
+                member_id,
+                member.group_instance_id,
+                member.client_id,
+                member.client_host,
+                member.protocol_type,
+            )
+        )
         member.awaiting_join = ctx
         # A parked JoinGroup cannot heartbeat, so new members get the (long) new-member join
         # timeout; a client that gave up and retries must not leave a defunct member forever.
         self._schedule_heartbeat(group.group_id, member_id, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance_or_complete_join(
-            group, f"adding new member {member_id} with group instance id {req.group_instance_id}", out,
+            group,
+            f"adding new member {member_id} with group instance id {req.group_instance_id}",
+            out,
             kind="member_joined",
         )
 
@@ -370,20 +385,33 @@ class ClassicGroupManager:
         group.update_member(member, protocols, self._rebalance_timeout(ctx, req), req.session_timeout_ms)
         member.client_id = ctx.client_id
         member.client_host = ctx.client_host
-        out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, member.client_id, member.client_host,
-                                 member.protocol_type, rejoin=True))
+        out.emit(
+            ev.MemberJoined(
+                group.group_id,
+                new_member_id,
+                instance_id,
+                member.client_id,
+                member.client_host,
+                member.protocol_type,
+                rejoin=True,
+            )
+        )
         member.awaiting_join = ctx
 
         if group.is_in(S.STABLE):
             self._maybe_prepare_rebalance_or_complete_join(
-                group, f"static member {instance_id} rejoined with a protocol change", out,
+                group,
+                f"static member {instance_id} rejoined with a protocol change",
+                out,
                 kind="static_member_replaced",
             )
             return
         if group.is_in(S.COMPLETING_REBALANCE):
             # The leader may already be assigning to the old id: rebalance so the new id gets one.
             self._prepare_rebalance(
-                group, f"static member {instance_id} rejoined during CompletingRebalance", out,
+                group,
+                f"static member {instance_id} rejoined during CompletingRebalance",
+                out,
                 kind="static_member_replaced",
             )
             return
@@ -439,8 +467,17 @@ class ClassicGroupManager:
         # Timers are soft state: the new id's session starts with the old member's timeout, as the
         # member it replaces had it.
         self._schedule_heartbeat(group.group_id, new_member_id, old.session_timeout_ms)
-        out.emit(ev.MemberJoined(group.group_id, new_member_id, instance_id, ctx.client_id, ctx.client_host,
-                                 old.protocol_type, rejoin=True))
+        out.emit(
+            ev.MemberJoined(
+                group.group_id,
+                new_member_id,
+                instance_id,
+                ctx.client_id,
+                ctx.client_host,
+                old.protocol_type,
+                rejoin=True,
+            )
+        )
         self.log.info(
             "group %s: static member %s rejoined as %s without changing the protocol; no rebalance",
             group.group_id, instance_id, new_member_id,
@@ -570,8 +607,11 @@ class ClassicGroupManager:
             self._complete_join_empty(group, out)
             return
         group.init_next_generation(self.now_ms())
-        out.emit(ev.GroupStateChanged(group.group_id, S.PREPARING_REBALANCE.value, group.state_name,
-                                      group.generation_id))
+        out.emit(
+            ev.GroupStateChanged(
+                group.group_id, S.PREPARING_REBALANCE.value, group.state_name, group.generation_id
+            )
+        )
         self.log.info(
             "group %s: generation %d with %d members, protocol %s",
             group.group_id, group.generation_id, group.num_members, group.protocol_name,
@@ -659,7 +699,9 @@ class ClassicGroupManager:
                     error,
                     protocol_type=group.protocol_type if ok else None,
                     protocol_name=group.protocol_name if ok else None,
-                    assignment=member.assignment if assignment is None else assignment.get(member.member_id, b""),
+                    assignment=member.assignment
+                    if assignment is None
+                    else assignment.get(member.member_id, b""),
                 ),
             )
             # A session that ran out while the member waited is reset now that it has its answer.
@@ -715,7 +757,9 @@ class ClassicGroupManager:
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
             group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
         )  # fmt: skip
-        record = self._writable(group, records.classic_group_record(group, assignment), "the leader's assignment")
+        record = self._writable(
+            group, records.classic_group_record(group, assignment), "the leader's assignment"
+        )
         if record is None:
             # Kafka's failed append: appendGroupMetadataErrorToResponseError(MESSAGE_TOO_LARGE) is
             # UNKNOWN_SERVER_ERROR for every waiting member, and the group rebalances.
@@ -727,15 +771,25 @@ class ClassicGroupManager:
             return
         # The record's replay stores the assignments and makes the group Stable.
         out.records.append(record)
-        out.emit(ev.AssignmentComputed(
-            group.group_id, group.generation_id, group.protocol_type, group.protocol_name,
-            tuple(ev.MemberAssignment(m.member_id, m.group_instance_id, assignment.get(m.member_id, b""))
-                  for m in group.members.values()),
-        ))
+        out.emit(
+            ev.AssignmentComputed(
+                group.group_id,
+                group.generation_id,
+                group.protocol_type,
+                group.protocol_name,
+                tuple(
+                    ev.MemberAssignment(m.member_id, m.group_instance_id, assignment.get(m.member_id, b""))
+                    for m in group.members.values()
+                ),
+            )
+        )
         self._propagate_assignment(group, ErrorCode.NONE, out, assignment)
         self.rebalances_completed += 1
-        out.emit(ev.GroupStateChanged(group.group_id, S.COMPLETING_REBALANCE.value, S.STABLE.value,
-                                      group.generation_id))
+        out.emit(
+            ev.GroupStateChanged(
+                group.group_id, S.COMPLETING_REBALANCE.value, S.STABLE.value, group.generation_id
+            )
+        )
         self._rebalance_done(group, out, generation=group.generation_id, protocol_name=group.protocol_name)
 
     def _rebalance_done(
@@ -745,7 +799,9 @@ class ClassicGroupManager:
         and protocol the record being written settles it with)."""
         started, group.rebalance_started_ms = group.rebalance_started_ms, None
         duration = max(0, self.now_ms() - started) if started is not None else 0
-        out.emit(ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name))
+        out.emit(
+            ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name)
+        )
 
     def _writable(self, group: ClassicGroup, record: Record, what: str) -> Record | None:
         """``record``, or None when it is larger than the log takes. Such a write could never
@@ -813,12 +869,16 @@ class ClassicGroupManager:
             # CompletingRebalance too: clients heartbeat between their JoinGroup and SyncGroup.
             out.reply(ctx, r.heartbeat_response(ErrorCode.NONE))
 
-    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int, now_ms: int | None = None) -> None:
+    def _schedule_heartbeat(
+        self, group_id: str, member_id: str, timeout_ms: int, now_ms: int | None = None
+    ) -> None:
         """``now_ms``: the time the caller already read (a commit's timestamp), else the clock's."""
         key = heartbeat_key(group_id, member_id)
         deadline = (self.now_ms() if now_ms is None else now_ms) + timeout_ms
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
-            self.timers.schedule(key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out))
+            self.timers.schedule(
+                key, deadline, lambda out: self._on_heartbeat_expired(group_id, member_id, out)
+            )
 
     def offsets_committed(self, group: ClassicGroup, member_id: str, now_ms: int) -> None:
         """A valid offset commit from a member keeps its session alive while the group is Stable or
@@ -849,7 +909,9 @@ class ClassicGroupManager:
         self._remove_member(group, member_id, out)
         self._after_member_removed(group, f"member {member_id} session expired", out, kind="member_expired")
 
-    def _after_member_removed(self, group: ClassicGroup, reason: str, out: Result, kind: str = "other") -> None:
+    def _after_member_removed(
+        self, group: ClassicGroup, reason: str, out: Result, kind: str = "other"
+    ) -> None:
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(group, reason, out, kind)
         elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():

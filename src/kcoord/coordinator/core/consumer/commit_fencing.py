@@ -114,13 +114,17 @@ def validate_offset_commit(
     if fencing is OffsetCommitFencing.STRICT:
         return every(stale)
     if fencing is OffsetCommitFencing.REVOCATION_EPOCH:
-        revoked_since = member.revocation_epoch == UNKNOWN_REVOCATION_EPOCH or client_epoch <= member.revocation_epoch
+        revoked_since = (
+            member.revocation_epoch == UNKNOWN_REVOCATION_EPOCH or client_epoch <= member.revocation_epoch
+        )
         return every(stale if revoked_since else ErrorCode.NONE)
     current = client_epoch == member.member_epoch
     codes: dict[TopicIdPartition, ErrorCode] = {}
     for topic_id, partition in committed:
         assigned_at = member.assignment_epoch(topic_id, partition)
-        accepted = (assigned_at is not None and assigned_at <= client_epoch) or (current and topic_id == UNKNOWN_TOPIC_ID)
+        accepted = (assigned_at is not None and assigned_at <= client_epoch) or (
+            current and topic_id == UNKNOWN_TOPIC_ID
+        )
         codes[(topic_id, partition)] = ErrorCode.NONE if accepted else stale
     return codes
 

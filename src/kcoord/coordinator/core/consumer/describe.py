@@ -128,9 +128,13 @@ def _assignment(partitions: Mapping[uuid.UUID, Iterable[int]], resolve_topic_nam
     for topic_id, by_partition in partitions.items():
         name = resolve_topic_name(topic_id)
         if name is not None:
-            topics.append(_R.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=sorted(by_partition)))
+            topics.append(
+                _R.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=sorted(by_partition))
+            )
     return _R.Assignment(topic_partitions=topics)
 
 
 def _not_found(group_id: str, message: str) -> Any:
-    return _R.DescribedGroup(group_id=group_id, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message)
+    return _R.DescribedGroup(
+        group_id=group_id, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message
+    )

@@ -202,7 +202,9 @@ class ConsumerGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
             # A member that joined with JoinGroup knows its epoch as a generation.
-            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+            return (
+                ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+            )
         return ErrorCode.NONE
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
@@ -262,7 +264,9 @@ class ConsumerGroup:
             )
         self._update_member(old, new)
 
-    def apply_target_assignment_metadata(self, value: ConsumerGroupTargetAssignmentMetadataValue | None) -> None:
+    def apply_target_assignment_metadata(
+        self, value: ConsumerGroupTargetAssignmentMetadataValue | None
+    ) -> None:
         if value is not None:
             self.target_assignment_epoch = value.assignment_epoch
             self.assignment_timestamp_ms = value.assignment_timestamp
@@ -312,7 +316,9 @@ class ConsumerGroup:
                 f"group {self.group_id}: deleted with {len(self.target_assignment)} target assignments"
             )
         if self.target_assignment_epoch != -1:
-            raise GroupStateError(f"group {self.group_id}: deleted before its target assignment metadata tombstone")
+            raise GroupStateError(
+                f"group {self.group_id}: deleted before its target assignment metadata tombstone"
+            )
 
     # -- derived state --------------------------------------------------------------------------------
     def _update_member(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember) -> None:

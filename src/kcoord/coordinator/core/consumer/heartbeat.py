@@ -138,7 +138,9 @@ def metadata_hash(topic_names: Iterable[str], topics: TopicImage) -> int:
     Any change to one of them (a topic created, deleted, recreated or given partitions) changes it."""
     ids = topic_ids_by_name(topics)
     lines = sorted(
-        f"{name}\x00{ids[name]}\x00{topics[ids[name]].partition_count}" for name in set(topic_names) if name in ids
+        f"{name}\x00{ids[name]}\x00{topics[ids[name]].partition_count}"
+        for name in set(topic_names)
+        if name in ids
     )
     if not lines:
         return 0
@@ -238,8 +240,12 @@ class ConsumerGroupManager:
             else:
                 response = self._heartbeat(ctx, req, records)
         except HeartbeatError as error:
-            self.log.debug("group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, error.message)
-            ev.emit_fenced(out, req.group_id, req.member_id, req.instance_id, error.code, "consumer_group_heartbeat")
+            self.log.debug(
+                "group %s: heartbeat of %s refused: %s", req.group_id, req.member_id, error.message
+            )
+            ev.emit_fenced(
+                out, req.group_id, req.member_id, req.instance_id, error.code, "consumer_group_heartbeat"
+            )
             out.reply(ctx, _response(error_code=error.code, error_message=error.message))
             return
         out.records.extend(records)
@@ -250,7 +256,9 @@ class ConsumerGroupManager:
     def _validate(self, req: m.ConsumerGroupHeartbeatRequest, version: int) -> None:
         epoch = req.member_epoch
         if (
-            version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH
+            version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION
+            or epoch > 0
+            or epoch == LEAVE_GROUP_MEMBER_EPOCH
         ) and req.member_id == "":
             raise _invalid("MemberId can't be empty.")
         if req.group_id == "":
@@ -265,7 +273,9 @@ class ConsumerGroupManager:
             if req.topic_partitions is None or req.topic_partitions:
                 raise _invalid("TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+                raise _invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if req.instance_id is None:
                 raise _invalid("InstanceId can't be null.")
@@ -290,7 +300,9 @@ class ConsumerGroupManager:
         group = self._group(group_id, joining, records)
 
         member_id = req.member_id
-        if len(group.members) >= self.config.consumer_max_size and (not member_id or member_id not in group.members):
+        if len(group.members) >= self.config.consumer_max_size and (
+            not member_id or member_id not in group.members
+        ):
             raise HeartbeatError(
                 ErrorCode.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} members.",
@@ -302,14 +314,23 @@ class ConsumerGroupManager:
         if req.instance_id is None:
             member = self._dynamic_member(group, member_id, req.member_epoch, owned, joining)
         else:
-            member, replaced = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining)
+            member, replaced = self._static_member(
+                group, member_id, req.member_epoch, req.instance_id, owned, joining
+            )
             if replaced is not None:
                 self._replace_member(group, replaced, member, records)
         if joining and (replaced is not None or member_id not in group.members):
-            self._events.append(ev.MemberJoined(
-                group_id, member_id, req.instance_id, ctx.client_id, ctx.client_host, "kip848",
-                rejoin=replaced is not None,
-            ))
+            self._events.append(
+                ev.MemberJoined(
+                    group_id,
+                    member_id,
+                    req.instance_id,
+                    ctx.client_id,
+                    ctx.client_host,
+                    "kip848",
+                    rejoin=replaced is not None,
+                )
+            )
 
         # 1. The member as the request updates it (null: unchanged).
         updated = replace(
@@ -343,7 +364,9 @@ class ConsumerGroupManager:
             or updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_regex != member.subscribed_regex
         )
-        resolved, regex_changed = self._resolve_regular_expressions(group, removed, updated, topics, now, records)
+        resolved, regex_changed = self._resolve_regular_expressions(
+            group, removed, updated, topics, now, records
+        )
         bump = bump or regex_changed
         if subscription_changed or resolved is not group.resolved_regular_expressions:
             new_hash = metadata_hash(group.subscribed_names_after(resolved, removed, updated), topics)
@@ -358,8 +381,12 @@ class ConsumerGroupManager:
             records.append(rec.consumer_group_epoch_record(group_id, group_epoch, new_hash))
             self.log.info("group %s: bumped the group epoch to %d", group_id, group_epoch)
             new_member = member_id not in group.members and replaced is None
-            self._rebalance_started(group, "member_joined" if new_member else "metadata_changed",
-                                    len(group.members) + new_member, now)
+            self._rebalance_started(
+                group,
+                "member_joined" if new_member else "metadata_changed",
+                len(group.members) + new_member,
+                now,
+            )
 
         # 2. The target assignment: a new one when the group epoch is ahead of it, at most once per
         # assignment interval (KIP-1263); until then the member reconciles to the last one.
@@ -381,7 +408,9 @@ class ConsumerGroupManager:
 
         # 3. Reconcile the member towards its target.
         ids_by_name = self._ids_by_name(topics)
-        consistent = assigned_topics_are_subscribed(updated, subscribed_topic_names(updated, resolved), topics, ids_by_name)
+        consistent = assigned_topics_are_subscribed(
+            updated, subscribed_topic_names(updated, resolved), topics, ids_by_name
+        )
         reconciled = updated
         if not (consistent and updated.is_reconciled_to(target_epoch)):
             subscribed = subscribed_topic_ids(updated, resolved, ids_by_name)
@@ -406,7 +435,9 @@ class ConsumerGroupManager:
             self._cancel_timers(group_id, replaced.member_id)
         if assignment_changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group_id, member_id, reconciled.member_epoch, reconciled.rebalance_timeout_ms)
+                self._schedule_rebalance_timeout(
+                    group_id, member_id, reconciled.member_epoch, reconciled.rebalance_timeout_ms
+                )
             else:
                 self.timers.cancel(rebalance_timeout_key(group_id, member_id))
         self._schedule_session_timeout(group_id, member_id)
@@ -464,7 +495,8 @@ class ConsumerGroupManager:
         if member is None:
             if not joining:
                 raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
                 )
             self.log.info("group %s: member %s joins", group.group_id, member_id)
             return ConsumerGroupMember(member_id)
@@ -503,7 +535,9 @@ class ConsumerGroupManager:
         self._check_member_epoch(existing, epoch, owned)
         return existing, None
 
-    def _check_member_epoch(self, member: ConsumerGroupMember, epoch: int, owned: TopicPartitions | None) -> None:
+    def _check_member_epoch(
+        self, member: ConsumerGroupMember, epoch: int, owned: TopicPartitions | None
+    ) -> None:
         """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: the member's epoch, or its previous
         one when the client owns only partitions it is assigned (the response that bumped it may
         have been lost). Epoch 0 is a rejoin, always accepted (KAFKA-19233)."""
@@ -533,7 +567,9 @@ class ConsumerGroupManager:
         records.extend(rec.consumer_group_member_tombstones(group_id, old.member_id))
         records.append(rec.consumer_group_member_subscription_record(group_id, new))
         records.append(
-            rec.consumer_group_target_assignment_record(group_id, new.member_id, group.target_assignment_of(old.member_id))
+            rec.consumer_group_target_assignment_record(
+                group_id, new.member_id, group.target_assignment_of(old.member_id)
+            )
         )
         records.append(rec.consumer_group_current_assignment_record(group_id, new))
 
@@ -623,7 +659,9 @@ class ConsumerGroupManager:
         return pattern
 
     # -- leave and fence ----------------------------------------------------------------------------
-    def _leave(self, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]) -> m.ConsumerGroupHeartbeatResponse:
+    def _leave(
+        self, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]
+    ) -> m.ConsumerGroupHeartbeatResponse:
         """Kafka's ``consumerGroupLeave``."""
         group_id, member_id, instance_id = req.group_id, req.member_id, req.instance_id
         group = self.groups.get(group_id)
@@ -686,14 +724,22 @@ class ConsumerGroupManager:
         members = []
         for member_id, target in result.assignment.items():
             holder = group.members.get(member_id)
-            partitions = tuple(sorted(
-                (names.get(topic_id, str(topic_id)), p) for topic_id, parts in target.items() for p in parts
-            ))
-            members.append(ev.MemberAssignment(member_id, holder.instance_id if holder else None, None, partitions))
+            partitions = tuple(
+                sorted(
+                    (names.get(topic_id, str(topic_id)), p)
+                    for topic_id, parts in target.items()
+                    for p in parts
+                )
+            )
+            members.append(
+                ev.MemberAssignment(member_id, holder.instance_id if holder else None, None, partitions)
+            )
         assignor = preferred_server_assignor(group.members.values(), self.assignors, self.default_assignor)
         started = self._bumped_at.pop(group.group_id, now)
         self._events.append(ev.AssignmentComputed(group.group_id, epoch, "kip848", assignor, tuple(members)))
-        self._events.append(ev.RebalanceCompleted(group.group_id, epoch, max(0, now - started), len(members), assignor))
+        self._events.append(
+            ev.RebalanceCompleted(group.group_id, epoch, max(0, now - started), len(members), assignor)
+        )
 
     # -- timers -------------------------------------------------------------------------------------
     def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
@@ -704,11 +750,15 @@ class ConsumerGroupManager:
             # the copy this request decoded, one per member.
             group_id = group.group_id
         key = session_timeout_key(group_id, member_id)
-        deadline = self.now_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms)
+        deadline = self.now_ms() + (
+            self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+        )
         if not self.timers.push_back(key, deadline):
             self.timers.schedule(key, deadline, _SessionExpiry(self, group_id, member_id))
 
-    def _schedule_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int) -> None:
+    def _schedule_rebalance_timeout(
+        self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int
+    ) -> None:
         """Kafka's ``scheduleConsumerGroupRebalanceTimeout``: the member must have revoked its
         partitions, and left ``member_epoch``, within its rebalance timeout."""
         self.timers.schedule(
@@ -728,7 +778,9 @@ class ConsumerGroupManager:
             return
         self.log.info("group %s: member %s fenced, its session expired", group_id, member_id)
         self._events.clear()
-        out.emit(ev.MemberExpired(group_id, member_id, member.instance_id, self.config.consumer_session_timeout_ms))
+        out.emit(
+            ev.MemberExpired(group_id, member_id, member.instance_id, self.config.consumer_session_timeout_ms)
+        )
         out.records.extend(self.fence_member_records(group, member, "member_expired"))
         out.events.extend(self._events)
 

@@ -189,7 +189,9 @@ class ConsumerGroupMember:
             member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch,
             state=MemberState.of(value.state),
-            assigned_partitions=partition_epochs_from_record(value.assigned_partitions, default_epoch, group_id),
+            assigned_partitions=partition_epochs_from_record(
+                value.assigned_partitions, default_epoch, group_id
+            ),
             partitions_pending_revocation=partition_epochs_from_record(
                 value.partitions_pending_revocation, default_epoch, group_id
             ),
@@ -223,9 +225,13 @@ class ConsumerGroupMember:
             for partition, epoch in partitions.items()
         }
         new_assigned = _with_epochs(assigned, lambda t, p: assigned_before.get(t, {}).get(p, member_epoch))
-        new_pending = _with_epochs(pending_revocation or {}, lambda t, p: held_before.get((t, p), member_epoch))
+        new_pending = _with_epochs(
+            pending_revocation or {}, lambda t, p: held_before.get((t, p), member_epoch)
+        )
         revocation_epoch = self.revocation_epoch
-        held_after = {(t, p) for holding in (new_assigned, new_pending) for t, ps in holding.items() for p in ps}
+        held_after = {
+            (t, p) for holding in (new_assigned, new_pending) for t, ps in holding.items() for p in ps
+        }
         if not held_before.keys() <= held_after:
             last_held = self.member_epoch if member_epoch > self.member_epoch else member_epoch - 1
             revocation_epoch = max(revocation_epoch, last_held)
@@ -250,7 +256,8 @@ class ConsumerGroupMember:
             member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
             partitions_pending_revocation={},
             assigned_partitions={
-                topic_id: dict.fromkeys(partitions, 0) for topic_id, partitions in self.assigned_partitions.items()
+                topic_id: dict.fromkeys(partitions, 0)
+                for topic_id, partitions in self.assigned_partitions.items()
             },
             revocation_epoch=0,
         )
@@ -308,7 +315,9 @@ def _plain(partitions: PartitionEpochs) -> dict[str, dict[int, int]]:
 
 
 def partition_epochs_from_record(
-    topics: Sequence[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions], default_epoch: int, group_id: str = ""
+    topics: Sequence[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions],
+    default_epoch: int,
+    group_id: str = "",
 ) -> PartitionEpochs:
     """A record's partitions with their assignment epochs (Kafka's ``Utils.assignmentFromTopicPartitions``).
 

@@ -185,7 +185,9 @@ class _Reconciliation:
         if not unsubscribed:
             return member
         assigned = {t: ps.keys() for t, ps in member.assigned_partitions.items() if t in self.subscribed}
-        pending: dict[uuid.UUID, set[int]] = {t: set(ps) for t, ps in member.partitions_pending_revocation.items()}
+        pending: dict[uuid.UUID, set[int]] = {
+            t: set(ps) for t, ps in member.partitions_pending_revocation.items()
+        }
         for topic_id, partitions in unsubscribed.items():
             pending.setdefault(topic_id, set()).update(partitions)
         if self.client_owns_any(pending):

@@ -29,8 +29,12 @@ _Apply = Callable[[ConsumerGroup, Any, Any], None]
 # key type -> how its value (or tombstone) applies to the group
 _APPLY: dict[type, _Apply] = {
     ConsumerGroupPartitionMetadataKey: lambda group, key, value: group.apply_partition_metadata(value),
-    ConsumerGroupMemberMetadataKey: lambda group, key, value: group.apply_member_metadata(key.member_id, value),
-    ConsumerGroupTargetAssignmentMetadataKey: lambda group, key, value: group.apply_target_assignment_metadata(value),
+    ConsumerGroupMemberMetadataKey: lambda group, key, value: group.apply_member_metadata(
+        key.member_id, value
+    ),
+    ConsumerGroupTargetAssignmentMetadataKey: lambda group, key, value: (
+        group.apply_target_assignment_metadata(value)
+    ),
     ConsumerGroupTargetAssignmentMemberKey: lambda group, key, value: group.apply_target_assignment_member(
         key.member_id, value
     ),

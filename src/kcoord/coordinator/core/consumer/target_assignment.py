@@ -65,7 +65,9 @@ def preferred_server_assignor(
     Only names in ``assignors`` count (a heartbeat naming another is refused, but a log written
     under another configuration may hold one). Kafka breaks a tie by its hash map's order, which
     puts "uniform" before "range"; here a tie goes to ``default``, then to the name that sorts first."""
-    counts = Counter(m.server_assignor for m in members if m.server_assignor is not None and m.server_assignor in assignors)
+    counts = Counter(
+        m.server_assignor for m in members if m.server_assignor is not None and m.server_assignor in assignors
+    )
     if not counts:
         return default
     return min(counts, key=lambda name: (-counts[name], name != default, name))
@@ -91,7 +93,9 @@ def build_target_assignment(
     resolved = resolved_regular_expressions or {}
     ids_by_name = topic_ids_by_name(topics)
 
-    def spec(member: ConsumerGroupMember, assignment: TargetAssignment) -> MemberSubscriptionAndAssignment[uuid.UUID]:
+    def spec(
+        member: ConsumerGroupMember, assignment: TargetAssignment
+    ) -> MemberSubscriptionAndAssignment[uuid.UUID]:
         return MemberSubscriptionAndAssignment(
             subscribed_topic_ids=subscribed_topic_ids(member, resolved, ids_by_name),
             assignment=assignment,
@@ -99,7 +103,9 @@ def build_target_assignment(
             instance_id=member.instance_id,
         )
 
-    specs = {member_id: spec(member, target_assignment.get(member_id, {})) for member_id, member in members.items()}
+    specs = {
+        member_id: spec(member, target_assignment.get(member_id, {})) for member_id, member in members.items()
+    }
     for member_id in removed_member_ids:
         specs.pop(member_id, None)
     if updated_member is not None:
@@ -124,7 +130,9 @@ def build_target_assignment(
         old = target_assignment.get(member_id)
         if old is None or _without_empty_topics(old) != new:
             records.append(consumer_group_target_assignment_record(group_id, member_id, new))
-    records.append(consumer_group_target_assignment_epoch_record(group_id, group_epoch, assignment_timestamp_ms))
+    records.append(
+        consumer_group_target_assignment_epoch_record(group_id, group_epoch, assignment_timestamp_ms)
+    )
     return TargetAssignmentResult(result, records)
 
 
@@ -161,7 +169,9 @@ def update_target_assignment(
         target_assignment=group.target_assignment,
         topics=topics,
         resolved_regular_expressions=(
-            group.resolved_regular_expressions if resolved_regular_expressions is None else resolved_regular_expressions
+            group.resolved_regular_expressions
+            if resolved_regular_expressions is None
+            else resolved_regular_expressions
         ),
         static_members=group.static_members,
         updated_member=updated_member,
