@@ -126,6 +126,17 @@ async def test_requests_before_load_get_load_in_progress() -> None:
     assert commit_errors(resp) == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
 
 
+async def test_a_heartbeat_before_load_is_answered_none_as_kafka_does() -> None:
+    """Kafka answers a classic Heartbeat NONE while the group loads; clients (aiokafka) fail on
+    COORDINATOR_LOAD_IN_PROGRESS there. JoinGroup still gets the loading error and retries."""
+    rt = make_runtime(MemoryShardLog())
+    beat = m.HeartbeatRequest(group_id="g", generation_id=3, member_id="m-1")
+    assert (await rt.submit(ApiKey.HEARTBEAT, RequestContext(4), beat)).error_code == ErrorCode.NONE
+    join = m.JoinGroupRequest(group_id="g", session_timeout_ms=10_000, member_id="", protocol_type="consumer")
+    answer = await rt.submit(ApiKey.JOIN_GROUP, RequestContext(9), join)
+    assert answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
 async def test_reload_from_log_rebuilds_offsets() -> None:
     log = MemoryShardLog()
     rt = make_runtime(log)

@@ -98,6 +98,18 @@ def error_response(api_key: int, version: int, request: Any, error: int) -> Mess
     return builder(version, request, error)
 
 
+def loading_response(api_key: int, version: int, request: Any) -> Message:
+    """The answer while the group's shard is loading: COORDINATOR_LOAD_IN_PROGRESS, except Heartbeat.
+
+    A classic Heartbeat is answered NONE, as Kafka's group coordinator answers it while it loads
+    ("the group is still loading, so respond just blindly"): clients do not expect the loading
+    error there (aiokafka's heartbeat task fails its consumer on it), and the member's session is
+    timed afresh once the shard has loaded.
+    """
+    error = ErrorCode.NONE if api_key == ApiKey.HEARTBEAT else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return error_response(api_key, version, request, error)
+
+
 def _join(version: int, req: m.JoinGroupRequest, error: int) -> m.JoinGroupResponse:
     return join_response(version, error, member_id=req.member_id or "")
 

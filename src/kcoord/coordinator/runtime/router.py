@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from kcoord.client import Connection, KafkaClientError, connect
-from kcoord.coordinator.core.responses import error_response, unexpected_failure
+from kcoord.coordinator.core.responses import error_response, loading_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
 from kcoord.protocol.codegen import Message
@@ -131,9 +131,9 @@ class Router:
 
     def _unowned(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
         ownership = self.ownership
-        coming = ownership is not None and ownership.owners[index] == self.node_id
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coming else ErrorCode.NOT_COORDINATOR
-        return error_response(api_key, ctx.api_version, request, error)
+        if ownership is not None and ownership.owners[index] == self.node_id:  # coming: loads soon
+            return loading_response(api_key, ctx.api_version, request)
+        return error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR)
 
     async def forward(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
         """Cluster mode: the answer of the node serving shard ``index`` to ``request``.

@@ -38,7 +38,7 @@ from typing import Protocol
 
 from kcoord.coordinator.core.clock import Clock
 from kcoord.coordinator.core.events import GroupEvent
-from kcoord.coordinator.core.responses import error_response
+from kcoord.coordinator.core.responses import error_response, loading_response
 from kcoord.coordinator.core.result import RequestContext, Result, TransactionalWrite
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
@@ -194,8 +194,10 @@ class ShardRuntime:
         are delivered when the log acknowledged every record written before them.
         """
         if not self.loaded:
-            error = ErrorCode.NOT_COORDINATOR if self.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            reply(error_response(api_key, ctx.api_version, request, error))
+            if self.fenced:
+                reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+            else:
+                reply(loading_response(api_key, ctx.api_version, request))
             return
         self._waiting[ctx] = (reply, api_key, request)
         self._apply(self.state.handle(api_key, ctx, request))
