@@ -811,15 +811,7 @@ class KafkaShardLog:
                 )  # fmt: skip
             attempt += 1
             last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
-            if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (gone := await self._topic_gone()):
-                # Apache Kafka refuses a Produce to a deleted topic with this (tansu acknowledges it,
-                # which _written catches): retrying until append_timeout would only hold the client.
-                raise self.lose(f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {gone}")
-            if err in LEADERSHIP_ERRORS:
-                await self._after_leadership_error(backoff)
-            elif err in TRANSIENT_ERRORS:
-                await asyncio.sleep(backoff)
-            else:
+            if not await self._wait_before_retry(err, backoff):
                 # A sequence kcoord got wrong, or worse: the shard reloads and relearns it from the log.
                 self._txn_sequences.pop(producer_id, None)
                 raise StorageError(f"transactional append to {self.topic}[{self.partition}] rejected: {last}")
@@ -925,13 +917,7 @@ class KafkaShardLog:
                 raise self._fence(f"Produce error {err}")
             attempt += 1
             last = f"error {err} {getattr(part, 'error_message', None) or ''}".rstrip()
-            if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (gone := await self._topic_gone()):
-                raise self.lose(f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {gone}")
-            if err in LEADERSHIP_ERRORS:
-                await self._after_leadership_error(backoff)
-            elif err in TRANSIENT_ERRORS:
-                await asyncio.sleep(backoff)
-            else:
+            if not await self._wait_before_retry(err, backoff):
                 self.owned = False
                 raise StorageError(f"append to {self.topic}[{self.partition}] rejected: {last}")
             backoff = min(backoff * 2, 1.0)
@@ -949,6 +935,22 @@ class KafkaShardLog:
         if self.checked == base_offset:
             self.checked = base_offset + count  # our own batch right after what was checked: nothing to read
         self.log_end = base_offset + count
+
+    async def _wait_before_retry(self, err: int, backoff: float) -> bool:
+        """Both produce loops' retry rule: wait ``backoff`` and say True for an error worth retrying,
+        False for one that is not (the caller raises). A write refused with UNKNOWN_TOPIC_OR_PARTITION
+        while the topic is gone upstream loses the log at once: Apache Kafka refuses a Produce to a
+        deleted topic so (tansu acknowledges it, which _written catches), and retrying until
+        append_timeout would only hold the client."""
+        if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (gone := await self._topic_gone()):
+            raise self.lose(f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {gone}")
+        if err in LEADERSHIP_ERRORS:
+            await self._after_leadership_error(backoff)
+        elif err in TRANSIENT_ERRORS:
+            await asyncio.sleep(backoff)
+        else:
+            return False
+        return True
 
     async def _topic_gone(self) -> str:
         """:meth:`KafkaStorage.topic_gone`, with a failed Metadata round trip counted as "not gone"
