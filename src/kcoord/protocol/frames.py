@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codegen import Message
+from .codec import Message
 from .messages import REQUESTS, RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint
 

@@ -19,38 +19,30 @@ import struct
 from typing import TypeVar
 
 from . import messages
-from .codegen import Message, build_message_class
+from .catalog import STORAGE_STEMS as STORAGE_STEMS  # the APIs only storage speaks
+from .codec import Message
 from .frames import skip_tagged_fields
+from .generated.storage_messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from .primitives import CodecError
-from .schema import load_schema
 
 _M = TypeVar("_M", bound=Message)
 
-# The APIs only storage speaks; their classes are built here (typed by storage_messages.pyi).
-STORAGE_STEMS = [
-    "ListOffsets",
-    "InitProducerId",
-    "CreateTopics",
-    "DescribeConfigs",
-    "AddPartitionsToTxn",
-    "EndTxn",
-]
-
-
-def _build(stem: str) -> tuple[type[Message], type[Message]]:
-    return build_message_class(load_schema(stem + "Request")), build_message_class(
-        load_schema(stem + "Response")
-    )
-
-
+# Reused from kcoord.protocol.messages (the gateway reads those too); the rest are generated.
 ProduceRequest, ProduceResponse = messages.ProduceRequest, messages.ProduceResponse
 FetchRequest, FetchResponse = messages.FetchRequest, messages.FetchResponse
-ListOffsetsRequest, ListOffsetsResponse = _build("ListOffsets")
-InitProducerIdRequest, InitProducerIdResponse = _build("InitProducerId")
-CreateTopicsRequest, CreateTopicsResponse = _build("CreateTopics")
-DescribeConfigsRequest, DescribeConfigsResponse = _build("DescribeConfigs")
-AddPartitionsToTxnRequest, AddPartitionsToTxnResponse = _build("AddPartitionsToTxn")
-EndTxnRequest, EndTxnResponse = _build("EndTxn")
 MetadataRequest, MetadataResponse = messages.MetadataRequest, messages.MetadataResponse
 FindCoordinatorRequest, FindCoordinatorResponse = (
     messages.FindCoordinatorRequest,
