@@ -6,11 +6,10 @@ FindCoordinator/ApiVersions reused from :mod:`kcoord.protocol.messages` (the gat
 ``kcoord.protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
 serves, and a storage-only class there would change what the server claims to understand.
 
-Because :func:`kcoord.protocol.frames.encode_request` looks flexibility up in that registry, this
-module has its own :func:`encode_request`/:func:`decode_response` that take the message class
-explicitly. Header rules are Kafka's: request header v2 (tagged fields) iff the request
-version is flexible, client id always int16-length; response header v1 iff flexible, except
-ApiVersions which always answers with header v0.
+Requests are framed by :func:`kcoord.protocol.frames.encode_request`, which reads the header's
+flexibility from the request's own class; :func:`decode_response` takes the response class
+explicitly for the same reason. Header rules are Kafka's: response header v1 iff the version is
+flexible, except ApiVersions which always answers with header v0.
 """
 
 from __future__ import annotations
@@ -65,24 +64,8 @@ RESPONSE_OF: dict[type[Message], type[Message]] = {
     ApiVersionsRequest: ApiVersionsResponse,
 }
 
-_HEADER = struct.Struct(">ihhih")  # size placeholder, api key, version, correlation id, client id length
 _INT32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
-
-
-def encode_request(request: Message, version: int, correlation_id: int, client_id: str) -> bytes:
-    """A complete request frame (size prefix included) for ``request`` at ``version``."""
-    schema = request.SCHEMA
-    if version not in schema.valid:
-        raise CodecError(f"{type(request).__name__} has no version {version}")
-    cid = client_id.encode("utf-8")
-    out = bytearray(_HEADER.pack(0, schema.api_key, version, correlation_id, len(cid)))
-    out += cid
-    if version in schema.flexible:
-        out.append(0)  # request header v2: no tagged fields
-    request.encode_into(out, version)
-    _INT32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
 
 
 def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tuple[int, _M]:
