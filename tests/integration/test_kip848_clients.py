@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from kcoord.protocol import frames, storage_messages
 from kcoord.protocol import messages as m
-from kcoord.protocol import storage_messages
 from kcoord.protocol.messages import ApiKey
 from tests.support.fixtures import Upstream
 from tests.support.kcoord_process import KcoordProcess
@@ -227,9 +227,9 @@ def test_a_regex_join_right_after_a_topic_was_created_through_kcoord_gets_its_pa
     topic = f"{prefix}-orders"
     R = storage_messages.CreateTopicsRequest
     with WireClient(kcoord.bootstrap) as client:
-        raw = client.conn.send_frame(storage_messages.encode_request(R(
+        raw = client.conn.send_frame(frames.encode_request(19, 7, 1, "wire-test", R(  # 19: CreateTopics
             topics=[R.CreatableTopic(name=topic, num_partitions=3, replication_factor=1, assignments=[], configs=[])],
-            timeout_ms=10_000, validate_only=False), 7, 1, "wire-test"))  # fmt: skip
+            timeout_ms=10_000, validate_only=False)))  # fmt: skip
         _, created = storage_messages.decode_response(storage_messages.CreateTopicsResponse, 7, raw)
         assert [(t.name, t.error_code, t.num_partitions) for t in created.topics] == [(topic, 0, 3)]
         response = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, m.ConsumerGroupHeartbeatRequest(

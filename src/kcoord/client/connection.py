@@ -14,7 +14,7 @@ Invariants:
 - When the connection goes away, every in-flight request fails with
   :class:`~kcoord.client.errors.ConnectionLost`; nothing waits for a response that cannot come.
 
-Bytes ↔ messages is :mod:`protocol`'s job (``storage_messages.encode_request`` and
+Bytes ↔ messages is :mod:`protocol`'s job (``frames.encode_request`` and
 ``decode_response``: request header v1/v2, response header v0/v1, ApiVersions' header v0 rule);
 this module only frames, matches and waits. Three ways to wait for an answer:
 ``await request(...)`` (decoded response, with a timeout), ``call(...)`` (a future, for many in
@@ -80,7 +80,8 @@ def response_of(request_cls: type[Message]) -> tuple[int, type[Message]]:
 
 def prepare(request: Message, version: int, client_id: str) -> bytearray:
     """A request frame encoded once, to send many times with :meth:`Connection.send_prepared`."""
-    return bytearray(sm.encode_request(request, version, 0, client_id))
+    api_key, _ = response_of(type(request))
+    return bytearray(frames.encode_request(api_key, version, 0, client_id, request))
 
 
 class StreamingTarget:
@@ -299,7 +300,7 @@ class Connection(asyncio.Protocol):
         api_key, response_cls = _RESPONSES.get(type(request)) or response_of(type(request))
         cid = self._next_id
         self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
-        frame = sm.encode_request(request, version, cid, self.client_id)
+        frame = frames.encode_request(api_key, version, cid, self.client_id, request)
         sent = time.perf_counter() if self.observer is not None else 0.0
         self._pending.append((cid, api_key, response_cls if decode else None, version, sent, target))
         if not self._wbuf:

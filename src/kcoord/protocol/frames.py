@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codegen import Message
+from .codec import Message
 from .messages import REQUESTS, RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint
 
@@ -366,7 +366,15 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Message
 ) -> bytes:
-    """A complete request frame (used by our own clients: tests, load generator, storage)."""
+    """A complete request frame, size prefix included: kcoord's one request encoder (its client,
+    storage, tools, tests and load generator all use it).
+
+    The header is v2 (tagged fields) iff ``api_version`` is flexible for the request's own class, so
+    the APIs only storage sends (not in :data:`~kcoord.protocol.messages.REQUESTS`) are framed right.
+    """
+    schema = request.SCHEMA
+    if schema.api_key != api_key:
+        raise CodecError(f"{type(request).__name__} is api key {schema.api_key}, not {api_key}")
     out = bytearray(4)
     out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
     if client_id is None:
@@ -375,8 +383,8 @@ def encode_request(
         cid = client_id.encode("utf-8")
         out += _HEADER_CLIENT_LEN.pack(len(cid))
         out += cid
-    if request_is_flexible(api_key, api_version):
-        out.append(0)
+    if api_version in schema.flexible:
+        out.append(0)  # request header v2: no tagged fields
     request.encode_into(out, api_version)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)

@@ -1,9 +1,9 @@
 """Every request and response class kcoord speaks, generated from ``protocol/schemas``.
 
 ``REQUESTS[api_key]`` / ``RESPONSES[api_key]`` map an API key to its generated class; the
-classes are also module attributes (``messages.JoinGroupRequest``), set from the registry at
-import and declared, fields and all, in the checked-in stub ``messages.pyi`` that
-:mod:`kcoord.protocol.stubgen` writes from the same schemas. :data:`KCOORD_VERSIONS`
+classes are also module attributes (``messages.JoinGroupRequest``), defined, fields and types
+and all, in ``generated/messages.py``, which ``python -m kcoord.protocol.codegen`` writes from the
+specs :mod:`kcoord.protocol.catalog` lists. :data:`KCOORD_VERSIONS`
 holds the version ranges kcoord itself serves (Kafka 4.0's; docs/compatibility.md), which may be narrower
 than the schema files allow.
 """
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from .codegen import Message, build_message_class
-from .schema import load_schema
+from .catalog import MESSAGE_STEMS
+from .codec import Message
+from .generated.messages import *  # noqa: F403 - every generated class (its __all__)
+from .generated.messages import CLASSES
 
 
 class ApiKey(IntEnum):
@@ -40,30 +42,7 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
 
 
-# Every API kcoord decodes: the ones it answers, the relayed ones whose responses it reads or
-# rewrites (Metadata, DescribeCluster, Produce, Fetch), and the group APIs it refuses by name.
-_STEMS = [
-    "ApiVersions",
-    "Metadata",
-    "FindCoordinator",
-    "JoinGroup",
-    "SyncGroup",
-    "Heartbeat",
-    "LeaveGroup",
-    "OffsetCommit",
-    "OffsetFetch",
-    "DescribeGroups",
-    "ListGroups",
-    "DeleteGroups",
-    "OffsetDelete",
-    "TxnOffsetCommit",
-    "AddOffsetsToTxn",
-    "DescribeCluster",
-    "Produce",
-    "Fetch",
-    "ConsumerGroupHeartbeat",
-    "ConsumerGroupDescribe",
-]
+_STEMS = MESSAGE_STEMS  # the specs of every API kcoord decodes (catalog.py says which)
 
 # The ranges kcoord serves for the APIs it answers itself (Kafka 4.0's, plus OffsetCommit
 # and OffsetFetch v10, which name topics by id: coordinator/net/topic_ids.py).
@@ -90,25 +69,17 @@ KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 
+# Real module attributes (the star import above), not a module __getattr__: handlers read
+# ``m.HeartbeatResponse`` on every request, and a __getattr__ call per read was a tenth of a
+# heartbeat's CPU.
 REQUESTS: dict[int, type[Message]] = {}
 RESPONSES: dict[int, type[Message]] = {}
 _by_name: dict[str, type[Message]] = {}
-
-for _stem in _STEMS:
-    for _kind, _table in (("Request", REQUESTS), ("Response", RESPONSES)):
-        _cls = build_message_class(load_schema(_stem + _kind))
+for _cls in CLASSES:
+    _table = {"request": REQUESTS, "response": RESPONSES}.get(_cls.SCHEMA.kind)
+    if _table is not None:
         _table[_cls.SCHEMA.api_key] = _cls  # type: ignore[index]
         _by_name[_cls.__name__] = _cls
-
-RequestHeader = build_message_class(load_schema("RequestHeader"))
-ResponseHeader = build_message_class(load_schema("ResponseHeader"))
-ConsumerProtocolSubscription = build_message_class(load_schema("ConsumerProtocolSubscription"))
-ConsumerProtocolAssignment = build_message_class(load_schema("ConsumerProtocolAssignment"))
-
-
-# Real module attributes, not a module __getattr__: handlers read ``m.HeartbeatResponse`` on every
-# request, and a __getattr__ call per read was a tenth of a heartbeat's CPU.
-globals().update(_by_name)
 
 
 def is_flexible(api_key: int, version: int) -> bool:

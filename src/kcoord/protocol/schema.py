@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 _COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 _CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
@@ -164,5 +164,5 @@ def parse_schema(text: str) -> MessageSchema:
 @cache
 def load_schema(name: str) -> MessageSchema:
     """Load ``protocol/schemas/<name>.json``."""
-    text = (_SCHEMA_DIR / f"{name}.json").read_text(encoding="utf-8")
+    text = (SCHEMA_DIR / f"{name}.json").read_text(encoding="utf-8")
     return parse_schema(text)

@@ -6,11 +6,10 @@ FindCoordinator/ApiVersions reused from :mod:`kcoord.protocol.messages` (the gat
 ``kcoord.protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
 serves, and a storage-only class there would change what the server claims to understand.
 
-Because :func:`kcoord.protocol.frames.encode_request` looks flexibility up in that registry, this
-module has its own :func:`encode_request`/:func:`decode_response` that take the message class
-explicitly. Header rules are Kafka's: request header v2 (tagged fields) iff the request
-version is flexible, client id always int16-length; response header v1 iff flexible, except
-ApiVersions which always answers with header v0.
+Requests are framed by :func:`kcoord.protocol.frames.encode_request`, which reads the header's
+flexibility from the request's own class; :func:`decode_response` takes the response class
+explicitly for the same reason. Header rules are Kafka's: response header v1 iff the version is
+flexible, except ApiVersions which always answers with header v0.
 """
 
 from __future__ import annotations
@@ -19,38 +18,30 @@ import struct
 from typing import TypeVar
 
 from . import messages
-from .codegen import Message, build_message_class
+from .catalog import STORAGE_STEMS as STORAGE_STEMS  # the APIs only storage speaks
+from .codec import Message
 from .frames import skip_tagged_fields
+from .generated.storage_messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from .primitives import CodecError
-from .schema import load_schema
 
 _M = TypeVar("_M", bound=Message)
 
-# The APIs only storage speaks; their classes are built here (typed by storage_messages.pyi).
-STORAGE_STEMS = [
-    "ListOffsets",
-    "InitProducerId",
-    "CreateTopics",
-    "DescribeConfigs",
-    "AddPartitionsToTxn",
-    "EndTxn",
-]
-
-
-def _build(stem: str) -> tuple[type[Message], type[Message]]:
-    return build_message_class(load_schema(stem + "Request")), build_message_class(
-        load_schema(stem + "Response")
-    )
-
-
+# Reused from kcoord.protocol.messages (the gateway reads those too); the rest are generated.
 ProduceRequest, ProduceResponse = messages.ProduceRequest, messages.ProduceResponse
 FetchRequest, FetchResponse = messages.FetchRequest, messages.FetchResponse
-ListOffsetsRequest, ListOffsetsResponse = _build("ListOffsets")
-InitProducerIdRequest, InitProducerIdResponse = _build("InitProducerId")
-CreateTopicsRequest, CreateTopicsResponse = _build("CreateTopics")
-DescribeConfigsRequest, DescribeConfigsResponse = _build("DescribeConfigs")
-AddPartitionsToTxnRequest, AddPartitionsToTxnResponse = _build("AddPartitionsToTxn")
-EndTxnRequest, EndTxnResponse = _build("EndTxn")
 MetadataRequest, MetadataResponse = messages.MetadataRequest, messages.MetadataResponse
 FindCoordinatorRequest, FindCoordinatorResponse = (
     messages.FindCoordinatorRequest,
@@ -73,24 +64,8 @@ RESPONSE_OF: dict[type[Message], type[Message]] = {
     ApiVersionsRequest: ApiVersionsResponse,
 }
 
-_HEADER = struct.Struct(">ihhih")  # size placeholder, api key, version, correlation id, client id length
 _INT32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
-
-
-def encode_request(request: Message, version: int, correlation_id: int, client_id: str) -> bytes:
-    """A complete request frame (size prefix included) for ``request`` at ``version``."""
-    schema = request.SCHEMA
-    if version not in schema.valid:
-        raise CodecError(f"{type(request).__name__} has no version {version}")
-    cid = client_id.encode("utf-8")
-    out = bytearray(_HEADER.pack(0, schema.api_key, version, correlation_id, len(cid)))
-    out += cid
-    if version in schema.flexible:
-        out.append(0)  # request header v2: no tagged fields
-    request.encode_into(out, version)
-    _INT32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
 
 
 def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tuple[int, _M]:
