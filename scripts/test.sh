@@ -6,6 +6,9 @@ python3 -m venv .venv
 # A plain editable install: .venv points at src/, so a new module under src/kcoord/ needs no reinstall.
 # [dev] = the suite's peers and the analytics pipeline ([test]) plus ruff and mypy, which run below.
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+# Byte-compile once: the generated message modules are ~2.5 MB of source, and with
+# PYTHONDONTWRITEBYTECODE set (or a read-only checkout) every kcoord process would compile them again.
+.venv/bin/python -m compileall -q src/kcoord >/dev/null
 # kcat is a Debian package; install it when we can (root + apt), otherwise its tests skip and say why.
 if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \

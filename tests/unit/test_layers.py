@@ -21,6 +21,7 @@ folder per subpackage; kcoord/__init__.py itself imports nothing.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """Each file parsed once per run: the generated message module alone is ~2 MB of source."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports(path: Path, module: str) -> list[tuple[int, str]]:
     """(line, absolute module) of every import in ``path``, relative ones resolved."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -121,7 +128,7 @@ def python_files_anywhere() -> list[Path]:
 def test_nothing_imports_the_folders_by_their_bare_names() -> None:
     bare = []
     for path in python_files_anywhere():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         for node in ast.walk(tree):
             names = []
             if isinstance(node, ast.Import):
