@@ -128,7 +128,7 @@ async def wait_for_marker(log: KafkaShardLog, producer_id: int) -> None:
     producer's marker in the shard's partition."""
     deadline = time.monotonic() + 10
     while True:
-        records, _ = await log._fetch(0)
+        records, _ = await log.reads.fetch(0)
         if any(b.is_control and b.producer_id == producer_id for b in decode_batches(records or b"")):
             return
         assert time.monotonic() < deadline, f"no transaction marker of producer {producer_id} after 10 s"
@@ -181,7 +181,7 @@ async def test_creates_compacted_topic_with_one_partition_per_shard(broker: Upst
     await storage.open(5)
     try:
         assert storage.cluster.partition_count == 5
-        assert (await storage._topic_configs())["cleanup.policy"] == "compact"
+        assert (await storage.internal_topic.configs())["cleanup.policy"] == "compact"
         # The topic does not set max.message.bytes: Kafka's default sizes records and batches.
         assert storage.max_message_bytes == KAFKA_DEFAULT_MAX_MESSAGE_BYTES
         assert storage.max_record_bytes == DEFAULT_MAX_RECORD_BYTES
@@ -307,7 +307,7 @@ async def test_a_log_compacted_by_kafka_loads_the_same_state(broker: Upstream) -
             """Records in the partition now (a Fetch answers from one segment: read on to the end)."""
             count, at, end = 0, 0, 1
             while at < end:
-                records, end = await log._fetch(at)
+                records, end = await log.reads.fetch(at)
                 batches = decode_batches(records or b"")
                 if not batches:
                     break
@@ -529,8 +529,8 @@ async def test_an_owner_found_after_the_refresh_bump_means_a_reload(broker: Upst
         await read_all(b, 0)
         await b.shard_log(0).append([offset("g", 0, 2)])
         log_a = a.shard_log(0)
-        async with log_a._lock:  # the bump of a refresh whose first tail check came before B
-            await log_a._take_ownership()
+        async with log_a.ownership.lock:  # the bump of a refresh whose first tail check came before B
+            await log_a.ownership.take()
         assert await log_a.check_tail() is not None
         assert log_a.lost is not None and log_a.fenced is None
         with pytest.raises(StorageError, match="was lost"):
@@ -658,7 +658,7 @@ async def test_lost_produce_response_is_retried_without_duplicates(broker: Upstr
         await log.append([offset("g", 3, 4)])  # the sequence continues after the deduplicated batch
         fetched = await log.read_latest()
         assert len(fetched) == 4
-        high_watermark = (await log._fetch(0))[1]
+        high_watermark = (await log.reads.fetch(0))[1]
         assert high_watermark == 1 + 1 + 2 + 1  # fence + first append + one copy of the retried batch + last
     finally:
         await storage.close()

@@ -27,6 +27,17 @@ def max_record_bytes_for(max_message_bytes: int) -> int:
 
 DEFAULT_MAX_RECORD_BYTES = max_record_bytes_for(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
 
+# What the writer counts per record on top of its key and value bytes when it sizes a batch.
+RECORD_FRAMING_ESTIMATE = 16
+
+
+def batch_bytes_for(max_message_bytes: int, cap: int | None = None) -> int:
+    """How many record bytes one batch may hold, counted with :data:`RECORD_FRAMING_ESTIMATE` per
+    record: an eighth of the topic's limit stays free for the batch header and for framing beyond
+    that estimate."""
+    limit = max_message_bytes - max_message_bytes // 8
+    return limit if cap is None else min(cap, limit)
+
 
 class StorageError(Exception):
     """An append or read the cluster did not acknowledge; nothing in it may be reported as done."""
@@ -57,9 +68,27 @@ LostCallback = Callable[[StorageError], None]
 
 
 class ShardLog(Protocol):
+    """Everything a shard's runtime uses of its log (:mod:`kcoord.coordinator.runtime.shard`)."""
+
     # Set by the shard's runtime: called with a FencedError or LogLostError when the log finds out
     # between appends that the shard may no longer serve from its state.
     on_lost: LostCallback | None
+
+    @property
+    def records_read(self) -> int:
+        """Records the last :meth:`read` went through before any compaction on the client (what
+        the load cost; the shard counts what it replayed itself)."""
+        ...
+
+    @property
+    def log_end(self) -> int:
+        """The offset after the last one this process loaded or wrote (-1 before a load)."""
+        ...
+
+    @property
+    def followed(self) -> int:
+        """The offset up to which the partition was read for transaction markers (-1 before a load)."""
+        ...
 
     async def append(self, records: list[Record]) -> None:
         """Durably append ``records`` in order; returns once the cluster acknowledged all of them."""
@@ -86,6 +115,16 @@ class ShardLog(Protocol):
         learns of them only by reading). Each is returned once."""
         ...
 
+    def release(self) -> None:
+        """Cluster mode: another node serves this shard now; refuse every later append and read
+        (as fenced) until :meth:`reacquire`."""
+        ...
+
+    def reacquire(self) -> None:
+        """Cluster mode: this node serves the shard (again); its next read takes ownership and loads
+        the log from the start."""
+        ...
+
 
 # The record a transactional batch with no offsets holds (a batch holds at least one record): a
 # tombstone of kcoord's private record type, which the shard's replay and Kafka's loader skip as an
@@ -98,9 +137,11 @@ def transactional_pairs(pairs: list[tuple[bytes, bytes | None]]) -> list[tuple[b
 
 
 class Storage(Protocol):
-    # The largest record (key + value bytes) the log accepts as a batch of its own; known once
-    # open() returned. The group state refuses to emit a larger one (it could never be written).
-    max_record_bytes: int
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record (key + value bytes) the log accepts as a batch of its own; known once
+        open() returned. The group state refuses to emit a larger one (it could never be written)."""
+        ...
 
     async def open(self, num_shards: int) -> None: ...
 

@@ -71,6 +71,18 @@ class MemoryShardLog:
         self.on_lost: LostCallback | None = None
         self.refuse_transactional: list[int] = []  # error codes the next transactional appends get
         self.followed = 0  # entries read or followed so far
+        self.records_read = 0  # records, transactional records and markers the last read yielded
+
+    @property
+    def log_end(self) -> int:
+        """One offset per entry here."""
+        return len(self.entries)
+
+    def release(self) -> None:
+        """Nothing to give up: a memory log belongs to this process alone."""
+
+    def reacquire(self) -> None:
+        """Nothing to take back (:meth:`release`)."""
 
     def _encode(self, records: list[Record]) -> list[Pair]:
         self.append_calls += 1
@@ -111,6 +123,7 @@ class MemoryShardLog:
 
     async def read(self) -> AsyncIterator[LogEntry]:
         self.followed = len(self.entries)
+        self.records_read = 0
         entries = self._compacted() if self.compacted_reads else self.entries
         batch: list[Record] = []
         for entry in entries:
@@ -119,19 +132,24 @@ class MemoryShardLog:
                 if rec is not None:
                     batch.append(rec)
                 if len(batch) >= 1000:
+                    self.records_read += len(batch)
                     yield batch
                     batch = []
                 continue
             if batch:
+                self.records_read += len(batch)
                 yield batch
                 batch = []
             if isinstance(entry, TxnBatch):
                 records = [r for r in (decode_record(k, v) for k, v in entry.pairs) if r is not None]
+                self.records_read += len(records)
                 yield TransactionalRecords(entry.producer_id, entry.producer_epoch, records)
             else:
                 assert isinstance(entry, EndTxnMarker)
+                self.records_read += 1
                 yield entry
         if batch:
+            self.records_read += len(batch)
             yield batch
 
     def _compacted(self) -> list[Entry]:

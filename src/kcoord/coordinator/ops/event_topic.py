@@ -41,6 +41,8 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import encode_batch
 from kcoord.storage.base import StorageError
 from kcoord.storage.kafka_client import KafkaCluster, request
+from kcoord.storage.retry import Retry
+from kcoord.storage.topic import TopicCreationError, TopicSpec, ensure_topic
 
 log = logging.getLogger("kcoord.events.topic")
 
@@ -358,7 +360,9 @@ class EventTopicWriter:
         self.cluster.close()
 
     async def _run(self) -> None:
-        backoff = 0.1
+        # Lossy by design (module docstring): no deadline, every failure is retried after a back-off
+        # until the writer closes.
+        retry = Retry(None, backoff=0.1, max_backoff=5.0)
         ready = False
         while True:
             if not ready:
@@ -370,10 +374,9 @@ class EventTopicWriter:
                     if self._closing:
                         self._drop_all("produce_failed")
                         return
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
+                    await retry.wait()
                     continue
-                backoff = 0.1
+                retry.succeeded()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.linger)
             self._wake.clear()
@@ -382,7 +385,7 @@ class EventTopicWriter:
             try:
                 while self.queue:
                     await self._send(min(len(self.queue), self.batch * 4))
-                backoff = 0.1
+                retry.succeeded()
             except Exception as exc:  # StorageError, or anything else: the writer must outlive it
                 if not isinstance(exc, StorageError):
                     log.exception("event topic %s: writing failed", self.topic)
@@ -392,8 +395,7 @@ class EventTopicWriter:
                 if closing:
                     self._drop_all("produce_failed")
                     return
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await retry.wait()
                 continue
             if closing:
                 return
@@ -466,31 +468,19 @@ class EventTopicWriter:
     async def _ensure_topic(self) -> bool:
         """Create the topic (cleanup.policy=delete, retention.ms) unless it exists; learn its leaders.
         False while it has no partitions yet."""
-        resp = await self.cluster.metadata(self.topic)
-        topic = next((t for t in resp.topics if t.name == self.topic), None)
-        if topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            rf = self.replication_factor or min(3, max(1, len(resp.brokers)))
-            C = sm.CreateTopicsRequest
-            req = C(
-                topics=[
-                    C.CreatableTopic(
-                        name=self.topic,
-                        num_partitions=self.partitions,
-                        replication_factor=rf,
-                        configs=[
-                            C.CreatableTopicConfig(name="cleanup.policy", value="delete"),
-                            C.CreatableTopicConfig(name="retention.ms", value=str(self.retention_ms)),
-                        ],
-                    )
-                ],
-                timeout_ms=int(self.request_timeout * 1000),
-            )
-            conn = await self.cluster.any_node()
-            created = await request(conn, req, self.request_timeout)
-            err = created.topics[0].error_code
-            if err not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.warning("event topic %s: cannot create it: error %s", self.topic, err)
-            else:
+        spec = TopicSpec(
+            self.topic,
+            self.partitions,
+            {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)},
+            self.replication_factor,
+            label="event topic",
+        )
+        try:
+            ensured = await ensure_topic(self.cluster, spec, self.request_timeout)
+        except TopicCreationError as exc:
+            log.warning("event topic %s: cannot create it: error %s", self.topic, exc.error_code)
+        else:
+            if ensured.create_error is not None:
                 log.info(
                     "event topic %s: %d partitions, retention %d ms",
                     self.topic,

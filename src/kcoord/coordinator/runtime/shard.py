@@ -168,7 +168,7 @@ class ShardRuntime:
         self._written_seq = self._acked_seq = 0
         self.loaded = True
         self.lost = None
-        records_read = getattr(self.log, "records_read", count)
+        records_read = self.log.records_read
         self.observer.shard_loaded(self.index, count, time.perf_counter() - started, records_read)
         self._apply(state.on_loaded())
         self._follow_markers()
@@ -278,7 +278,7 @@ class ShardRuntime:
                                     batch.producer_id,
                                     batch.producer_epoch,
                                     len(batch.records),
-                                    getattr(self.log, "log_end", "?"),
+                                    self.log.log_end,
                                 )
                     except FencedError as exc:
                         if generation == self._generation:
@@ -395,7 +395,7 @@ class ShardRuntime:
             log.warning(
                 "shard %d: the marker of producer %d's ended transaction is not in the log after %.1f s "
                 "(followed up to offset %s); its next AddOffsetsToTxn gets CONCURRENT_TRANSACTIONS",
-                self.index, producer_id, self.marker_wait, getattr(self.log, "followed", "?"),
+                self.index, producer_id, self.marker_wait, self.log.followed,
             )  # fmt: skip
             return False
         return True
@@ -498,9 +498,7 @@ class ShardRuntime:
         """Another node serves this shard from now on (cluster mode): fail what waits with
         NOT_COORDINATOR, drop the state, and never write the log again until :meth:`reacquire`.
         (``fenced`` is what stops a reload still running and makes every request NOT_COORDINATOR.)"""
-        release_log = getattr(self.log, "release", None)
-        if release_log is not None:
-            release_log()
+        self.log.release()
         self.fenced = True
         self.lost = None
         self._fail_waiting(fenced=True)
@@ -509,9 +507,7 @@ class ShardRuntime:
     async def reacquire(self) -> None:
         """This node serves the shard (again): take the log's ownership and load it (requests get
         COORDINATOR_LOAD_IN_PROGRESS meanwhile; a failed load retries in the background)."""
-        reacquire_log = getattr(self.log, "reacquire", None)
-        if reacquire_log is not None:
-            reacquire_log()
+        self.log.reacquire()
         self.fenced = False
         self.lost = None
         await self.first_load()

@@ -1,0 +1,141 @@
+"""Reads of one partition of the internal topic from its leader: ListOffsets and Fetch.
+
+:meth:`PartitionReads.fetch` and :meth:`PartitionReads.bounds` retry leadership and transient
+errors until the request timeout (:class:`~kcoord.storage.retry.Retry`), for the load;
+:meth:`PartitionReads.fetch_once` does not retry and hardly waits, for the periodic checks and
+following transaction markers, which try again at their next round anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+
+from .base import StorageError
+from .kafka_client import KafkaCluster, request
+from .retry import Retry, Verdict
+
+EARLIEST = -2  # ListOffsets timestamps
+LATEST = -1
+
+
+class PartitionReads:
+    """ListOffsets and Fetch of one partition (module docstring)."""
+
+    def __init__(
+        self, cluster: KafkaCluster, topic: str, partition: int, request_timeout: float, fetch_max_bytes: int
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.partition = partition
+        self.request_timeout = request_timeout
+        self.fetch_max_bytes = fetch_max_bytes
+
+    async def bounds(self) -> tuple[int, int]:
+        """(log start, end): ListOffsets EARLIEST and LATEST."""
+        start, end = await asyncio.gather(self.list_offset(EARLIEST), self.list_offset(LATEST))
+        return start, end
+
+    async def list_offset(self, timestamp: int) -> int:
+        L = sm.ListOffsetsRequest
+        req = L(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L.ListOffsetsTopic(
+                    name=self.topic,
+                    partitions=[L.ListOffsetsPartition(partition_index=self.partition, timestamp=timestamp)],
+                )
+            ],
+        )
+        resp = await self._leader_request(req, lambda r: int(r.topics[0].partitions[0].error_code))
+        return int(resp.topics[0].partitions[0].offset)
+
+    def _fetch_request(self, offset: int, max_wait_ms: int, max_bytes: int) -> sm.FetchRequest:
+        F = sm.FetchRequest
+        return F(
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            topics=[
+                F.FetchTopic(
+                    topic=self.topic,
+                    partitions=[
+                        F.FetchPartition(
+                            partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                        )
+                    ],
+                )
+            ],
+        )
+
+    async def fetch(self, offset: int) -> tuple[bytes | None, int]:
+        """``(records, high_watermark)``; records is None when ``offset`` is below the log start."""
+        req = self._fetch_request(offset, 500, self.fetch_max_bytes)
+
+        def error_of(resp: Any) -> int:
+            if resp.error_code:
+                return int(resp.error_code)
+            for t in resp.responses:
+                for p in t.partitions:
+                    if p.partition_index == self.partition:
+                        # Below the log start is an answer here, not an error (the caller restarts).
+                        return 0 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else int(p.error_code)
+            return ErrorCode.NONE
+
+        resp = await self._leader_request(req, error_of)
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index == self.partition:
+                    if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        return None, int(p.high_watermark)
+                    return p.records or b"", int(p.high_watermark)
+        return b"", -1  # some brokers (tansu) answer an idle fetch with no partitions at all
+
+    async def fetch_once(self, offset: int, max_wait_ms: int = 1) -> tuple[bytes | None, int, int]:
+        """One Fetch from ``offset`` that hardly waits for data: ``(records, high watermark, log
+        start)``, records None when ``offset`` is out of range. Errors raise StorageError (no retry).
+        (``max_wait_ms=1``, not 0: tansu answers a zero-wait Fetch with no partitions at all.)"""
+        req = self._fetch_request(offset, max_wait_ms, 1 << 20)
+        conn = await self.cluster.leader(self.partition)
+        resp = await request(conn, req, self.request_timeout)
+        if resp.error_code:
+            raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {resp.error_code}")
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index != self.partition:
+                    continue
+                log_start = int(getattr(p, "log_start_offset", -1))
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    return None, int(p.high_watermark), log_start
+                if p.error_code != ErrorCode.NONE:
+                    raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {p.error_code}")
+                return p.records or b"", int(p.high_watermark), log_start
+        return b"", -1, -1  # tansu answers an idle fetch with no partitions at all
+
+    async def _leader_request(self, req: Message, error_of: Callable[[Any], int]) -> Any:
+        """A request to the partition leader, retried on leadership and transient errors."""
+        name = f"{type(req).__name__} on {self.topic}[{self.partition}]"
+        retry = Retry(self.request_timeout, refresh_leaders=lambda: self.cluster.refresh(self.topic))
+        while True:
+            try:
+                conn = await self.cluster.leader(self.partition)
+                resp = await request(conn, req, self.request_timeout)
+                err = error_of(resp)
+            except StorageError as exc:
+                verdict = await retry.failed(None, str(exc))
+            else:
+                if err == ErrorCode.NONE:
+                    return resp
+                verdict = await retry.failed(err, f"error {err}")
+            if verdict is Verdict.GIVE_UP:
+                raise StorageError(f"{name}: {retry.last}")
+            if verdict is not Verdict.RETRY:
+                raise StorageError(f"{name} failed: {retry.last}")
