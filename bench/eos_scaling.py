@@ -143,8 +143,8 @@ def _abort_label(e: dict[str, Any]) -> str:
 def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | None = None,
                  log_dir: Path | None = None, progress: bool = True) -> Result:  # fmt: skip
     """The scenario against a running kcoord at ``bootstrap`` (already in fencing ``mode``)."""
-    from tests.support.java import JavaPeer
-    from tests.support.workload import create_topic, unique
+    from support.java import JavaPeer
+    from support.workload import create_topic, unique
 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-eos-scaling-"))
     say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
@@ -299,13 +299,15 @@ def _analyse(result: Result, peers: list[Any], phase_ms: tuple[float, float]) ->
 
 
 def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[str] | None = None) -> Result:
-    from bench import procs
+    from support.broker import pinned_tansu
+    from support.kcoord_process import pinned_kcoord
+    from support.ports import free_port_block
 
-    upstream, upstream_addr = procs.tansu(f"eos-tansu-{mode}", cpu_servers)
-    metrics_port = procs.free_port_block(1)
+    upstream, upstream_addr = pinned_tansu(f"eos-tansu-{mode}", cpu_servers)
+    metrics_port = free_port_block(1)
     kcoord = None
     try:
-        kcoord, listen = procs.kcoord(f"eos-kcoord-{mode}", upstream_addr, cpu_servers,
+        kcoord, listen = pinned_kcoord(f"eos-kcoord-{mode}", upstream_addr, cpu_servers,
                                       "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
                                       "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
         result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
@@ -362,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
-    from tests.support.java import compile_peers
+    from support.java import compile_peers
 
     compile_peers()
     kcoord_args = []

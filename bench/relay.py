@@ -40,11 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import procs
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import encode_batch
+from support import procs
+from support.broker import pinned_tansu
+from support.ports import free_port_block
 
 _SIZE = struct.Struct(">i")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -216,7 +218,7 @@ JAVA_TIMEOUT_S = 900.0
 
 def java_unavailable() -> str | None:
     """Why the Java client cannot run here (None: it can): no JDK, or no kafka-clients jars."""
-    from tests.support import java
+    from support import java
 
     if not java.java_available():
         return java.SKIP_REASON
@@ -262,7 +264,7 @@ def peer_event(stdout: str, event: str) -> dict[str, Any]:
 
 
 def _java_run(mode: str, bootstrap: str, topic: str, count: int, *extra: str) -> dict[str, Any]:
-    from tests.support.java import java_command
+    from support.java import java_command
 
     cmd = java_command(
         "ThroughputPeer",
@@ -308,7 +310,7 @@ class Target:
 
 def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     """kcoord under ``python`` (its venv's editable tree); (child, coordinator address, broker-port address)."""
-    port = procs.free_port_block(4)
+    port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
     child = procs.Child(
         "kcoord-relay",
@@ -337,7 +339,7 @@ def small_shapes(
 
 
 def run_small(targets: list[Target], args: argparse.Namespace) -> None:
-    tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-relay", cpu=1)
     try:
         _create_topic(upstream, "small")
         frame = small_produce_frame("small", 100)
@@ -377,7 +379,7 @@ def run_throughput(
 
 def _throughput_once(t: Target, client: str, label: str, count: int, size: int) -> None:
     produce, consume = _RUNS[client]
-    tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-relay", cpu=1)
     child = None
     try:
         _create_topic(upstream, "tp")
@@ -443,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     for note in notes:
         print(note, flush=True)
     if "java" in clients and (args.small_records or args.large_records):
-        from tests.support.java import compile_peers
+        from support.java import compile_peers
 
         compile_peers()  # once, before any window
     if shutil_taskset():

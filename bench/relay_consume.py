@@ -19,8 +19,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench import procs
 from bench.relay import _RUNS, _create_topic, _start_kcoord, user_system_seconds
+from support import procs
+from support.broker import pinned_tansu
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         os.sched_setaffinity(0, {1})
     produce, consume = _RUNS[args.client]
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    tansu, upstream = procs.tansu("tansu-consume", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-consume", cpu=1)
     children: list[procs.Child] = []
     try:
         _create_topic(upstream, "tp")

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import procs
-from bench.loadgen import report
-from bench.loadgen.__main__ import raise_fd_limit
+from bench.loadgen import raise_fd_limit
+from support import REPO, procs
+from support.broker import pinned_tansu
+from support.kcoord_process import pinned_kcoord
+from support.loadgen import report
 
-RESULTS = procs.REPO / "bench" / "RESULTS.md"
+RESULTS = REPO / "bench" / "RESULTS.md"
 SERVER_CPU = 0
 LOADGEN_CPU = 1
 UPSTREAM_CPU = 1  # kcoord's upstream cluster sits with the load generator, off the servers' core
@@ -272,9 +274,7 @@ FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
 def machine() -> dict[str, str]:
     def out(*cmd: str) -> str:
         try:
-            return subprocess.run(
-                cmd, capture_output=True, text=True, cwd=procs.REPO, timeout=10
-            ).stdout.strip()
+            return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=10).stdout.strip()
         except OSError:
             return "?"
 
@@ -321,7 +321,7 @@ def run_loadgen(
     print(f"  -> {label}: {' '.join(args[3 if args[0] == 'taskset' else 0 :])}", flush=True)
     started = time.monotonic()
     try:
-        proc = subprocess.run(args, cwd=procs.REPO, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         # One hung run (a peer that stops answering) must not cost the figures of every other run.
         print(f"     FAILED: no result after {timeout:.0f}s; the load generator was killed", flush=True)
@@ -670,19 +670,19 @@ def main(argv: list[str] | None = None) -> int:
     children: list[procs.Child] = []
     try:
         if args.upstream_bootstrap is None:
-            upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
+            upstream, upstream_addr = pinned_tansu("tansu-upstream", UPSTREAM_CPU)
             children.append(upstream)
         else:
             upstream_addr = args.upstream_bootstrap
         if peer.bootstrap is None and not args.no_peer:
-            peer_child, peer.bootstrap = procs.tansu("tansu-peer", SERVER_CPU)
+            peer_child, peer.bootstrap = pinned_tansu("tansu-peer", SERVER_CPU)
             children.append(peer_child)
             peer.pids = [peer_child.pid]
-        kc, kc_addr = procs.kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
+        kc, kc_addr = pinned_kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
         children.append(kc)
         kcoords = {"kcoord": (kc, kc_addr)}
         if any(r.kcoord == "kcoord-nodelay" for r in runs):
-            kn, kn_addr = procs.kcoord(
+            kn, kn_addr = pinned_kcoord(
                 "kcoord-nodelay",
                 upstream_addr,
                 SERVER_CPU,
@@ -698,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in FENCING_MODES:
             name = f"kcoord-fencing-{mode}"
             if any(r.kcoord == name for r in runs):
-                kf, kf_addr = procs.kcoord(
+                kf, kf_addr = pinned_kcoord(
                     name,
                     upstream_addr,
                     SERVER_CPU,

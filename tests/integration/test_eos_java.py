@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
+from support.java import JavaPeer
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.java import JavaPeer
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

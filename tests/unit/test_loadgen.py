@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.loadgen import report
-from bench.loadgen.assignor import (
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
+from support.loadgen import report
+from support.loadgen.assignor import (
     MemberSubscription,
     decode_assignment,
     decode_subscription,
@@ -17,12 +19,10 @@ from bench.loadgen.assignor import (
     encode_subscription,
     range_assign,
 )
-from bench.loadgen.histogram import Histogram, bucket_bounds, bucket_of
-from bench.loadgen.member import Member, MemberListener, Next, State
-from bench.loadgen.ownership import OwnershipTracker
-from bench.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
-from kcoord.protocol import messages as m
-from kcoord.protocol.messages import ApiKey
+from support.loadgen.histogram import Histogram, bucket_bounds, bucket_of
+from support.loadgen.member import Member, MemberListener, Next, State
+from support.loadgen.ownership import OwnershipTracker
+from support.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
 
 # -- histogram -------------------------------------------------------------------------------------
 
@@ -325,7 +325,7 @@ def test_report_ratio_says_how_much_better_kcoord_is() -> None:
 
 def test_per_member_runtime_gives_members_no_shared_connection() -> None:
     async def run() -> None:
-        from bench.loadgen.conn import Stats
+        from support.loadgen.conn import Stats
 
         per_member = Runtime(("127.0.0.1", 1), Stats(), None)
         assert per_member.per_member and per_member.connections_n == 0
