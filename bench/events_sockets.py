@@ -18,10 +18,11 @@ import sys
 import time
 from typing import Any
 
-from bench.run_all import LOADGEN_CPU, SERVER_CPU, Run, run_loadgen
+from bench.run_all import LOADGEN_CPU, SERVER_CPU, run_loadgen
 from support import procs
 from support.broker import pinned_tansu
 from support.kcoord_process import pinned_kcoord
+from support.loadgen.plan import Run
 
 
 def main() -> int:
