@@ -29,10 +29,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.relay import _create_topic, _start_kcoord, small_produce_frame, small_shapes
+from bench.relay import _start_kcoord, small_produce_frame, small_shapes
 from support import procs
 from support.broker import pinned_tansu
 from support.ports import free_port_block
+from support.throughput_clients import create_one_partition_topic
 
 HERE = Path(__file__).resolve().parent
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     tansu, upstream = pinned_tansu("tansu-floor", cpu=1)
     results: dict[tuple[str, str], list[float]] = {}
     try:
-        _create_topic(upstream, "small")
+        create_one_partition_topic(upstream, "small")
         frame = small_produce_frame("small", 100)
         kcoords = dict(spec.partition("=")[::2] for spec in args.kcoord) or {"kcoord": sys.executable}
         targets = ["direct", *kcoords, "python"] + (["c"] if c_binary else [])
