@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.autoscaling import Config, Result, run_scenario, summary
+from support.autoscaling import Config, Result, run_scenario, summary
 from support.broker import TansuBroker
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port_block
