@@ -1,7 +1,7 @@
 """Exactly-once under KIP-848 autoscaling: aborted transactions per ``group.consumer.offset.commit.fencing`` mode.
 
 Stock Java consume-transform-produce members (kafka-clients 4.3,
-``group.protocol=consumer``, ``tests/peers/java/CtpPeer.java``: a read_committed consumer and a
+``group.protocol=consumer``, ``support/peers/java/CtpPeer.java``: a read_committed consumer and a
 transactional producer; ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())`` then
 ``commitTransaction`` every ``commit_interval_ms``) while the group scales ``members`` →
 ``members + extra`` → ``members`` every ``period`` seconds and a producer keeps numbered records

@@ -13,7 +13,7 @@ machine's load:
   a consumer assigned to the partition reads them back; records/s direct to tansu and through each
   kcoord, all targets of one client and size back to back. A fresh tansu (and kcoord) per client,
   target and size, so memory storage does not pile up. Clients: ``librdkafka`` (confluent-kafka, in
-  this process) and ``java`` (kafka-clients 4.3, tests/peers/java/ThroughputPeer.java, one JVM per
+  this process) and ``java`` (kafka-clients 4.3, support/peers/java/ThroughputPeer.java, one JVM per
   produce and per consume; it times itself, so JVM start is outside the window).
 
 Targets: ``direct`` (tansu itself) and one kcoord per ``--kcoord NAME=PYTHON`` (a venv's python

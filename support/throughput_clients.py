@@ -1,7 +1,7 @@
 """The clients the relay benchmarks drive: produce N records, consume them back, timed.
 
 ``librdkafka`` (confluent-kafka, in this process) and ``java`` (kafka-clients 4.3,
-tests/peers/java/ThroughputPeer.java, one JVM per produce and per consume; it times itself, so JVM
+support/peers/java/ThroughputPeer.java, one JVM per produce and per consume; it times itself, so JVM
 start is outside the window). bench/relay.py and bench/relay_consume.py run them direct to a broker
 and through kcoord; which clients a run asks for, and the Java peer's report, are read here.
 """

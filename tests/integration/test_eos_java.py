@@ -1,5 +1,5 @@
 """Exactly-once through kcoord with the stock Java clients 4.3: the classic
-consume-transform-produce loop (tests/peers/java/CtpPeer.java: a read_committed KafkaConsumer and a
+consume-transform-produce loop (support/peers/java/CtpPeer.java: a read_committed KafkaConsumer and a
 transactional KafkaProducer calling ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``
 then ``commitTransaction`` every 100 ms) against one kcoord process (``--storage kafka``) in front of
 tansu and of Apache Kafka in turn.
