@@ -57,7 +57,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def user_system_seconds(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process, all threads (bench/loadgen/procstat.py, split):
+    """(user, system) CPU seconds of a process, all threads (support/loadgen/procstat.py, split):
     system time is the kernel's share, the syscalls a relay cannot avoid in Python or C."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read()

@@ -1,4 +1,4 @@
-"""The KIP-848 load generator member (bench/loadgen/consumer_member.py) against canned responses:
+"""The KIP-848 load generator member (support/loadgen/consumer_member.py) against canned responses:
 which fields each heartbeat carries, what the member owns and reports after an assignment or a
 revocation, fencing, and the settled-group checks on both sides."""
 
