@@ -35,6 +35,7 @@ from typing import Any
 
 from support import REPO, procs
 from support.broker import pinned_tansu
+from support.kcoord_process import SERVING_LINE, serve_command
 from support.ports import free_port_block
 
 SERVER_CPU = 0
@@ -47,24 +48,11 @@ def start_kcoord(
 ) -> tuple[procs.Child, str]:
     port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    args = [
-        python,
-        "-m",
-        "kcoord.coordinator",
-        "serve",
-        "--listen",
-        listen,
-        "--bootstrap-server",
-        upstream,
-        "--storage",
-        storage,
-        "--metrics",
-        f"127.0.0.1:{free_port_block(1)}",
-    ]
+    extra = ["--storage", storage, "--metrics", f"127.0.0.1:{free_port_block(1)}"]
     if storage == "kafka":
-        args += ["--internal-topic", topic]
-    child = procs.Child(name, args, SERVER_CPU).start()
-    child.wait_for_log("kcoord serving on", 90)
+        extra += ["--internal-topic", topic]
+    child = procs.Child(name, serve_command(listen, upstream, extra, python), SERVER_CPU).start()
+    child.wait_for_log(SERVING_LINE, 90)
     return child, listen
 
 

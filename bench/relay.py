@@ -43,6 +43,7 @@ from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import encode_batch
 from support import procs
 from support.broker import pinned_tansu
+from support.kcoord_process import SERVING_LINE, serve_command
 from support.ports import free_port_block
 from support.throughput_clients import (
     CLIENTS,
@@ -155,12 +156,8 @@ def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     """kcoord under ``python`` (its venv's editable tree); (child, coordinator address, broker-port address)."""
     port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    child = procs.Child(
-        "kcoord-relay",
-        [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream],
-        cpu=0,
-    ).start()
-    child.wait_for_log("kcoord serving on", 60)
+    child = procs.Child("kcoord-relay", serve_command(listen, upstream, [], python), cpu=0).start()
+    child.wait_for_log(SERVING_LINE, 60)
     from confluent_kafka.admin import AdminClient
 
     brokers = AdminClient({"bootstrap.servers": listen}).list_topics(timeout=30).brokers

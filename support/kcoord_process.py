@@ -16,9 +16,14 @@ from support.ports import free_port_block
 SERVING_LINE = "kcoord serving on"  # what kcoord logs once its listeners accept
 
 
-def serve_command(listen: str, upstream: str | None, extra_args: list[str]) -> list[str]:
-    """``python -m kcoord.coordinator serve`` on ``listen`` in front of ``upstream`` (None: embedded)."""
-    args = [sys.executable, "-m", "kcoord.coordinator", "serve", "--listen", listen, *extra_args]
+def serve_command(
+    listen: str, upstream: str | None, extra_args: list[str], python: str = sys.executable
+) -> list[str]:
+    """``python -m kcoord.coordinator serve`` on ``listen`` in front of ``upstream`` (None: embedded).
+
+    ``python``: another venv's interpreter runs the kcoord tree installed there (a benchmark's base build).
+    """
+    args = [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, *extra_args]
     if upstream:
         args += ["--bootstrap-server", upstream]
     return args
