@@ -19,8 +19,8 @@ import time
 import zlib
 from pathlib import Path
 
-from bench import procs
 from bench.analytics_scale import _events, generate
+from support.broker import pinned_tansu
 
 
 async def produce(bootstrap: str, topic: str, partitions: int, values: list[bytes]) -> None:
@@ -54,7 +54,7 @@ def main() -> None:
     while len(values) < args.events:
         values += _events(min(500_000, args.events - len(values)), seed, gen)
         seed += 1
-    broker, address = procs.tansu("tansu-analytics", None)
+    broker, address = pinned_tansu("tansu-analytics", None)
     try:
         t = time.monotonic()
         asyncio.run(produce(address, "__kcoord_events", args.partitions, values))

@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kcoord.client import BlockingConnection, KafkaClientError  # noqa: E402
-from kcoord.coordinator.runtime.router import shard_for_group  # noqa: E402
-from kcoord.protocol import messages as m  # noqa: E402
-from tests.support.broker import TansuBroker  # noqa: E402
-from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster  # noqa: E402
-from tests.support.workload import create_topic, unique  # noqa: E402
+from kcoord.client import BlockingConnection, KafkaClientError
+from kcoord.coordinator.runtime.router import shard_for_group
+from kcoord.protocol import messages as m
+from support.broker import TansuBroker
+from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster
+from support.workload import create_topic, unique
 
 
 def commit_once(bootstrap: list[tuple[str, int]], group: str, topic: str, offset: int) -> int | None:

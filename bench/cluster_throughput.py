@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kcoord.client import Connection, KafkaClientError, connect  # noqa: E402
-from kcoord.protocol import messages as m  # noqa: E402
-from tests.support.broker import TansuBroker  # noqa: E402
-from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster  # noqa: E402
-from tests.support.workload import create_topic, unique  # noqa: E402
+from kcoord.client import Connection, KafkaClientError, connect
+from kcoord.protocol import messages as m
+from support.broker import TansuBroker
+from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster
+from support.workload import create_topic, unique
 
 CONNECTIONS_PER_NODE = 4
 

@@ -33,7 +33,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench import procs
+from support import REPO, procs
+from support.broker import pinned_tansu
+from support.kcoord_process import SERVING_LINE, serve_command
+from support.ports import free_port_block
 
 SERVER_CPU = 0
 LOADGEN_CPU = 1
@@ -43,26 +46,13 @@ UPSTREAM_CPU = 1
 def start_kcoord(
     name: str, python: str, upstream: str, topic: str, storage: str = "kafka"
 ) -> tuple[procs.Child, str]:
-    port = procs.free_port_block(4)
+    port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    args = [
-        python,
-        "-m",
-        "kcoord.coordinator",
-        "serve",
-        "--listen",
-        listen,
-        "--bootstrap-server",
-        upstream,
-        "--storage",
-        storage,
-        "--metrics",
-        f"127.0.0.1:{procs.free_port_block(1)}",
-    ]
+    extra = ["--storage", storage, "--metrics", f"127.0.0.1:{free_port_block(1)}"]
     if storage == "kafka":
-        args += ["--internal-topic", topic]
-    child = procs.Child(name, args, SERVER_CPU).start()
-    child.wait_for_log("kcoord serving on", 90)
+        extra += ["--internal-topic", topic]
+    child = procs.Child(name, serve_command(listen, upstream, extra, python), SERVER_CPU).start()
+    child.wait_for_log(SERVING_LINE, 90)
     return child, listen
 
 
@@ -135,7 +125,7 @@ def run_storm(
         )
         print(f"     py-spy -> {svg}", flush=True)
     load = os.getloadavg()[0]
-    proc = subprocess.run(cmd, cwd=procs.REPO, capture_output=True, text=True, timeout=args.timeout)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
     if spy is not None:
         spy.send_signal(2)
         spy.wait(30)
@@ -191,7 +181,7 @@ def main() -> int:
     children: list[procs.Child] = []
     results: list[dict[str, Any]] = []
     try:
-        upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
+        upstream, upstream_addr = pinned_tansu("tansu-upstream", UPSTREAM_CPU)
         children.append(upstream)
         builds: dict[str, tuple[procs.Child, str]] = {}
         for label, python in (("base", base_python), ("new", sys.executable)):

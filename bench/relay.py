@@ -13,7 +13,7 @@ machine's load:
   a consumer assigned to the partition reads them back; records/s direct to tansu and through each
   kcoord, all targets of one client and size back to back. A fresh tansu (and kcoord) per client,
   target and size, so memory storage does not pile up. Clients: ``librdkafka`` (confluent-kafka, in
-  this process) and ``java`` (kafka-clients 4.3, tests/peers/java/ThroughputPeer.java, one JVM per
+  this process) and ``java`` (kafka-clients 4.3, support/peers/java/ThroughputPeer.java, one JVM per
   produce and per consume; it times itself, so JVM start is outside the window).
 
 Targets: ``direct`` (tansu itself) and one kcoord per ``--kcoord NAME=PYTHON`` (a venv's python
@@ -28,30 +28,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from bench import procs
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import encode_batch
+from support import procs
+from support.broker import pinned_tansu
+from support.kcoord_process import SERVING_LINE, serve_command
+from support.ports import free_port_block
+from support.throughput_clients import (
+    CLIENTS,
+    RUNS,
+    create_one_partition_topic,
+    java_unavailable,
+    select_clients,
+)
 
 _SIZE = struct.Struct(">i")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def user_system_seconds(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process, all threads (bench/loadgen/procstat.py, split):
+    """(user, system) CPU seconds of a process, all threads (support/loadgen/procstat.py, split):
     system time is the kernel's share, the syscalls a relay cannot avoid in Python or C."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read()
@@ -134,167 +141,6 @@ async def _small_load(
     return answers / (t1 - t0), (u1 - u0 + s1 - s0) * 1e6 / answers, (s1 - s0) * 1e6 / answers
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        fut.result(30)
-
-
-def _produce(bootstrap: str, topic: str, count: int, size: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": 1,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "enable.idempotence": False,
-        }
-    )
-    value = os.urandom(size)
-    failures = [0]
-
-    def delivered(err: object, _msg: object) -> None:
-        if err is not None:
-            failures[0] += 1
-
-    start = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value, partition=0, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if failures[0]:
-        raise RuntimeError(f"{failures[0]} records failed to produce via {bootstrap}")
-    return elapsed
-
-
-def _consume(bootstrap: str, topic: str, count: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"relay-bench-{time.time_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    start = time.perf_counter()
-    deadline = start + 600
-    while got < count and time.perf_counter() < deadline:
-        for msg in consumer.consume(10_000, 1.0):
-            if msg.error() is None:
-                got += 1
-    elapsed = time.perf_counter() - start
-    consumer.close()
-    if got < count:
-        raise RuntimeError(f"consumed {got} of {count} records via {bootstrap}")
-    return elapsed
-
-
-CLIENTS = ("librdkafka", "java")
-# The peers' defaults (tests/support/java.py) suit short tests: C1 only and a 256 MB heap. A
-# throughput run wants the full JIT and room for the producer's 512 MB buffer (the last flag wins).
-JAVA_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-Xmx1536m")
-JAVA_TIMEOUT_S = 900.0
-
-
-def java_unavailable() -> str | None:
-    """Why the Java client cannot run here (None: it can): no JDK, or no kafka-clients jars."""
-    from tests.support import java
-
-    if not java.java_available():
-        return java.SKIP_REASON
-    try:
-        java.classpath("clients")
-    except FileNotFoundError as e:
-        return str(e)
-    return None
-
-
-def select_clients(spec: str | None, java_reason: str | None) -> tuple[list[str], list[str]]:
-    """The clients to measure and a note per client skipped. ``spec``: comma-separated names from
-    CLIENTS, or None for all of them; java is left out (with ``java_reason``) when it cannot run."""
-    names = list(CLIENTS) if spec is None else [n.strip() for n in spec.split(",") if n.strip()]
-    unknown = [n for n in names if n not in CLIENTS]
-    if unknown or not names:
-        raise ValueError(f"--clients: unknown {unknown or names}; choose from {','.join(CLIENTS)}")
-    clients, notes = [], []
-    for name in dict.fromkeys(names):  # first mention wins, duplicates dropped
-        if name == "java" and java_reason is not None:
-            notes.append(f"java client skipped: {java_reason}")
-        else:
-            clients.append(name)
-    return clients, notes
-
-
-def peer_event(stdout: str, event: str) -> dict[str, Any]:
-    """The last ``{"event": event, ...}`` line a Java peer printed (one JSON object per line)."""
-    found = None
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            candidate = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(candidate, dict) and candidate.get("event") == event:
-            found = candidate
-    if found is None:
-        raise ValueError(f"no {event!r} event in the peer's output: {stdout[-500:]!r}")
-    return found
-
-
-def _java_run(mode: str, bootstrap: str, topic: str, count: int, *extra: str) -> dict[str, Any]:
-    from tests.support.java import java_command
-
-    cmd = java_command(
-        "ThroughputPeer",
-        [mode, "--bootstrap", bootstrap, "--topic", topic, "--count", str(count), *extra],
-        jvm_args=JAVA_JVM_ARGS,
-    )
-    result = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S
-    )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"ThroughputPeer {mode} via {bootstrap} exited {result.returncode}:\n"
-            f"{result.stdout[-1000:]}\n{result.stderr[-3000:]}"
-        )
-    return peer_event(result.stdout, "produced" if mode == "produce" else "consumed")
-
-
-def _java_produce(bootstrap: str, topic: str, count: int, size: int) -> float:
-    return float(_java_run("produce", bootstrap, topic, count, "--size", str(size))["seconds"])
-
-
-def _java_consume(bootstrap: str, topic: str, count: int) -> float:
-    return float(_java_run("consume", bootstrap, topic, count, "--timeout-s", "600")["seconds"])
-
-
-# client -> (produce(bootstrap, topic, count, size), consume(bootstrap, topic, count)): seconds each
-_RUNS: dict[str, tuple[Callable[[str, str, int, int], float], Callable[[str, str, int], float]]] = {
-    "librdkafka": (_produce, _consume),
-    "java": (_java_produce, _java_consume),
-}
-
-
 @dataclass
 class Target:
     name: str
@@ -308,14 +154,10 @@ class Target:
 
 def _start_kcoord(python: str, upstream: str) -> tuple[procs.Child, str, str]:
     """kcoord under ``python`` (its venv's editable tree); (child, coordinator address, broker-port address)."""
-    port = procs.free_port_block(4)
+    port = free_port_block(4)
     listen = f"127.0.0.1:{port}"
-    child = procs.Child(
-        "kcoord-relay",
-        [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, "--bootstrap-server", upstream],
-        cpu=0,
-    ).start()
-    child.wait_for_log("kcoord serving on", 60)
+    child = procs.Child("kcoord-relay", serve_command(listen, upstream, [], python), cpu=0).start()
+    child.wait_for_log(SERVING_LINE, 60)
     from confluent_kafka.admin import AdminClient
 
     brokers = AdminClient({"bootstrap.servers": listen}).list_topics(timeout=30).brokers
@@ -337,9 +179,9 @@ def small_shapes(
 
 
 def run_small(targets: list[Target], args: argparse.Namespace) -> None:
-    tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-relay", cpu=1)
     try:
-        _create_topic(upstream, "small")
+        create_one_partition_topic(upstream, "small")
         frame = small_produce_frame("small", 100)
         for t in targets:
             child = None
@@ -376,11 +218,11 @@ def run_throughput(
 
 
 def _throughput_once(t: Target, client: str, label: str, count: int, size: int) -> None:
-    produce, consume = _RUNS[client]
-    tansu, upstream = procs.tansu("tansu-relay", cpu=1)
+    produce, consume = RUNS[client]
+    tansu, upstream = pinned_tansu("tansu-relay", cpu=1)
     child = None
     try:
-        _create_topic(upstream, "tp")
+        create_one_partition_topic(upstream, "tp")
         bootstrap = upstream
         if t.python is not None:
             child, bootstrap, _ = _start_kcoord(t.python, upstream)
@@ -443,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     for note in notes:
         print(note, flush=True)
     if "java" in clients and (args.small_records or args.large_records):
-        from tests.support.java import compile_peers
+        from support.java import compile_peers
 
         compile_peers()  # once, before any window
     if shutil_taskset():

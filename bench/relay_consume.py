@@ -19,26 +19,28 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench import procs
-from bench.relay import _RUNS, _create_topic, _start_kcoord, user_system_seconds
+from bench.relay import _start_kcoord, user_system_seconds
+from support import procs
+from support.broker import pinned_tansu
+from support.throughput_clients import RUNS, create_one_partition_topic
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kcoord", action="append", default=[], metavar="NAME=PYTHON", required=True)
-    ap.add_argument("--client", choices=sorted(_RUNS), default="librdkafka")
+    ap.add_argument("--client", choices=sorted(RUNS), default="librdkafka")
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--size", type=int, default=10_240)
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args(argv)
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
-    produce, consume = _RUNS[args.client]
+    produce, consume = RUNS[args.client]
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    tansu, upstream = procs.tansu("tansu-consume", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-consume", cpu=1)
     children: list[procs.Child] = []
     try:
-        _create_topic(upstream, "tp")
+        create_one_partition_topic(upstream, "tp")
         produce(upstream, "tp", args.records, args.size)
         targets: dict[str, tuple[str, int]] = {"direct": (upstream, tansu.pid)}
         for spec in args.kcoord:

@@ -29,8 +29,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import procs
-from bench.relay import _create_topic, _start_kcoord, small_produce_frame, small_shapes
+from bench.relay import _start_kcoord, small_produce_frame, small_shapes
+from support import procs
+from support.broker import pinned_tansu
+from support.ports import free_port_block
+from support.throughput_clients import create_one_partition_topic
 
 HERE = Path(__file__).resolve().parent
 
@@ -117,10 +120,10 @@ def main(argv: list[str] | None = None) -> None:
         os.sched_setaffinity(0, {1})
     c_binary = _c_pump_binary()
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    tansu, upstream = procs.tansu("tansu-floor", cpu=1)
+    tansu, upstream = pinned_tansu("tansu-floor", cpu=1)
     results: dict[tuple[str, str], list[float]] = {}
     try:
-        _create_topic(upstream, "small")
+        create_one_partition_topic(upstream, "small")
         frame = small_produce_frame("small", 100)
         kcoords = dict(spec.partition("=")[::2] for spec in args.kcoord) or {"kcoord": sys.executable}
         targets = ["direct", *kcoords, "python"] + (["c"] if c_binary else [])
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                     child, _, address = _start_kcoord(str(Path(kcoords[target]).absolute()), upstream)
                     pid = child.pid
                 else:
-                    port = procs.free_port_block(1)
+                    port = free_port_block(1)
                     cmd = (
                         [c_binary, str(port), *upstream.rsplit(":", 1)]
                         if target == "c"

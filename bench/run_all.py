@@ -34,7 +34,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,238 +42,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import procs
-from bench.loadgen import report
-from bench.loadgen.__main__ import raise_fd_limit
+from bench.loadgen import raise_fd_limit
+from support import REPO, procs
+from support.broker import pinned_tansu
+from support.kcoord_process import pinned_kcoord
+from support.loadgen import report
+from support.loadgen.plan import FENCING_MODES, Run, plan, shared_everywhere
+from support.loadgen.targets import fmt, targets
 
-RESULTS = procs.REPO / "bench" / "RESULTS.md"
+RESULTS = REPO / "bench" / "RESULTS.md"
 SERVER_CPU = 0
 LOADGEN_CPU = 1
 UPSTREAM_CPU = 1  # kcoord's upstream cluster sits with the load generator, off the servers' core
 
 
-@dataclass
-class Run:
-    """One scenario at one size: the loadgen arguments and which servers it runs against."""
-
-    scenario: str
-    title: str
-    args: list[str]
-    peer: bool = True
-    kcoord: str = "kcoord"  # which kcoord instance: "kcoord", "kcoord-nodelay" or "kcoord-fencing-MODE"
-    results: dict[str, Any] = field(default_factory=dict)
-
-
-def connection_budget() -> int:
-    """How many connections one process may open to one server here: the descriptor limit (hard:
-    the loadgen and the runner's children lift their soft limit to it) and the ephemeral ports."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-        ports = high - low + 1
-    except (OSError, ValueError):
-        ports = 28_000
-    limit = ports if hard == resource.RLIM_INFINITY else min(hard, ports)
-    return limit - 200  # the server's own descriptors: listener, upstream, logs
-
-
-def shape(n: int, shared: int, budget: int) -> tuple[list[str], str]:
-    """(loadgen args, title suffix) for ``n`` members: one connection each when they fit, else ``shared``."""
-    if n <= budget:
-        return [], ""
-    return (
-        ["--connections", str(shared)],
-        f" ({shared} shared connections: {n:,} per-member connections exceed this machine's limit of {budget:,})",
-    )
-
-
-def plan(full: bool, budget: int | None = None) -> list[Run]:
-    budget = connection_budget() if budget is None else budget
-    steady_sizes = [1_000, 10_000] + ([50_000] if full else [])
-    storm_sizes = [100, 1_000] + ([5_000] if full else [])
-    committers = [100] + ([1_000, 2_000] if full else [])
-    runs: list[Run] = []
-    for n in steady_sizes:
-        conns, note = shape(n, 32, budget)
-        runs.append(
-            Run(
-                "steady",
-                f"steady {n:,} members, heartbeat 3 s{note}",
-                [
-                    "--members",
-                    str(n),
-                    "--interval",
-                    "3",
-                    "--duration",
-                    "15" if full else "10",
-                    "--lanes",
-                    "10000" if n > 10_000 else "5000",
-                    *conns,
-                ],
-            )
-        )
-    if full:
-        # The old shape beside its per-member twin: on 16 shared connections a server that
-        # answers a connection's requests one at a time queues heartbeats behind each other.
-        runs.append(
-            Run(
-                "steady",
-                "steady 10,000 members, heartbeat 3 s, 16 shared connections (old shape)",
-                [
-                    "--members",
-                    "10000",
-                    "--interval",
-                    "3",
-                    "--duration",
-                    "15",
-                    "--lanes",
-                    "5000",
-                    "--connections",
-                    "16",
-                ],
-            )
-        )
-        # the throughput target: 50k members heartbeating every 1.5 s offer 33k heartbeats/s
-        conns, note = shape(50_000, 32, budget)
-        runs.append(
-            Run(
-                "steady",
-                f"steady 50,000 members, heartbeat 1.5 s (target run){note}",
-                ["--members", "50000", "--interval", "1.5", "--duration", "15", "--lanes", "10000", *conns],
-            )
-        )
-    for n in storm_sizes:
-        runs.append(Run("join-storm", f"join storm {n:,} members", ["--members", str(n)]))
-        runs.append(
-            Run(
-                "join-storm",
-                f"join storm {n:,} members, kcoord initial delay 0",
-                ["--members", str(n)],
-                peer=False,
-                kcoord="kcoord-nodelay",
-            )
-        )
-    for static in (True, False):
-        kind = "static" if static else "dynamic"
-        runs.append(
-            Run(
-                "rolling-bounce",
-                f"rolling bounce 20 {kind} members",
-                [
-                    "--members",
-                    "20",
-                    "--static" if static else "--no-static",
-                    "--session-timeout-ms",
-                    "6000",
-                    "--interval",
-                    "1",
-                ],
-            )
-        )
-    for c in committers:
-        runs.append(
-            Run(
-                "commit-storm",
-                f"commit storm {c:,} committers",
-                ["--committers", str(c), "--duration", "15" if full else "10"],
-            )
-        )
-    # The shape the figures before 2026-11-24 used, next to its per-member twin above: 100
-    # committers on 16 shared connections let kcoord pipeline what Kafka and tansu serialize.
-    runs.append(
-        Run(
-            "commit-storm",
-            "commit storm 100 committers, 16 shared connections (old shape, flatters a pipelining server)",
-            ["--committers", "100", "--duration", "15" if full else "10", "--connections", "16"],
-        )
-    )
-    # KIP-848 (tansu 0.6.0 has no ConsumerGroupHeartbeat: kcoord only). The server's heartbeat
-    # interval (Kafka's default, 5 s); many groups of 50 while the heartbeat is O(group size), and
-    # one 1,000-member group to measure that cost itself.
-    for n in [5_000] + ([20_000, 50_000] if full else []):
-        conns, note = shape(n, 32, budget)
-        runs.append(
-            Run(
-                "consumer-steady",
-                f"KIP-848 steady {n:,} members in groups of 50, server heartbeat interval{note}",
-                [
-                    "--members",
-                    str(n),
-                    "--group-size",
-                    "50",
-                    "--duration",
-                    "15",
-                    *conns,
-                    "--join-rate",
-                    "2000",
-                    "--settle-timeout",
-                    "300",
-                ],
-                peer=False,
-            )
-        )
-    runs.append(
-        Run(
-            "consumer-steady",
-            "KIP-848 steady one group of 1,000 members, server heartbeat interval",
-            [
-                "--members",
-                "1000",
-                "--group-size",
-                "1000",
-                "--duration",
-                "15",
-                "--join-rate",
-                "2000",
-                "--settle-timeout",
-                "300",
-            ],
-            peer=False,
-        )
-    )
-    for mode in FENCING_MODES:
-        runs.append(
-            Run(
-                "consumer-commit",
-                f"KIP-848 commits, 1,000 members in groups of 10, fencing {mode}",
-                [
-                    "--members",
-                    "1000",
-                    "--group-size",
-                    "10",
-                    "--duration",
-                    "15" if full else "10",
-                    "--join-rate",
-                    "2000",
-                    "--settle-timeout",
-                    "300",
-                    "--fencing",
-                    mode,
-                ],
-                peer=False,
-                kcoord=f"kcoord-fencing-{mode}",
-            )
-        )
-    return runs
-
-
-def shared_everywhere(runs: list[Run], connections: int) -> None:
-    """``--connections N``: every run in the old shape, N shared connections (to reproduce old figures)."""
-    for run in runs:
-        if "--connections" not in run.args:
-            run.args += ["--connections", str(connections)]
-            run.title += f" ({connections} shared connections)"
-
-
-FENCING_MODES = ("strict", "revocation-epoch", "assignment-epoch")
-
-
 def machine() -> dict[str, str]:
     def out(*cmd: str) -> str:
         try:
-            return subprocess.run(
-                cmd, capture_output=True, text=True, cwd=procs.REPO, timeout=10
-            ).stdout.strip()
+            return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=10).stdout.strip()
         except OSError:
             return "?"
 
@@ -321,7 +106,7 @@ def run_loadgen(
     print(f"  -> {label}: {' '.join(args[3 if args[0] == 'taskset' else 0 :])}", flush=True)
     started = time.monotonic()
     try:
-        proc = subprocess.run(args, cwd=procs.REPO, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         # One hung run (a peer that stops answering) must not cost the figures of every other run.
         print(f"     FAILED: no result after {timeout:.0f}s; the load generator was killed", flush=True)
@@ -339,16 +124,6 @@ def run_loadgen(
 
 
 # -- markdown ---------------------------------------------------------------------------------------
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
-
-
 def run_table(run: Run, peer_label: str = "tansu") -> list[str]:
     k = run.results.get("kcoord")
     p = run.results.get("peer")
@@ -362,7 +137,7 @@ def run_table(run: Run, peer_label: str = "tansu") -> list[str]:
         a = report.lookup(k, key)
         b = report.lookup(p, key) if peer_ok else None
         ratio = report.ratio(a, b, higher) if peer_ok else "—"
-        lines.append(f"| {key} | {_fmt(a)} | {_fmt(b) if peer_ok else ('failed' if p else '—')} | {ratio} |")
+        lines.append(f"| {key} | {fmt(a)} | {fmt(b) if peer_ok else ('failed' if p else '—')} | {ratio} |")
     extra = {"kcoord": _notes(k)}
     if peer_ok:
         extra[peer_label] = _notes(p)
@@ -420,109 +195,6 @@ def _notes(r: dict[str, Any]) -> str:
     if errors:
         parts.append(f"errors={errors}")
     return "; ".join(parts)
-
-
-def targets(runs: list[Run]) -> list[str]:
-    def find(scenario: str, pred: Any) -> dict[str, Any] | None:
-        for run in runs:
-            k = run.results.get("kcoord")
-            if run.scenario == scenario and k and "error" not in k and pred(run, k):
-                return k
-        return None
-
-    lines = ["| target | measured (kcoord) | met? |", "|---|---|---|"]
-    hb = find("steady", lambda run, k: k["params"]["members"] >= 50_000 and k["params"]["interval_s"] <= 1.5)
-    if hb:
-        rate, p99 = hb["heartbeats_per_s"], hb["heartbeat"].get("p99_ms", float("inf"))
-        lines.append(
-            f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
-            f"| {'yes' if rate >= 30_000 and p99 < 10 else 'no'} |"
-        )
-    else:
-        biggest = max(
-            (
-                r.results["kcoord"]
-                for r in runs
-                if r.scenario == "steady" and "error" not in r.results.get("kcoord", {"error": 1})
-            ),
-            key=lambda k: k["params"]["members"],
-            default=None,
-        )
-        if biggest and biggest.get("server_cores_per_1k_hb_s"):
-            need = biggest["server_cores_per_1k_hb_s"] * 30
-            lines.append(
-                f"| >= 30,000 heartbeats/s, p99 < 10 ms at 50k members | not run (use --full); at "
-                f"{biggest['params']['members']:,} members kcoord used {biggest['server_cores_per_1k_hb_s']} "
-                f"cores per 1k hb/s, so 30k/s would need {need:.2f} cores | {'no (projected)' if need > 1 else 'not measured'} |"
-            )
-    storm = find(
-        "join-storm", lambda run, k: k["params"]["members"] == 1000 and run.kcoord == "kcoord-nodelay"
-    )
-    storm_d = find("join-storm", lambda run, k: k["params"]["members"] == 1000 and run.kcoord == "kcoord")
-    if storm or storm_d:
-        text = []
-        met = False
-        if storm_d:
-            text.append(
-                f"default 3 s initial delay: {storm_d['after_last_join_s']} s after last join "
-                f"({storm_d['after_rebalance_s']} s after the rebalance completed)"
-            )
-        if storm:
-            text.append(f"initial delay 0: {storm['after_last_join_s']} s")
-            met = storm["settled"] and storm["after_last_join_s"] < 2
-        lines.append(
-            f"| 1,000-member join storm settled < 2 s after the last member joined | {'; '.join(text)} "
-            f"| {'yes (delay 0); no with the 3 s delay, by design' if met else 'no'} |"
-        )
-    bounce = find("rolling-bounce", lambda run, k: k["params"]["static"])
-    if bounce:
-        lines.append(
-            f"| static rolling bounce of 20 members: 0 rebalances | {bounce['rebalances']} rebalances "
-            f"| {'yes' if bounce['rebalances'] == 0 and bounce['settled_every_step'] else 'no'} |"
-        )
-    # the target is quoted for real clients only: an old-shape run (shared connections) flatters kcoord
-    commits = [
-        r.results["kcoord"]
-        for r in runs
-        if r.scenario == "commit-storm"
-        and "error" not in r.results.get("kcoord", {"error": 1})
-        and r.results["kcoord"]["params"].get("connections") == "per-member"
-    ]
-    if commits:
-        best = max(commits, key=lambda k: k["commits_per_s"])
-        lines.append(
-            f"| >= 20,000 durable commits/s | {best['commits_per_s']:,.0f}/s with {best['params']['committers']:,} "
-            f"committers (storage={best['params']['storage']}) | {'yes' if best['commits_per_s'] >= 20_000 else 'no'} |"
-        )
-    lines.append("| 1M-record shard load < 10 s | see the Storage section (`bench/storage.py`) | — |")
-    cg = find("consumer-steady", lambda run, k: k["params"]["members"] >= 50_000)
-    if cg:
-        rate, p99 = cg["heartbeats_per_s"], cg["heartbeat"].get("p99_ms", float("inf"))
-        lines.append(
-            f"| KIP-848: >= 10,000 ConsumerGroupHeartbeat/s, p99 < 10 ms at 50k members | {rate:,.0f}/s, p99 {p99} ms "
-            f"(groups of {cg['params']['group_size']}; kcoord run-queue wait {cg.get('server_runqueue_wait')}, other cores "
-            f"{cg.get('other_cores')}) | {'yes' if rate >= 10_000 and p99 < 10 else 'no'} |"
-        )
-    fencing = [run for run in runs if run.scenario == "consumer-commit"]
-    if fencing:
-        lines += [
-            "",
-            "KIP-848 commits by fencing mode (same run, one kcoord per mode):",
-            "",
-            "| fencing | commits/s | p50 ms | p99 ms | max ms | errors | server cores |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for run in fencing:
-            k = run.results.get("kcoord") or {"error": "not run"}
-            if "error" in k:
-                lines.append(f"| {run.title.rsplit(' ', 1)[-1]} | failed | | | | | |")
-                continue
-            c = k.get("commit", {})
-            lines.append(
-                f"| {k['params']['fencing']} | {_fmt(k['commits_per_s'])} | {_fmt(c.get('p50_ms'))} | {_fmt(c.get('p99_ms'))} "
-                f"| {_fmt(c.get('max_ms'))} | {k.get('commit_errors') or 'none'} | {_fmt(k.get('server_cores'))} |"
-            )
-    return lines
 
 
 @dataclass
@@ -670,19 +342,19 @@ def main(argv: list[str] | None = None) -> int:
     children: list[procs.Child] = []
     try:
         if args.upstream_bootstrap is None:
-            upstream, upstream_addr = procs.tansu("tansu-upstream", UPSTREAM_CPU)
+            upstream, upstream_addr = pinned_tansu("tansu-upstream", UPSTREAM_CPU)
             children.append(upstream)
         else:
             upstream_addr = args.upstream_bootstrap
         if peer.bootstrap is None and not args.no_peer:
-            peer_child, peer.bootstrap = procs.tansu("tansu-peer", SERVER_CPU)
+            peer_child, peer.bootstrap = pinned_tansu("tansu-peer", SERVER_CPU)
             children.append(peer_child)
             peer.pids = [peer_child.pid]
-        kc, kc_addr = procs.kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
+        kc, kc_addr = pinned_kcoord("kcoord", upstream_addr, SERVER_CPU, "--storage", "kafka")
         children.append(kc)
         kcoords = {"kcoord": (kc, kc_addr)}
         if any(r.kcoord == "kcoord-nodelay" for r in runs):
-            kn, kn_addr = procs.kcoord(
+            kn, kn_addr = pinned_kcoord(
                 "kcoord-nodelay",
                 upstream_addr,
                 SERVER_CPU,
@@ -698,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in FENCING_MODES:
             name = f"kcoord-fencing-{mode}"
             if any(r.kcoord == name for r in runs):
-                kf, kf_addr = procs.kcoord(
+                kf, kf_addr = pinned_kcoord(
                     name,
                     upstream_addr,
                     SERVER_CPU,

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.kafka_broker import KafkaBroker
+from support.kafka_broker import KafkaBroker
+from support.workload import create_topic, produce_numbered, unique, wait_until
 from tests.support.members import CommittingMember
-from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")

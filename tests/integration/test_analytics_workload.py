@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from kcoord.protocol import messages as m
-from tests.support.kcoord_process import KcoordProcess
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique, wait_until
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark", reason="pyspark is a test extra (pyproject.toml); not installed here")

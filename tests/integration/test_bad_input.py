@@ -9,7 +9,7 @@ import pytest
 
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
-from tests.support.kcoord_process import KcoordProcess
+from support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration

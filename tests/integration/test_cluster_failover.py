@@ -22,10 +22,10 @@ from confluent_kafka import Consumer, KafkaException
 from kafka import KafkaConsumer
 
 from kcoord.coordinator.runtime.router import shard_for_group
+from support.java import JavaPeer
+from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets, coordinator_of
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.java import JavaPeer
-from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets, coordinator_of
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

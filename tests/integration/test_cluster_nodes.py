@@ -20,11 +20,11 @@ from confluent_kafka import Consumer, Producer
 
 from kcoord.coordinator.cli import main as kcoord_main
 from kcoord.coordinator.runtime.router import shard_for_group
+from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_cluster import BASE_NODE_ID, KcoordCluster, committed_offsets
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

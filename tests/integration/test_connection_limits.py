@@ -31,8 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import free_port
-from tests.support.kcoord_process import KcoordProcess
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration

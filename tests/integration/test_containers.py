@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.kcoord_cluster import coordinator_of
+from support.ports import ephemeral_range_start, free_port_block
 from tests.support.containers import (
     REPO,
     ComposeProject,
@@ -43,8 +45,6 @@ from tests.support.containers import (
     wait_healthy,
 )
 from tests.support.docker_images import KCOORD_TAG
-from tests.support.kcoord_cluster import coordinator_of
-from tests.support.kcoord_process import _ephemeral_range_start, free_port_block
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +155,7 @@ def test_compose_stack_kafka_kcoord_prometheus() -> None:
 def cluster_ports() -> dict[str, str]:
     """Per node a three-digit prefix P (node ports P92..P95) and a metrics port: free, below the ephemeral range."""
     rng = random.Random()
-    top = (_ephemeral_range_start() - 96) // 100
+    top = (ephemeral_range_start() - 96) // 100
     prefixes = list(range(100, top))
     rng.shuffle(prefixes)
     env: dict[str, str] = {}

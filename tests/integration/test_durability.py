@@ -15,11 +15,11 @@ from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicParti
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from support.java import JavaPeer, run_admin
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique, wait_until
 from tests.support.fixtures import Upstream
-from tests.support.java import JavaPeer, run_admin
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 

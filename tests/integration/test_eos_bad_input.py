@@ -24,10 +24,10 @@ from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import TansuBroker
-from tests.support.kcoord_process import KcoordProcess
+from support.broker import TansuBroker
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

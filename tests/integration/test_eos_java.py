@@ -1,5 +1,5 @@
 """Exactly-once through kcoord with the stock Java clients 4.3: the classic
-consume-transform-produce loop (tests/peers/java/CtpPeer.java: a read_committed KafkaConsumer and a
+consume-transform-produce loop (support/peers/java/CtpPeer.java: a read_committed KafkaConsumer and a
 transactional KafkaProducer calling ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``
 then ``commitTransaction`` every 100 ms) against one kcoord process (``--storage kafka``) in front of
 tansu and of Apache Kafka in turn.
@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
+from support.java import JavaPeer
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.java import JavaPeer
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ import uuid
 import pytest
 
 from kcoord.protocol.errors import ErrorCode
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient, fetch_offset, offset_commit_request
-from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ import pytest
 
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.records import EndTxnMarker
+from support.broker import TansuBroker
 from tests.integration.test_storage_kafka import begin_transaction, make_storage, new_topic, offset, request
-from tests.support.broker import TansuBroker
 
 pytestmark = pytest.mark.integration
 

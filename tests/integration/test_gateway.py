@@ -21,10 +21,10 @@ from kafka.admin import NewTopic
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from support.kcoord_process import KcoordProcess
+from support.workload import unique
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import unique
 
 pytestmark = pytest.mark.integration
 
@@ -293,7 +293,7 @@ def test_acks_zero_produce_does_not_stall_later_responses(kcoord_upstream: Kcoor
 
 
 def test_upstream_down_closes_clients_and_kcoord_stays_up() -> None:
-    from tests.support.broker import TansuBroker
+    from support.broker import TansuBroker
 
     broker = TansuBroker().start()
     port = broker.port
@@ -313,7 +313,7 @@ def test_upstream_down_closes_clients_and_kcoord_stays_up() -> None:
 
 
 def test_sigterm_exits_promptly_when_the_upstream_is_gone() -> None:
-    from tests.support.broker import TansuBroker
+    from support.broker import TansuBroker
 
     broker = TansuBroker().start()
     proc = KcoordProcess("--shards", "4", "--storage", "kafka", bootstrap=broker.bootstrap).start()

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaConsumer
 
-from tests.support.kcoord_process import REPO, KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique
+from support import REPO
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+from support.kafka_broker import KafkaBroker, KafkaUnavailable, require_java
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique, wait_until
 from tests.support.fixtures import Upstream
-from tests.support.kafka_broker import KafkaBroker, KafkaUnavailable, require_java
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.members import CommittingMember
-from tests.support.workload import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test extra")

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique
 from tests.support.fixtures import Upstream
 from tests.support.kcat import SKIP_REASON, kcat_path
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(kcat_path() is None, reason=SKIP_REASON)]
 

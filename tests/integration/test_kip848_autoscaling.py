@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.autoscaling import Config, Result, run_scenario, summary
-from tests.support.broker import TansuBroker
-from tests.support.kcoord_process import KcoordProcess, free_port_block
-from tests.support.workload import unique
+from support.autoscaling import Config, Result, run_scenario, summary
+from support.broker import TansuBroker
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
+from support.workload import unique
 
 pytestmark = pytest.mark.integration
 

@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, TopicPartition
 from kcoord.protocol import frames, storage_messages
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

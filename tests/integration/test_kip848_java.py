@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from support.java import JavaPeer, run_admin
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.java import JavaPeer, run_admin
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ broker scripted per request) or in front of tansu (real data, with every Nth Pro
 way Kafka refuses it). The upstream listens on 127.0.0.2, kcoord on 127.0.0.1, so an upstream
 address in what a client receives is visible in the bytes.
 
-The last tests do the same against Apache Kafka itself: two brokers (tests.support.kafka_broker.
+The last tests do the same against Apache Kafka itself: two brokers (support.kafka_broker.
 KafkaCluster, started by this module only) whose partitions change leader under kcoord while
 librdkafka and Java idempotent producers go through it.
 """
@@ -38,13 +38,14 @@ from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import probe_metadata_brokers
+from support.broker import probe_metadata_brokers
+from support.kafka_broker import KafkaCluster, KafkaUnavailable
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
+from support.workload import create_topic
 from tests.support.fault_upstream import KAFKA_40_VERSIONS, FaultUpstream
 from tests.support.fixtures import UPSTREAMS
-from tests.support.kafka_broker import KafkaCluster, KafkaUnavailable
-from tests.support.kcoord_process import KcoordProcess, free_port_block
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic
 
 pytestmark = pytest.mark.integration
 

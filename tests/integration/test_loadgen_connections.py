@@ -16,15 +16,16 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.loadgen.admin import single_coordinator
-from bench.loadgen.conn import Stats
-from bench.loadgen.member import Member, State
-from bench.loadgen.runtime import Runtime
-from bench.loadgen.scenarios import Target, _create_topic, commit_storm, steady
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import TansuBroker, free_port
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import unique
+from support.broker import TansuBroker
+from support.kcoord_process import KcoordProcess
+from support.loadgen.admin import single_coordinator
+from support.loadgen.conn import Stats
+from support.loadgen.member import Member, State
+from support.loadgen.runtime import Runtime
+from support.loadgen.scenarios import Target, _create_topic, commit_storm, steady
+from support.ports import free_port
+from support.workload import unique
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.loadgen.consumer_member import CState, described_partitions
-from bench.loadgen.consumer_scenarios import _settled_groups, consumer_commit, consumer_steady
-from bench.loadgen.scenarios import Target
-from tests.support.broker import TansuBroker
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import unique
+from support.broker import TansuBroker
+from support.kcoord_process import KcoordProcess
+from support.loadgen.consumer_member import CState, described_partitions
+from support.loadgen.consumer_scenarios import _settled_groups, consumer_commit, consumer_steady
+from support.loadgen.scenarios import Target
+from support.workload import unique
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import free_port
-from tests.support.kcoord_process import KcoordProcess
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

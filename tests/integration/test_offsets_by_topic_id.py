@@ -10,10 +10,10 @@ import pytest
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from tests.support.broker import TansuBroker
-from tests.support.kcoord_process import KcoordProcess
+from support.broker import TansuBroker
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
 

@@ -24,11 +24,11 @@ from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
-from tests.support.broker import TansuBroker, probe_metadata_brokers
+from support.broker import TansuBroker, probe_metadata_brokers
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, unique
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.kcoord_process import KcoordProcess
 from tests.support.wire import WireClient
-from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
 

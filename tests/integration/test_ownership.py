@@ -17,10 +17,11 @@ from kafka.admin import KafkaAdminClient
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
+from support.workload import create_topic, unique
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess, free_port_block
 from tests.support.wire import WireClient, commit_offset, fetch_offset
-from tests.support.workload import create_topic, unique
 
 pytestmark = pytest.mark.integration
 

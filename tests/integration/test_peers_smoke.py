@@ -14,10 +14,10 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 import tests.conftest as _conftest
-from tests.support import procs
-from tests.support.broker import BrokerStartError, TansuBroker
+from support import procs
+from support.broker import BrokerStartError, TansuBroker
+from support.java import run_admin
 from tests.support.connect_scenario import two_workers_share_work
-from tests.support.java import run_admin
 
 if not hasattr(_conftest, "tansu"):  # until tests/conftest.py star-imports tests.support.fixtures
     from tests.support.fixtures import java_peer, java_peers, tansu  # noqa: F401

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaConsumer
 
+from support.kcoord_process import KcoordProcess
+from support.workload import create_topic, produce_numbered, unique, wait_until
 from tests.support.fixtures import Upstream
-from tests.support.kcoord_process import KcoordProcess
-from tests.support.workload import create_topic, produce_numbered, unique, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -617,7 +617,7 @@ async def test_fencing_is_enforced_at_the_partition_after_the_fence_batch(broker
 
 
 async def test_unreachable_cluster_is_a_storage_error() -> None:
-    from tests.support.broker import free_port
+    from support.ports import free_port
 
     storage = KafkaStorage([("127.0.0.1", free_port())], Settings(storage="kafka"), request_timeout=2.0)
     with pytest.raises(StorageError, match="no broker reachable"):

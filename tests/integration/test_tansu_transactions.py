@@ -25,7 +25,7 @@ from kcoord.protocol.record_batch import (
     decode_batches,
     encode_batch,
 )
-from tests.support.broker import TansuBroker
+from support.broker import TansuBroker
 
 pytestmark = pytest.mark.integration
 

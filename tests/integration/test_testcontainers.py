@@ -24,9 +24,11 @@ from textwrap import dedent
 
 import pytest
 
+from support import REPO
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
+from support.workload import create_topic, produce_numbered, unique
 from tests.support.containers import require_images
-from tests.support.kcoord_process import REPO, KcoordProcess, free_port_block
-from tests.support.workload import create_topic, produce_numbered, unique
 
 pytestmark = pytest.mark.integration
 

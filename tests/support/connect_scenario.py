@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .java import JavaPeer
+from support.java import JavaPeer
 
 
 def two_workers_share_work(

@@ -2,13 +2,13 @@
 ``from tests.support.fixtures import *``.
 
 - ``tansu``: one TansuBroker per test session (memory storage, free loopback port).
-- ``kafka``: one Apache Kafka 4.0 KRaft node per test session (tests.support.kafka_broker); skips
+- ``kafka``: one Apache Kafka 4.0 KRaft node per test session (support.kafka_broker); skips
   with the reason where Java or a Kafka distribution cannot be had.
 - ``upstream``: the same test once per upstream broker, ``[tansu]`` and ``[kafka]``: the suites that
   define kcoord run against both, with the same assertions. ``KCOORD_TEST_UPSTREAMS=tansu`` (or
   ``kafka``) narrows a local run to one; the default is both, and CI runs both.
   Brokers are shared by the whole session, so tests must use unique topic and group names
-  (tests.support.workload.unique).
+  (support.workload.unique).
 - ``java_peers``: the compiled peer classes directory; skips the test when java/javac are missing.
 - ``java_peer``: a factory that starts a JavaPeer with its stderr under the test's tmp_path and
   stops every peer it started when the test ends, pass or fail.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker import TansuBroker
-from tests.support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
-from tests.support.kafka_broker import KafkaBroker, KafkaUnavailable
+from support.broker import TansuBroker
+from support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
+from support.kafka_broker import KafkaBroker, KafkaUnavailable
 
 __all__ = ["java_peer", "java_peers", "kafka", "tansu", "upstream", "Upstream"]
 

@@ -102,7 +102,7 @@ def test_dockerfile_is_small_non_root_with_kcoord_as_entrypoint() -> None:
 
 def test_dockerignore_keeps_the_context_small() -> None:
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
-    assert {".git", ".venv", "tests", "bench"} <= ignored
+    assert {".git", ".venv", "tests", "bench", "support"} <= ignored
     assert "README.md" not in ignored  # pyproject.toml names it as the readme
     rules = dockerignore_rules(REPO)
     for rel in (
@@ -110,6 +110,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
         "tests/unit/test_deploy_files.py",
         "src/kcoord/protocol/__pycache__/x.pyc",
         "bench/x.py",
+        "support/procs.py",
     ):
         assert not in_build_context(rel, rules), rel
 

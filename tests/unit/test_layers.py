@@ -145,3 +145,32 @@ def test_the_checker_catches_an_upward_import(tmp_path: Path) -> None:
     assert layer_of("kcoord.coordinator.core.classic.group") == layer_of("kcoord.coordinator.core")
     assert layer_of("kcoord.coordinator.cli") > layer_of("kcoord.coordinator.tools.groups")
     assert layer_of("kcoord.storage.kafka") < layer_of("kcoord.coordinator.core.result")
+
+
+# -- outside the package: tests/, bench/ and the support/ package they share --------------------------
+# tests/ and bench/ never import each other; what both need lives in support/, which imports neither.
+NEVER_IMPORTS = {"tests": {"bench"}, "bench": {"tests"}, "support": {"tests", "bench"}}
+
+
+def top_level_imports(path: Path) -> set[tuple[int, str]]:
+    """(line, first name) of every absolute import in ``path``, type-checking and lazy ones included."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[tuple[int, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {(node.lineno, alias.name.split(".")[0]) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+@pytest.mark.parametrize("folder", sorted(NEVER_IMPORTS))
+def test_tests_and_benchmarks_share_only_the_support_package(folder: str) -> None:
+    forbidden = NEVER_IMPORTS[folder]
+    wrong = [
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line, name in sorted(top_level_imports(path))
+        if name in forbidden
+    ]
+    assert not wrong, wrong

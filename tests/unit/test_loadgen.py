@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.loadgen import report
-from bench.loadgen.assignor import (
+from kcoord.protocol import messages as m
+from kcoord.protocol.messages import ApiKey
+from support.loadgen import report
+from support.loadgen.assignor import (
     MemberSubscription,
     decode_assignment,
     decode_subscription,
@@ -17,12 +19,12 @@ from bench.loadgen.assignor import (
     encode_subscription,
     range_assign,
 )
-from bench.loadgen.histogram import Histogram, bucket_bounds, bucket_of
-from bench.loadgen.member import Member, MemberListener, Next, State
-from bench.loadgen.ownership import OwnershipTracker
-from bench.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
-from kcoord.protocol import messages as m
-from kcoord.protocol.messages import ApiKey
+from support.loadgen.histogram import Histogram, bucket_bounds, bucket_of
+from support.loadgen.member import Member, MemberListener, Next, State
+from support.loadgen.ownership import OwnershipTracker
+from support.loadgen.plan import Run, plan, shared_everywhere
+from support.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
+from support.loadgen.targets import targets
 
 # -- histogram -------------------------------------------------------------------------------------
 
@@ -325,7 +327,7 @@ def test_report_ratio_says_how_much_better_kcoord_is() -> None:
 
 def test_per_member_runtime_gives_members_no_shared_connection() -> None:
     async def run() -> None:
-        from bench.loadgen.conn import Stats
+        from support.loadgen.conn import Stats
 
         per_member = Runtime(("127.0.0.1", 1), Stats(), None)
         assert per_member.per_member and per_member.connections_n == 0
@@ -365,9 +367,7 @@ def test_admission_is_fifo_and_whole_groups() -> None:
 
 
 def test_run_all_plan_defaults_to_one_connection_per_member() -> None:
-    from bench import run_all
-
-    runs = run_all.plan(full=True, budget=19_800)
+    runs = plan(full=True, budget=19_800)
     shared = [r for r in runs if "--connections" in r.args]
     # only the old-shape twin of the 100-committer storm, and the sizes that cannot have one connection each
     assert {r.title.split(" (")[0].split(",")[0] for r in shared} >= {"commit storm 100 committers"}
@@ -379,22 +379,20 @@ def test_run_all_plan_defaults_to_one_connection_per_member() -> None:
     )
     per_member = [r for r in runs if r.scenario == "commit-storm" and "--connections" not in r.args]
     assert [r.args[r.args.index("--committers") + 1] for r in per_member] == ["100", "1000", "2000"]
-    runs = run_all.plan(full=False, budget=19_800)
-    run_all.shared_everywhere(runs, 16)
+    runs = plan(full=False, budget=19_800)
+    shared_everywhere(runs, 16)
     assert all(r.args.count("--connections") == 1 for r in runs)
 
 
 def test_run_all_commit_target_ignores_the_shared_shape() -> None:
-    from bench import run_all
-
-    def storm(connections: Any, rate: float) -> run_all.Run:
-        run = run_all.Run("commit-storm", "t", [])
+    def storm(connections: Any, rate: float) -> Run:
+        run = Run("commit-storm", "t", [])
         run.results["kcoord"] = {
             "commits_per_s": rate,
             "params": {"committers": 100, "connections": connections, "storage": "kafka"},
         }
         return run
 
-    lines = run_all.targets([storm("per-member", 15_500.0), storm(16, 21_000.0)])
+    lines = targets([storm("per-member", 15_500.0), storm(16, 21_000.0)])
     row = next(line for line in lines if "durable commits" in line)
     assert "15,500/s" in row and "21,000" not in row

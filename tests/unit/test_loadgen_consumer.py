@@ -1,4 +1,4 @@
-"""The KIP-848 load generator member (bench/loadgen/consumer_member.py) against canned responses:
+"""The KIP-848 load generator member (support/loadgen/consumer_member.py) against canned responses:
 which fields each heartbeat carries, what the member owns and reports after an assignment or a
 revocation, fencing, and the settled-group checks on both sides."""
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from bench.loadgen.consumer_member import (
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from support.loadgen.consumer_member import (
     HEARTBEAT_VERSION,
     ConsumerMember,
     CState,
@@ -18,8 +20,6 @@ from bench.loadgen.consumer_member import (
     group_settled,
     normalize,
 )
-from kcoord.protocol import messages as m
-from kcoord.protocol.errors import ErrorCode as E
 
 R = m.ConsumerGroupHeartbeatResponse
 D = m.ConsumerGroupDescribeResponse
@@ -211,7 +211,7 @@ def test_describe_settled() -> None:
 
 
 def test_stats_timeline_shows_which_seconds_were_slow() -> None:
-    from bench.loadgen.conn import Stats
+    from support.loadgen.conn import Stats
 
     s = Stats(timeline_api=68)
     s.response(68, 0.001)

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from bench.request_path import Harness
 from kcoord.coordinator.net.topics import TopicCatalog, all_known, merged, without
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from support.in_process import Harness
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 MR = m.MetadataResponse
@@ -230,7 +230,7 @@ def test_split_and_merge_keep_request_order() -> None:
 
 # -- through a client connection ------------------------------------------------------------------------
 class Client(Harness):
-    """bench.request_path's harness (a ClientConnection over a real App, in-memory storage) whose
+    """support.in_process's harness (a ClientConnection over a real App, in-memory storage) whose
     topic catalog asks a FakeUpstream."""
 
     def __init__(self, upstream: FakeUpstream) -> None:

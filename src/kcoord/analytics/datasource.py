@@ -104,11 +104,11 @@ class _BatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.bootstrap, self.topic, self.since = _options(options)
 
-    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+    def partitions(self) -> list[InputPartition]:
         ranges = _ranges(self.bootstrap, self.topic, self.since)
         return list(ranges) or [TopicPartitionRange(-1, 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, TopicPartitionRange)
         if partition.partition < 0:
             return iter(())
@@ -131,15 +131,17 @@ class _StreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:
         return {str(r.partition): r.start for r in _ranges(self.bootstrap, self.topic, self.since)}
 
-    def latestOffset(self) -> dict[str, int]:
+    # The signature before Spark 4.2 (no start offset, no read limit), which pyproject still allows;
+    # Spark 4.2+ calls it too when a source implements only this one.
+    def latestOffset(self) -> dict[str, int]:  # type: ignore[override]
         return self._latest()
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:  # type: ignore[override]
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [
             TopicPartitionRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, TopicPartitionRange)
         return _read(self.bootstrap, self.topic, partition)
 

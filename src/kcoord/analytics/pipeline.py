@@ -22,10 +22,10 @@ Definitions (also in the report):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -89,6 +89,9 @@ EVENT_SCHEMA = T.StructType(
         ),
     ]
 )
+
+# A member that owns no partition still gets one row, with a null partition.
+NO_PARTITION: list[tuple[str | None, int | None]] = [(None, None)]
 
 OFFSET_ROWS = T.StructType(
     [
@@ -159,7 +162,10 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
 def assignment_generations(events: DataFrame) -> DataFrame:
     """One row per assignment event: ``owners`` [{owner, static}] and ``tps`` [{tp, owner}]."""
     a = events.where(F.col("type") == "assignment")
-    owner = lambda m: F.coalesce(m["instance"], m["member"])  # noqa: E731
+
+    def owner(member: Column) -> Column:
+        return F.coalesce(member["instance"], member["member"])
+
     return a.select(
         "group",
         "generation",
@@ -457,7 +463,7 @@ class _ConsumerGroups:
                 )
             for member_id, parts in sorted(members.items()):
                 instance = self.instance.get((group, member_id))
-                for t, p in parts or [(None, None)]:
+                for t, p in parts or NO_PARTITION:
                     yield (
                         "group",
                         group,
@@ -475,7 +481,7 @@ class _ConsumerGroups:
                     )
 
 
-def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
     from kcoord.protocol.records import CONSUMER_GROUP_KEYS, decode_record
 
@@ -554,7 +560,7 @@ def _decode_offsets_partition(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
             for mb in v.members:
                 owner = mb.group_instance_id or mb.member_id
                 parts = decode_consumer_assignment(mb.assignment) if v.protocol_type == "consumer" else None
-                for t, p in parts or [(None, None)]:
+                for t, p in parts or NO_PARTITION:
                     yield (
                         "group",
                         rec.key.group,

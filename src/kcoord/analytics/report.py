@@ -246,7 +246,9 @@ def _lag_section(r: Report, spark: Any, out: Path) -> None:
         # with the log start, as tansu does): matplotlib would stretch the axis over years.
         moment = pd.to_datetime(per["ts"].iloc[0], unit="ms")
         ax.set_xlim(moment - pd.Timedelta(minutes=1), moment + pd.Timedelta(minutes=1))
-    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(matplotlib.dates.AutoDateLocator()))
+    # matplotlib leaves these two constructors unannotated.
+    locator = matplotlib.dates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     ax.legend(fontsize=7)
     r.save(fig, "consumer_lag")
     r.table(per.sort_values("ts").groupby("group").tail(1))

@@ -8,7 +8,7 @@ async. Not for use inside a running event loop: await the :class:`Connection` th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from kcoord.protocol.codegen import Message
@@ -37,8 +37,9 @@ class BlockingConnection:
             self._loop.close()
             raise
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coro)
+    def _run(self, awaitable: Awaitable[T]) -> T:
+        # A coroutine or a future (Connection.request returns the response's future).
+        return self._loop.run_until_complete(awaitable)
 
     @property
     def name(self) -> str:

@@ -82,7 +82,8 @@ def _optional_integer(lo: int, hi: int = INT32_MAX) -> Parser:
     def parse(raw: Any) -> int | None:
         if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
             return None
-        return inner(raw)
+        value: int = inner(raw)
+        return value
 
     return parse
 

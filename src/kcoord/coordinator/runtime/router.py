@@ -17,6 +17,7 @@ is loaded in the background. Single-node mode (``owned`` None) routes every shar
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, cast
@@ -124,7 +125,10 @@ class Router:
             if index in self.owned and index not in self._loading:
                 task = asyncio.get_running_loop().create_task(self.shards[index].reacquire())
                 self._loading[index] = task
-                task.add_done_callback(lambda _t, i=index: self._loading.pop(i, None))
+                task.add_done_callback(functools.partial(self._loaded, index))
+
+    def _loaded(self, index: int, _task: asyncio.Task[None]) -> None:
+        self._loading.pop(index, None)
 
     def shards_owned(self) -> frozenset[int]:
         return frozenset(range(len(self.shards))) if self.owned is None else self.owned

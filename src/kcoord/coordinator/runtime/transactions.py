@@ -79,8 +79,8 @@ class TransactionOffsets:
         if previous_ended:
             shard.transaction_ended(request.producer_id)
         if not shard.loaded:
-            error = ErrorCode.NOT_COORDINATOR if shard.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, error)
+            refusal = ErrorCode.NOT_COORDINATOR if shard.fenced else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, request, refusal)
         if not await shard.previous_transaction_ended(request.producer_id):
             # What Kafka answers while the previous transaction's markers are being written.
             return m.AddOffsetsToTxnResponse(error_code=ErrorCode.CONCURRENT_TRANSACTIONS)

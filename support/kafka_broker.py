@@ -11,7 +11,7 @@ Where the distribution comes from, in this order (never silently tansu instead):
    Apache publishes beside it, unpacked once into ``~/.cache/kcoord/``.
 
 The broker is "up" after the log says ``Kafka Server started`` and a Metadata round trip
-advertises our own address, the same readiness rule as tests.support.broker.TansuBroker.
+advertises our own address, the same readiness rule as support.broker.TansuBroker.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tests.support.broker import BrokerProcess, BrokerStartError
-from tests.support.kcoord_process import REPO, free_port_block
+from support import REPO
+from support.broker import BrokerProcess, BrokerStartError
+from support.ports import free_port_block
 
 KAFKA_VERSION = "4.0.0"
 SCALA_VERSION = "2.13"

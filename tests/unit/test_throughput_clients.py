@@ -1,10 +1,11 @@
-"""bench/relay.py's client selection and its reading of the Java throughput peer's output."""
+"""The relay benchmarks' client selection and their reading of the Java throughput peer's output
+(support/throughput_clients.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.relay import CLIENTS, peer_event, select_clients
+from support.throughput_clients import CLIENTS, peer_event, select_clients
 
 
 def test_all_clients_by_default() -> None:

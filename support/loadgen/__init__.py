@@ -17,5 +17,8 @@ Layout (small modules, each testable on its own):
 - :mod:`.scenarios` — steady, join-storm, rolling-bounce, commit-storm;
 - :mod:`.consumer_member`, :mod:`.consumer_runtime`, :mod:`.consumer_scenarios` — KIP-848 members
   (ConsumerGroupHeartbeat v1, OffsetCommit v10): consumer-steady, consumer-commit;
-- :mod:`.report` — table and JSON output.
+- :mod:`.report` — table and JSON output;
+- :mod:`.plan`, :mod:`.targets` — the runs bench/run_all.py makes and kcoord's targets checked against them.
+
+The command line is bench/loadgen.py (``python -m bench.loadgen``).
 """
