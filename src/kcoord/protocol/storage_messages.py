@@ -17,7 +17,6 @@ from __future__ import annotations
 import struct
 from typing import TypeVar
 
-from . import messages
 from .catalog import STORAGE_STEMS as STORAGE_STEMS  # the APIs only storage speaks
 from .codec import Message
 from .frames import skip_tagged_fields
@@ -35,19 +34,48 @@ from .generated.storage_messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
+from .messages import (  # reused: the gateway reads these too; the rest are generated for storage
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from .primitives import CodecError
+
+# The message classes storage speaks, re-exported (generated here or reused from messages).
+__all__ = [
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+]
 
 _M = TypeVar("_M", bound=Message)
 
-# Reused from kcoord.protocol.messages (the gateway reads those too); the rest are generated.
-ProduceRequest, ProduceResponse = messages.ProduceRequest, messages.ProduceResponse
-FetchRequest, FetchResponse = messages.FetchRequest, messages.FetchResponse
-MetadataRequest, MetadataResponse = messages.MetadataRequest, messages.MetadataResponse
-FindCoordinatorRequest, FindCoordinatorResponse = (
-    messages.FindCoordinatorRequest,
-    messages.FindCoordinatorResponse,
-)
-ApiVersionsRequest, ApiVersionsResponse = messages.ApiVersionsRequest, messages.ApiVersionsResponse
 
 # request class -> response class
 RESPONSE_OF: dict[type[Message], type[Message]] = {
