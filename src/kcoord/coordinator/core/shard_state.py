@@ -35,7 +35,7 @@ from .classic.manager import ClassicGroupManager
 from .clock import Clock
 from .consumer.describe import ConsumerGroupDescriber, TopicNameResolver, no_topic_names
 from .consumer.group import GroupStateError
-from .consumer.heartbeat import ConsumerGroupManager, OtherGroup
+from .consumer.manager import ConsumerGroupManager, OtherGroup
 from .consumer.store import ConsumerGroups
 from .consumer.subscriptions import TopicImage, no_topics
 from .events import GroupDeleted
@@ -102,7 +102,7 @@ class GroupCoordinatorShard:
             find_consumer_group=self.consumer.groups.get,
             resolve_topic_id=resolve_topic_id,
         )
-        self.consumer_heartbeat = ConsumerGroupManager(
+        self.consumer_manager = ConsumerGroupManager(
             config,
             clock.now_ms,
             self.timers,
@@ -128,7 +128,7 @@ class GroupCoordinatorShard:
             ).handle,
             ApiKey.LIST_GROUPS: self.admin.list_groups,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_heartbeat.heartbeat,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_manager.heartbeat,
         }
         self._schedule_offsets_retention()
 
@@ -271,7 +271,7 @@ class GroupCoordinatorShard:
     def on_loaded(self) -> Result:
         out = Result()
         self.classic.on_loaded(out)
-        self.consumer_heartbeat.on_loaded()
+        self.consumer_manager.on_loaded()
         self._schedule_offsets_retention()
         return out
 
