@@ -32,6 +32,7 @@ from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
+from .classic.store import ClassicGroups
 from .clock import Clock
 from .consumer.describe import ConsumerGroupDescriber, TopicNameResolver, no_topic_names
 from .consumer.group import GroupStateError
@@ -86,8 +87,15 @@ class GroupCoordinatorShard:
         self.shard_index = shard_index
         self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
         self.timers = TimerQueue()
-        self.classic = ClassicGroupManager(
-            config, clock.now_ms, self.timers, self.log, new_member_id, max_record_bytes=max_record_bytes
+        self.classic = ClassicGroups(clock.now_ms)
+        self.classic_manager = ClassicGroupManager(
+            config,
+            clock.now_ms,
+            self.timers,
+            self.classic,
+            self.log,
+            new_member_id,
+            max_record_bytes=max_record_bytes,
         )
         self.consumer = ConsumerGroups()
         self.offsets = OffsetManager(
@@ -96,7 +104,7 @@ class GroupCoordinatorShard:
             config,
             clock.now_ms,
             self.classic.groups.get,
-            self.classic.offsets_committed,
+            self.classic_manager.offsets_committed,
             self.log,
             max_record_bytes=max_record_bytes,
             find_consumer_group=self.consumer.groups.get,
@@ -111,12 +119,12 @@ class GroupCoordinatorShard:
             self.log,
             other_group=self._classic_group_holding,
         )
-        self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
+        self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all, self.log)
         self._handlers: dict[int, Handler] = {
-            ApiKey.JOIN_GROUP: self.classic.join,
-            ApiKey.SYNC_GROUP: self.classic.sync,
-            ApiKey.HEARTBEAT: self.classic.heartbeat,
-            ApiKey.LEAVE_GROUP: self.classic.leave,
+            ApiKey.JOIN_GROUP: self.classic_manager.join,
+            ApiKey.SYNC_GROUP: self.classic_manager.sync,
+            ApiKey.HEARTBEAT: self.classic_manager.heartbeat,
+            ApiKey.LEAVE_GROUP: self.classic_manager.leave,
             ApiKey.OFFSET_COMMIT: self.offsets.commit,
             ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
             ApiKey.ADD_OFFSETS_TO_TXN: self.offsets.add_offsets_to_txn,
@@ -161,7 +169,7 @@ class GroupCoordinatorShard:
             if record.value is not None and key.group not in self.consumer.groups:
                 # A commit for a group the shard does not know implies a "simple" group (offsets
                 # only, no protocol), as in Kafka: the group exists for every API from now on.
-                self.classic.ensure_simple_group(key.group)
+                self.classic.get_or_create(key.group)
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self.consumer.remove(key.group)
@@ -185,7 +193,7 @@ class GroupCoordinatorShard:
             key = record.key
             if isinstance(key, OffsetCommitKey):
                 if record.value is not None and key.group not in self.consumer.groups:
-                    self.classic.ensure_simple_group(key.group)
+                    self.classic.get_or_create(key.group)
                 self.offsets.replay_transactional(producer_id, key, record.value)
             else:
                 self.replay(record)
@@ -198,7 +206,7 @@ class GroupCoordinatorShard:
             if group_id not in self.consumer.groups:
                 # The commit's replay made the group; it can only be gone if something deleted it
                 # without tombstoning the pending offset, which kcoord never writes.
-                self.classic.ensure_simple_group(group_id)
+                self.classic.get_or_create(group_id)
 
     def _classic_group_holding(self, group_id: str) -> OtherGroup:
         """What ConsumerGroupHeartbeat finds of a classic group with the id ("simple": none)."""
@@ -215,7 +223,7 @@ class GroupCoordinatorShard:
             return
         if not classic.is_simple:
             raise GroupStateError(f"group {group_id} is a classic group, not a consumer group")
-        self.classic.remove_group(group_id)
+        self.classic.remove(group_id)
         self.consumer.get_or_create(group_id)
 
     def durable_view(self) -> dict[str, Any]:
@@ -223,10 +231,7 @@ class GroupCoordinatorShard:
         (offsets only) maps to None."""
         return {
             "offsets": self.offsets.store.view(),
-            "groups": {
-                group_id: None if group.snapshot is None else group.snapshot.to_dict()
-                for group_id, group in self.classic.groups.items()
-            },
+            "groups": self.classic.view(),
             "consumer_groups": self.consumer.view(),
             "pending_offsets": self.offsets.pending.view(),
             "open_transactions": dict(self.offsets.pending.producers),
@@ -270,7 +275,7 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> Result:
         out = Result()
-        self.classic.on_loaded(out)
+        self.classic_manager.on_loaded(out)
         self.consumer_manager.on_loaded()
         self._schedule_offsets_retention()
         return out
@@ -312,8 +317,8 @@ class GroupCoordinatorShard:
 
     @property
     def rebalances_prepared(self) -> int:
-        return self.classic.rebalances_prepared
+        return self.classic_manager.rebalances_prepared
 
     @property
     def rebalances_completed(self) -> int:
-        return self.classic.rebalances_completed
+        return self.classic_manager.rebalances_completed
