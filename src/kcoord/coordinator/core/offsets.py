@@ -39,8 +39,8 @@ from typing import Any
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import encode_record
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState

@@ -27,8 +27,8 @@ from typing import Any
 
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager

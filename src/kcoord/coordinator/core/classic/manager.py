@@ -46,8 +46,8 @@ from kcoord.coordinator.core.result import RequestContext, Result
 from kcoord.coordinator.core.timer import TimerQueue
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import Record, group_metadata_record_size
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
