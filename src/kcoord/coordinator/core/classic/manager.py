@@ -280,11 +280,11 @@ class ClassicGroupManager:
         version: int,
         group: ClassicGroup,
         member_id: str,
-        members: list[Any],
+        members: list[m.JoinGroupResponse.JoinGroupResponseMember],
         *,
         leader: str | None = None,
         skip_assignment: bool = False,
-    ) -> Any:
+    ) -> m.JoinGroupResponse:
         return r.join_response(
             version,
             member_id=member_id,
