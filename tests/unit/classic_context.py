@@ -16,6 +16,7 @@ from kcoord.coordinator.core.clock import ManualClock
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.core.result import RequestContext, Result, TransactionalWrite
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
+from kcoord.coordinator.runtime.shard import replay_transaction_entry
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
@@ -87,9 +88,7 @@ class ClassicContext:
             self.shard.replay(record)
         for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
             self.txn_writes.append(write)
-            self.shard.replay_transactional(
-                write.batch.producer_id, write.batch.producer_epoch, write.batch.records
-            )
+            replay_transaction_entry(self.shard, write.batch)
         for ctx, response in result.replies:
             assert id(ctx) not in self._replies, "a request was answered twice"
             wire = response.encode(ctx.api_version)

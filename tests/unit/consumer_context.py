@@ -21,6 +21,7 @@ from kcoord.coordinator.core.consumer.subscriptions import TopicImage, TopicMeta
 from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.coordinator.core.result import RequestContext, TransactionalWrite
 from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
+from kcoord.coordinator.runtime.shard import replay_transaction_entry
 from kcoord.protocol.records import Record, decode_record, encode_record
 
 FOO = uuid.UUID("f0000000-0000-0000-0000-000000000001")
@@ -105,9 +106,7 @@ class ConsumerLog:
         self.write(*result.records)
         for write in result.transactional:  # a client's transactional batch: replayed as the runtime does
             self.txn_writes.append(write)
-            self.shard.replay_transactional(
-                write.batch.producer_id, write.batch.producer_epoch, write.batch.records
-            )
+            replay_transaction_entry(self.shard, write.batch)
         [(replied_ctx, response)] = result.replies
         assert replied_ctx is ctx
         return type(response).decode(response.encode(version), version)

@@ -289,7 +289,7 @@ def test_txn_offset_commit_error_mapping(mode: OffsetCommitFencing) -> None:
     batch, never as plain records; a refused one writes nothing."""
     log = new_log(mode)
     b_joins_and_takes_p2(log)
-    log.shard.replay_transactional(1, 0, [])  # AddOffsetsToTxn opened producer 1's transaction here
+    log.shard.replay_begin_transaction(1, 0)  # AddOffsetsToTxn opened producer 1's transaction here
     before = len(log.records)
     assert txn_commit(log, "ghost", E0 + 1, [P1]) == every(E.UNKNOWN_MEMBER_ID, P1)
     assert txn_commit(log, "A", E0 + 2, [P1]) == every(E.ILLEGAL_GENERATION, P1)

@@ -3,9 +3,9 @@
 Layers, lowest first (docs/architecture.md, "Layers"):
 
     kcoord.protocol            sans-IO codec
+    kcoord.coordinator.core    pure group state: no I/O, no asyncio; imports only kcoord.protocol
     kcoord.client              the one Kafka client (asyncio)
     kcoord.storage             shard logs on the cluster
-    kcoord.coordinator.core    pure group state: no I/O, no asyncio
     kcoord.coordinator.runtime shard runtimes and the router
     kcoord.coordinator.ops     settings, logs, metrics
     kcoord.coordinator.net     listeners, connections, gateway, server
@@ -31,9 +31,9 @@ PACKAGE = REPO / "src" / "kcoord"
 FOLDERS = ["protocol", "client", "storage", "coordinator", "analytics"]
 LAYERS = [
     "kcoord.protocol",
+    "kcoord.coordinator.core",  # directly above the codec: the pure state needs no client and no log
     "kcoord.client",
     "kcoord.storage",
-    "kcoord.coordinator.core",
     "kcoord.coordinator.runtime",
     "kcoord.coordinator.ops",
     "kcoord.coordinator.net",
@@ -144,7 +144,9 @@ def test_the_checker_catches_an_upward_import(tmp_path: Path) -> None:
     assert layer_of("kcoord.coordinator.net.server") > layer_of("kcoord.coordinator.core.offsets")
     assert layer_of("kcoord.coordinator.core.classic.group") == layer_of("kcoord.coordinator.core")
     assert layer_of("kcoord.coordinator.cli") > layer_of("kcoord.coordinator.tools.groups")
-    assert layer_of("kcoord.storage.kafka") < layer_of("kcoord.coordinator.core.result")
+    assert layer_of("kcoord.coordinator.core.result") < layer_of("kcoord.storage.kafka")
+    assert layer_of("kcoord.coordinator.core.offsets") < layer_of("kcoord.client.connection")
+    assert layer_of("kcoord.coordinator.core.shard_state") == layer_of("kcoord.protocol") + 1
 
 
 # -- outside the package: tests/, bench/ and the support/ package they share --------------------------

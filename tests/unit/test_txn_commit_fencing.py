@@ -91,7 +91,7 @@ def txn_commit(
 ) -> dict[tuple[Any, int], E]:
     """TxnOffsetCommit v3 (member id and epoch, as the Java producer sends groupMetadata()) through
     the shard's handler; the producer's transaction was opened by AddOffsetsToTxn (replayed here)."""
-    log.shard.replay_transactional(PID, 0, [])
+    log.shard.replay_begin_transaction(PID, 0)
     T = m.TxnOffsetCommitRequest
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():

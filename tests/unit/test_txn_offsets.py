@@ -56,7 +56,7 @@ class TxnContext(ClassicContext):
     def txn(self, producer_id: int, *records: Record, epoch: int = 0) -> None:
         """A transactional batch of ``producer_id`` (what a TxnOffsetCommit will append)."""
         asyncio.run(self.log.append_transactional("txn", producer_id, epoch, list(records)))
-        self.shard.replay_transactional(producer_id, epoch, list(records))
+        replay_transaction_entry(self.shard, TransactionalRecords(producer_id, epoch, list(records)))
 
     def txn_commit(self, producer_id: int, group: str, offsets: dict[tuple[str, int], int]) -> None:
         self.txn(
@@ -426,7 +426,7 @@ def test_a_consumer_groups_pending_offsets_keep_it_from_expiring_and_make_no_sim
                       consumer_assignment_interval_ms=0)  # fmt: skip
     log = ConsumerLog("cg", cfg)
     log.bump_group_epoch(1)  # an Empty consumer group, subscribed to nothing
-    log.shard.replay_transactional(7, 0, [commit_record("cg", "gone", 0, 5)])
+    log.shard.replay(commit_record("cg", "gone", 0, 5), producer_id=7, producer_epoch=0)
     assert "cg" not in log.shard.classic.groups
     log.sleep(2 * DAY)
     assert log.shard.consumer.get("cg") is not None  # a pending offset: not deleted

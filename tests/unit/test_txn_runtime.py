@@ -317,7 +317,7 @@ def test_classic_group_transactional_fencing() -> None:
     checked when named; a commit naming no member is taken even from a group with members."""
     c = ClassicContext()
     (leader, _), generation = c.stable_group("g", 2)
-    c.shard.replay_transactional(PID, 0, [])  # AddOffsetsToTxn opened the transaction
+    c.shard.replay_begin_transaction(PID, 0)  # AddOffsetsToTxn opened the transaction
 
     def txn_commit(offset: int, **member: Any) -> int:
         T = m.TxnOffsetCommitRequest

@@ -1,6 +1,6 @@
 """kcoord's one Kafka client: :class:`Connection` (asyncio) and :class:`BlockingConnection`.
 
-It sits below ``storage`` and ``coordinator`` and imports only :mod:`protocol`.
+It sits below ``storage`` and the coordinator's runtime and imports only :mod:`protocol`.
 """
 
 from .blocking import BlockingConnection

@@ -221,6 +221,19 @@ class RecordBatch(NamedTuple):
 # header count (1). A record alone in a batch therefore takes at most HEADER_SIZE + this + its bytes.
 MAX_RECORD_FRAMING = 23
 
+# Kafka's default max.message.bytes (broker message.max.bytes): 1 MiB plus the 12 bytes of log
+# overhead. A topic whose configs do not say otherwise accepts batches up to this size.
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
+def max_record_bytes_for(max_message_bytes: int) -> int:
+    """The largest record (key + value bytes) a topic with this ``max.message.bytes`` accepts as a
+    batch of its own: the batch header and the record's own framing at their largest come off."""
+    return max_message_bytes - HEADER_SIZE - MAX_RECORD_FRAMING
+
+
+DEFAULT_MAX_RECORD_BYTES = max_record_bytes_for(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
+
 
 def encode_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
     """The records section for ``(key, value)`` pairs: offset deltas 0..n-1, timestamp delta 0, no headers."""

@@ -11,21 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
-from kcoord.protocol.record_batch import HEADER_SIZE, MAX_RECORD_FRAMING
+# The record size limits follow from the record batch format, so they live with it, where the pure
+# group state (which refuses to emit a record the log cannot take) reads them too.
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES as DEFAULT_MAX_RECORD_BYTES
+from kcoord.protocol.record_batch import KAFKA_DEFAULT_MAX_MESSAGE_BYTES as KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+from kcoord.protocol.record_batch import max_record_bytes_for as max_record_bytes_for
 from kcoord.protocol.records import EndTxnMarker, LogEntry, Record
-
-# Kafka's default max.message.bytes (broker message.max.bytes): 1 MiB plus the 12 bytes of log
-# overhead. A topic whose configs do not say otherwise accepts batches up to this size.
-KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
-
-
-def max_record_bytes_for(max_message_bytes: int) -> int:
-    """The largest record (key + value bytes) a topic with this ``max.message.bytes`` accepts as a
-    batch of its own: the batch header and the record's own framing at their largest come off."""
-    return max_message_bytes - HEADER_SIZE - MAX_RECORD_FRAMING
-
-
-DEFAULT_MAX_RECORD_BYTES = max_record_bytes_for(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
 
 # What the writer counts per record on top of its key and value bytes when it sizes a batch.
 RECORD_FRAMING_ESTIMATE = 16

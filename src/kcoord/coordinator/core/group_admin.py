@@ -21,6 +21,7 @@ compatibility.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ from kcoord.protocol.errors import ErrorCode
 
 from .classic import admin as classic_admin
 from .classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroupState
-from .classic.manager import ClassicGroupManager
+from .classic.store import ClassicGroups
 from .consumer.group import ConsumerGroup
 from .consumer.store import ConsumerGroups
 from .events import GroupDeleted
@@ -43,13 +44,15 @@ _DEAD = ClassicGroupState.DEAD.value
 class GroupAdmin:
     def __init__(
         self,
-        classic: ClassicGroupManager,
+        classic: ClassicGroups,
         consumer: ConsumerGroups,
         delete_offsets: Callable[[str, Result], None],
+        log: logging.Logger,
     ) -> None:
         self.classic = classic
         self.consumer = consumer
         self._delete_offsets = delete_offsets  # appends the tombstones of every offset of a group
+        self.log = log
 
     # -- DescribeGroups -----------------------------------------------------------------------------
     def describe_groups(self, ctx: RequestContext, req: m.DescribeGroupsRequest, out: Result) -> None:
@@ -115,7 +118,7 @@ class GroupAdmin:
         else:
             out.records.append(group_tombstone(group_id))
         out.emit(GroupDeleted(group_id, "delete_groups"))
-        self.classic.log.info("group %s: deleted by DeleteGroups", group_id)
+        self.log.info("group %s: deleted by DeleteGroups", group_id)
         return ErrorCode.NONE
 
 

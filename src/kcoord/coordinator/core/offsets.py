@@ -37,10 +37,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
-from kcoord.protocol.records import encode_record
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
+from kcoord.protocol.records import OffsetCommitKey, OffsetCommitValue, Record, encode_record
 
 from . import events as ev
 from .classic.group import ClassicGroup, ClassicGroupState
@@ -59,6 +60,12 @@ from .responses import error_response
 from .result import RequestContext, Result
 
 S = ClassicGroupState
+# A record value as plain data (its ``to_dict()``), for comparing states in tests.
+PlainValue = dict[str, Any]
+# The topics of an OffsetCommit or a TxnOffsetCommit request: the same fields under two names.
+CommitTopic = (
+    m.OffsetCommitRequest.OffsetCommitRequestTopic | m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+)
 # name -> topic id, or None for a topic it does not know (the net layer's TopicCatalog ``ids.get``).
 TopicResolver = Callable[[str], "uuid.UUID | None"]
 DEFAULT_RETENTION_TIME = -1  # OffsetCommitRequest.DEFAULT_RETENTION_TIME
@@ -79,15 +86,15 @@ class OffsetStore:
     """group -> topic -> partition -> OffsetCommitValue, in first-commit order."""
 
     def __init__(self) -> None:
-        self._by_group: dict[str, dict[str, dict[int, Any]]] = {}
+        self._by_group: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
 
-    def get(self, group_id: str, topic: str, partition: int) -> Any | None:
+    def get(self, group_id: str, topic: str, partition: int) -> OffsetCommitValue | None:
         return self._by_group.get(group_id, {}).get(topic, {}).get(partition)
 
-    def group(self, group_id: str) -> dict[str, dict[int, Any]] | None:
+    def group(self, group_id: str) -> dict[str, dict[int, OffsetCommitValue]] | None:
         return self._by_group.get(group_id)
 
-    def put(self, group_id: str, topic: str, partition: int, value: Any) -> None:
+    def put(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
         self._by_group.setdefault(group_id, {}).setdefault(topic, {})[partition] = value
 
     def remove(self, group_id: str, topic: str, partition: int) -> None:
@@ -100,12 +107,12 @@ class OffsetStore:
         if not topics:
             del self._by_group[group_id]
 
-    def partitions(self, group_id: str) -> Iterator[tuple[str, int, Any]]:
+    def partitions(self, group_id: str) -> Iterator[tuple[str, int, OffsetCommitValue]]:
         for topic, partitions in list(self._by_group.get(group_id, {}).items()):
             for partition, value in list(partitions.items()):
                 yield topic, partition, value
 
-    def view(self) -> dict[str, dict[str, dict[int, dict[str, Any]]]]:
+    def view(self) -> dict[str, dict[str, dict[int, PlainValue]]]:
         return {
             group_id: {
                 topic: {partition: value.to_dict() for partition, value in partitions.items()}
@@ -145,13 +152,13 @@ class PendingTransactions:
         # the next AddOffsetsToTxn wait for the marker instead (docs/transactions.md).
         self.ending: set[int] = set()
         # producer id -> partition -> (OffsetCommitValue, position)
-        self.by_producer: dict[int, dict[OffsetKey, tuple[Any, int]]] = {}
+        self.by_producer: dict[int, dict[OffsetKey, tuple[OffsetCommitValue, int]]] = {}
         self.open: dict[OffsetKey, set[int]] = {}  # partition -> producer ids with a pending offset
         self.open_groups: dict[str, int] = {}  # group -> how many of its partitions are in ``open``
         self.committed_at: dict[OffsetKey, int] = {}
         self.position = 0
 
-    def add(self, producer_id: int, key: OffsetKey, value: Any) -> None:
+    def add(self, producer_id: int, key: OffsetKey, value: OffsetCommitValue) -> None:
         self.position += 1
         self.by_producer.setdefault(producer_id, {})[key] = (value, self.position)
         producers = self.open.get(key)
@@ -182,7 +189,7 @@ class PendingTransactions:
         """A transactional batch of the producer was replayed: its transaction is open here."""
         self.producers[producer_id] = producer_epoch
 
-    def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, Any]]:
+    def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, OffsetCommitValue]]:
         """The producer's transaction ended: what becomes visible (nothing on ABORT)."""
         self.producers.pop(producer_id, None)
         self.ending.discard(producer_id)
@@ -216,8 +223,8 @@ class PendingTransactions:
             return []
         return [key for key in self.open if key[0] == group_id]
 
-    def view(self) -> dict[int, dict[str, dict[str, dict[int, dict[str, Any]]]]]:
-        out: dict[int, dict[str, dict[str, dict[int, dict[str, Any]]]]] = {}
+    def view(self) -> dict[int, dict[str, dict[str, dict[int, PlainValue]]]]:
+        out: dict[int, dict[str, dict[str, dict[int, PlainValue]]]] = {}
         for producer_id, offsets in self.by_producer.items():
             groups = out.setdefault(producer_id, {})
             for (group_id, topic, partition), (value, _) in offsets.items():
@@ -295,7 +302,7 @@ class OffsetManager:
         ]))  # fmt: skip
 
     def _offset_records(
-        self, group_id: str, topics: Iterable[Any], now: int, expire: int, records: list[Any]
+        self, group_id: str, topics: Iterable[CommitTopic], now: int, expire: int, records: list[Record]
     ) -> list[tuple[str, list[tuple[int, ErrorCode]]]] | None:
         """Append a commit's offset records to ``records``; returns each topic's partition codes
         (OFFSET_METADATA_TOO_LARGE writes nothing for that partition), or None when a record would be
@@ -349,7 +356,7 @@ class OffsetManager:
         member_id: str,
         instance_id: str | None,
         member_epoch: int,
-        topics: Iterable[Any],
+        topics: Iterable[CommitTopic],
         *,
         is_transactional: bool,
         api_version: int,
@@ -383,7 +390,7 @@ class OffsetManager:
         return error
 
     @staticmethod
-    def _refuse_oversized_commit(api_key: ApiKey, ctx: RequestContext, req: Any, out: Result) -> None:
+    def _refuse_oversized_commit(api_key: ApiKey, ctx: RequestContext, req: Message, out: Result) -> None:
         """Kafka writes a commit's records atomically and refuses a write holding a record larger
         than a batch may be (RecordTooLargeException); GroupCoordinatorService answers that
         MESSAGE_TOO_LARGE with UNKNOWN_SERVER_ERROR for every partition. Nothing is written."""
@@ -494,7 +501,7 @@ class OffsetManager:
         if error != ErrorCode.NONE:
             out.reply(ctx, error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, int(error)))
             return
-        records: list[Any] = []
+        records: list[Record] = []
         codes = self._offset_records(req.group_id, req.topics, self.now_ms(), NO_EXPIRE_TIMESTAMP, records)
         if codes is None:
             self._refuse_oversized_commit(ApiKey.TXN_OFFSET_COMMIT, ctx, req, out)
@@ -611,13 +618,13 @@ class OffsetManager:
         for topic, partitions in requested:
             rows = []
             for partition in partitions:
-                value = self.store.get(group_id, topic, partition) if known else None
+                committed = self.store.get(group_id, topic, partition) if known else None
                 if unstable and (group_id, topic, partition) in open_keys:
                     rows.append((partition, -1, -1, "", _UNSTABLE))
-                elif value is None:
+                elif committed is None:
                     rows.append((partition, -1, -1, "", 0))
                 else:
-                    rows.append((partition, value.offset, value.leader_epoch, value.metadata, 0))
+                    rows.append((partition, committed.offset, committed.leader_epoch, committed.metadata, 0))
             result.append((topic, rows))
         return result
 
@@ -723,7 +730,7 @@ class OffsetManager:
         return all_expired and group_id not in self.pending.open_groups
 
     # -- replay -------------------------------------------------------------------------------------
-    def replay(self, key: Any, value: Any | None) -> None:
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """A non-transactional OffsetCommit record (or any tombstone of one)."""
         if value is None:
             self.store.remove(key.group, key.topic, key.partition)
@@ -737,7 +744,9 @@ class OffsetManager:
                 else:
                     self.pending.committed(k)
 
-    def replay_transactional(self, producer_id: int, key: Any, value: Any | None) -> None:
+    def replay_transactional(
+        self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None
+    ) -> None:
         """An OffsetCommit record of ``producer_id``'s transactional batch: pending until its
         marker. A tombstone is a tombstone whoever writes it (Kafka's replay ignores the producer)."""
         if value is None:

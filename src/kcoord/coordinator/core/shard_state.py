@@ -8,9 +8,9 @@ fresh instance and calling :meth:`on_loaded`.
 Invariants (tested by ``tests/unit/test_shard_state_stateful.py``):
 - Durable state — committed offsets, pending transactional offsets, each classic group's last
   GroupMetadata snapshot, and every consumer group (KIP-848) — changes only in :meth:`replay`
-  (and :meth:`replay_transactional` / :meth:`replay_end_transaction_marker` for what a log holds
-  of transactions), so :meth:`durable_view` of the live shard equals that of a fresh shard that
-  replayed every record written so far.
+  (and :meth:`replay_begin_transaction` / :meth:`replay_end_transaction_marker` for what a log
+  holds of transactions besides records), so :meth:`durable_view` of the live shard equals that
+  of a fresh shard that replayed every record written so far.
 - A group id names one group, classic or consumer, with Kafka's rules when records of both types
   meet (:meth:`replay`).
 - ``handle`` never raises: a bug costs the request UNKNOWN_SERVER_ERROR (logged), never the shard.
@@ -27,15 +27,16 @@ from typing import Any
 
 from kcoord.protocol.codegen import Message
 from kcoord.protocol.messages import ApiKey
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
+from .classic.store import ClassicGroups
 from .clock import Clock
 from .consumer.describe import ConsumerGroupDescriber, TopicNameResolver, no_topic_names
 from .consumer.group import GroupStateError
-from .consumer.heartbeat import ConsumerGroupManager, OtherGroup
+from .consumer.manager import ConsumerGroupManager, OtherGroup
 from .consumer.store import ConsumerGroups
 from .consumer.subscriptions import TopicImage, no_topics
 from .events import GroupDeleted
@@ -48,6 +49,10 @@ from .result import RequestContext, Result
 from .timer import TimerQueue
 
 OFFSETS_RETENTION_KEY = ("offsets-retention",)
+# Kafka's RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH: a record the shard wrote itself, not one of
+# a client's transactional batch.
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 _MAX_TIMERS_PER_POLL = 100_000  # a runaway timer loop must not hang the event loop
 
 Handler = Callable[[RequestContext, Any, Result], None]
@@ -86,8 +91,15 @@ class GroupCoordinatorShard:
         self.shard_index = shard_index
         self.log = log or logging.getLogger(f"kcoord.shard.{shard_index}")
         self.timers = TimerQueue()
-        self.classic = ClassicGroupManager(
-            config, clock.now_ms, self.timers, self.log, new_member_id, max_record_bytes=max_record_bytes
+        self.classic = ClassicGroups(clock.now_ms)
+        self.classic_manager = ClassicGroupManager(
+            config,
+            clock.now_ms,
+            self.timers,
+            self.classic,
+            self.log,
+            new_member_id,
+            max_record_bytes=max_record_bytes,
         )
         self.consumer = ConsumerGroups()
         self.offsets = OffsetManager(
@@ -96,13 +108,13 @@ class GroupCoordinatorShard:
             config,
             clock.now_ms,
             self.classic.groups.get,
-            self.classic.offsets_committed,
+            self.classic_manager.offsets_committed,
             self.log,
             max_record_bytes=max_record_bytes,
             find_consumer_group=self.consumer.groups.get,
             resolve_topic_id=resolve_topic_id,
         )
-        self.consumer_heartbeat = ConsumerGroupManager(
+        self.consumer_manager = ConsumerGroupManager(
             config,
             clock.now_ms,
             self.timers,
@@ -111,12 +123,12 @@ class GroupCoordinatorShard:
             self.log,
             other_group=self._classic_group_holding,
         )
-        self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all)
+        self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all, self.log)
         self._handlers: dict[int, Handler] = {
-            ApiKey.JOIN_GROUP: self.classic.join,
-            ApiKey.SYNC_GROUP: self.classic.sync,
-            ApiKey.HEARTBEAT: self.classic.heartbeat,
-            ApiKey.LEAVE_GROUP: self.classic.leave,
+            ApiKey.JOIN_GROUP: self.classic_manager.join,
+            ApiKey.SYNC_GROUP: self.classic_manager.sync,
+            ApiKey.HEARTBEAT: self.classic_manager.heartbeat,
+            ApiKey.LEAVE_GROUP: self.classic_manager.leave,
             ApiKey.OFFSET_COMMIT: self.offsets.commit,
             ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
             ApiKey.ADD_OFFSETS_TO_TXN: self.offsets.add_offsets_to_txn,
@@ -128,7 +140,7 @@ class GroupCoordinatorShard:
             ).handle,
             ApiKey.LIST_GROUPS: self.admin.list_groups,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_heartbeat.heartbeat,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_manager.heartbeat,
         }
         self._schedule_offsets_retention()
 
@@ -151,18 +163,31 @@ class GroupCoordinatorShard:
         return out
 
     # -- durable state ------------------------------------------------------------------------------
-    def replay(self, record: Record) -> None:
-        """Apply one record. Group types meet as in Kafka's ``GroupMetadataManager.replay``: a
-        GroupMetadata value puts a classic group in place of any group with its id, and its tombstone
-        deletes any; a consumer-group record takes the place of a "simple" classic group (offsets
-        only, backed by no record) and is an error for any other classic group."""
+    def replay(
+        self, record: Record, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH
+    ) -> None:
+        """Apply one record (Kafka's ``CoordinatorShard.replay(offset, producerId, producerEpoch,
+        record)``): one the shard wrote itself (no producer id), or one of a client's transactional
+        batch, whose producer's transaction is then open here and whose offset commit stays pending
+        until the producer's marker (:meth:`replay_end_transaction_marker`); any other record of such
+        a batch, a tombstone included, applies at once, as in Kafka.
+
+        Group types meet as in Kafka's ``GroupMetadataManager.replay``: a GroupMetadata value puts a
+        classic group in place of any group with its id, and its tombstone deletes any; a
+        consumer-group record takes the place of a "simple" classic group (offsets only, backed by no
+        record) and is an error for any other classic group. An offset commit for a group the shard
+        does not know implies a simple group, as in Kafka: the group exists for every API from now on."""
         key = record.key
+        if producer_id != NO_PRODUCER_ID:
+            self.offsets.pending.begin(producer_id, producer_epoch)
         if isinstance(key, OffsetCommitKey):
-            if record.value is not None and key.group not in self.consumer.groups:
-                # A commit for a group the shard does not know implies a "simple" group (offsets
-                # only, no protocol), as in Kafka: the group exists for every API from now on.
-                self.classic.ensure_simple_group(key.group)
-            self.offsets.replay(key, record.value)
+            value = record.value
+            if value is not None:
+                self._group_of_offset_commit(key.group)
+            if producer_id == NO_PRODUCER_ID:
+                self.offsets.replay(key, value)
+            else:
+                self.offsets.replay_transactional(producer_id, key, value)
         elif isinstance(key, GroupMetadataKey):
             self.consumer.remove(key.group)
             self.classic.replay(key, record.value)
@@ -174,31 +199,25 @@ class GroupCoordinatorShard:
                 "shard %d: ignoring a record of unknown type %s", self.shard_index, type(key).__name__
             )
 
-    def replay_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None:
-        """Apply one transactional batch of ``producer_id`` (Kafka's ``replay`` with a producer id):
-        its offset commits become pending until the producer's marker
-        (:meth:`replay_end_transaction_marker`). A commit's group comes into being as for a plain
-        commit, and any other record (a tombstone included) applies at once, as in Kafka. The
-        producer's transaction is open here from now on, even when the batch held no offsets."""
+    def replay_begin_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """A transactional batch of ``producer_id`` that holds none of the shard's records (the one
+        AddOffsetsToTxn writes): the producer's transaction is open here from now on."""
         self.offsets.pending.begin(producer_id, producer_epoch)
-        for record in records:
-            key = record.key
-            if isinstance(key, OffsetCommitKey):
-                if record.value is not None and key.group not in self.consumer.groups:
-                    self.classic.ensure_simple_group(key.group)
-                self.offsets.replay_transactional(producer_id, key, record.value)
-            else:
-                self.replay(record)
 
     def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
         """A transaction marker of ``producer_id``: its pending offsets become visible (COMMIT) or
         are dropped (ABORT) (Kafka's ``replayEndTransactionMarker``; like Kafka, the epoch is not
         checked: the transaction coordinator wrote the marker for the producer's transaction)."""
         for group_id in self.offsets.replay_end_transaction_marker(producer_id, committed):
-            if group_id not in self.consumer.groups:
-                # The commit's replay made the group; it can only be gone if something deleted it
-                # without tombstoning the pending offset, which kcoord never writes.
-                self.classic.ensure_simple_group(group_id)
+            # The commit's replay made the group; it can only be gone if something deleted it
+            # without tombstoning the pending offset, which kcoord never writes.
+            self._group_of_offset_commit(group_id)
+
+    def _group_of_offset_commit(self, group_id: str) -> None:
+        """The group an offset commit belongs to: a consumer group with the id, or else a classic
+        one, created as a "simple" group (offsets only, no protocol) when the shard has none."""
+        if group_id not in self.consumer.groups:
+            self.classic.get_or_create(group_id)
 
     def _classic_group_holding(self, group_id: str) -> OtherGroup:
         """What ConsumerGroupHeartbeat finds of a classic group with the id ("simple": none)."""
@@ -215,7 +234,7 @@ class GroupCoordinatorShard:
             return
         if not classic.is_simple:
             raise GroupStateError(f"group {group_id} is a classic group, not a consumer group")
-        self.classic.remove_group(group_id)
+        self.classic.remove(group_id)
         self.consumer.get_or_create(group_id)
 
     def durable_view(self) -> dict[str, Any]:
@@ -223,18 +242,20 @@ class GroupCoordinatorShard:
         (offsets only) maps to None."""
         return {
             "offsets": self.offsets.store.view(),
-            "groups": {
-                group_id: None if group.snapshot is None else group.snapshot.to_dict()
-                for group_id, group in self.classic.groups.items()
-            },
+            "groups": self.classic.view(),
             "consumer_groups": self.consumer.view(),
             "pending_offsets": self.offsets.pending.view(),
             "open_transactions": dict(self.offsets.pending.producers),
         }
 
-    def transaction_ending(self, producer_id: int) -> None:
-        """Soft state from the net layer: the client's EndTxn for this producer was answered."""
+    def transaction_ending(self, producer_id: int) -> bool:
+        """Soft state from the net layer: the client's EndTxn for this producer was answered. Not a
+        replay: the log learns of the ending only from the producer's marker
+        (:meth:`replay_end_transaction_marker`), which may come later; until then the shard makes
+        the producer's next AddOffsetsToTxn wait. True when the producer's transaction is open here,
+        so its marker is now awaited."""
         self.offsets.transaction_ending(producer_id)
+        return self.awaits_marker(producer_id)
 
     def awaits_marker(self, producer_id: int) -> bool:
         return producer_id in self.offsets.pending.ending
@@ -270,8 +291,8 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> Result:
         out = Result()
-        self.classic.on_loaded(out)
-        self.consumer_heartbeat.on_loaded()
+        self.classic_manager.on_loaded(out)
+        self.consumer_manager.on_loaded()
         self._schedule_offsets_retention()
         return out
 
@@ -312,8 +333,8 @@ class GroupCoordinatorShard:
 
     @property
     def rebalances_prepared(self) -> int:
-        return self.classic.rebalances_prepared
+        return self.classic_manager.rebalances_prepared
 
     @property
     def rebalances_completed(self) -> int:
-        return self.classic.rebalances_completed
+        return self.classic_manager.rebalances_completed

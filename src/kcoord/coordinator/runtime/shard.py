@@ -60,8 +60,8 @@ class ShardState(Protocol):
     timer, never the shard, so the runtime does not catch around them."""
 
     def handle(self, api_key: int, ctx: RequestContext, request: Message) -> Result: ...
-    def replay(self, record: Record) -> None: ...
-    def replay_transactional(self, producer_id: int, producer_epoch: int, records: list[Record]) -> None: ...
+    def replay(self, record: Record, producer_id: int = ..., producer_epoch: int = ...) -> None: ...
+    def replay_begin_transaction(self, producer_id: int, producer_epoch: int) -> None: ...
     def replay_end_transaction_marker(
         self, producer_id: int, producer_epoch: int, committed: bool
     ) -> None: ...
@@ -69,7 +69,7 @@ class ShardState(Protocol):
     def next_deadline(self) -> int | None: ...
     def on_loaded(self) -> Result: ...
     def has_open_transactions(self) -> bool: ...
-    def transaction_ending(self, producer_id: int) -> None: ...
+    def transaction_ending(self, producer_id: int) -> bool: ...
     def awaits_marker(self, producer_id: int) -> bool: ...
 
 
@@ -78,7 +78,10 @@ def replay_transaction_entry(state: ShardState, entry: TransactionalRecords | En
     if isinstance(entry, EndTxnMarker):
         state.replay_end_transaction_marker(entry.producer_id, entry.producer_epoch, entry.committed)
         return 1
-    state.replay_transactional(entry.producer_id, entry.producer_epoch, entry.records)
+    if not entry.records:  # none of the shard's records (AddOffsetsToTxn's batch): it opens the transaction
+        state.replay_begin_transaction(entry.producer_id, entry.producer_epoch)
+    for record in entry.records:
+        state.replay(record, entry.producer_id, entry.producer_epoch)
     return len(entry.records)
 
 
@@ -157,7 +160,7 @@ class ShardRuntime:
         state = self._make_state()
         count = 0
         async for entry in self.log.read():
-            if type(entry) is list:
+            if isinstance(entry, list):
                 for record in entry:
                     state.replay(record)
                 count += len(entry)
@@ -370,8 +373,8 @@ class ShardRuntime:
         """The client's EndTxn for this producer was answered: its marker is on its way here if its
         transaction is open in this shard."""
         if self.loaded:
-            self.state.transaction_ending(producer_id)
-            if txn_log.isEnabledFor(logging.DEBUG) and self.state.awaits_marker(producer_id):
+            marker_awaited = self.state.transaction_ending(producer_id)
+            if marker_awaited and txn_log.isEnabledFor(logging.DEBUG):
                 txn_log.debug(
                     "shard %d: producer %d's transaction ended; its marker is awaited",
                     self.index,

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import GroupMetadataValue
 
 from .member import ClassicMember, Protocols
 
@@ -82,7 +82,7 @@ class ClassicGroup:
         # new id). The record stores only the selected protocol's metadata; the member keeps its
         # whole list on the live path, as Kafka's does. Soft state, consumed by apply_metadata.
         self.joining_protocols: dict[str, Protocols] = {}
-        self.snapshot: Any | None = None  # the last GroupMetadata value replayed
+        self.snapshot: GroupMetadataValue | None = None  # the last GroupMetadata value replayed
 
     # -- simple views -------------------------------------------------------------------------------
     @property
@@ -396,7 +396,9 @@ class ClassicGroup:
         return lambda commit_ts: commit_ts
 
     # -- responses ----------------------------------------------------------------------------------
-    def join_response_members(self, members: Iterable[ClassicMember] | None = None) -> list[Any]:
+    def join_response_members(
+        self, members: Iterable[ClassicMember] | None = None
+    ) -> list[m.JoinGroupResponse.JoinGroupResponseMember]:
         """What the leader's JoinGroup response lists: ``members`` (default: the group's) with their
         metadata for the group's protocol."""
         JoinMember = m.JoinGroupResponse.JoinGroupResponseMember
@@ -413,7 +415,7 @@ class ClassicGroup:
         return {member_id: member.assignment for member_id, member in self.members.items()}
 
     # -- replay -------------------------------------------------------------------------------------
-    def apply_metadata(self, value: Any) -> None:
+    def apply_metadata(self, value: GroupMetadataValue) -> None:
         """Replay one GroupMetadata value: the only way a group's durable state changes, the same on
         the live path (right after a handler wrote it) as when a shard loads.
 

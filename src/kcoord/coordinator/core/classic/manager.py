@@ -6,12 +6,13 @@ replies — possibly for requests parked earlier (a completed join phase answers
 JoinGroup; the leader's SyncGroup answers every parked follower SyncGroup).
 
 Invariants:
-- A group's durable state (what its GroupMetadata record holds) changes only in :meth:`replay`,
-  which the runtime calls right after a handler returns, exactly as when a shard loads. Handlers
-  compute the next value and write it: completing a sync, emptying a group and replacing a static
-  member in a Stable group are the record's replay, not the handler's doing. Soft state (who
-  joined this round, parked requests, pending members, deadlines) changes here; during a
-  rebalance the membership runs ahead of the log, as in Kafka (see :mod:`.group`).
+- A group's durable state (what its GroupMetadata record holds) changes only in the replay of
+  that record (:meth:`.store.ClassicGroups.replay`), which the runtime calls right after a handler
+  returns, exactly as when a shard loads. Handlers compute the next value and write it:
+  completing a sync, emptying a group and replacing a static member in a Stable group are the
+  record's replay, not the handler's doing. Soft state (who joined this round, parked requests,
+  pending members, deadlines) changes here; during a rebalance the membership runs ahead of the
+  log, as in Kafka (see :mod:`.group`).
 - A handler that writes a group's record does not read the state that record produces: it is
   replayed only after the handler returns (so a timer that writes ends its poll, see
   ``GroupCoordinatorShard.poll``).
@@ -45,11 +46,12 @@ from kcoord.coordinator.core.result import RequestContext, Result
 from kcoord.coordinator.core.timer import TimerQueue
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import Record, group_metadata_record_size
-from kcoord.storage.base import DEFAULT_MAX_RECORD_BYTES
 
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
+from .store import ClassicGroups
 
 S = ClassicGroupState
 
@@ -96,6 +98,7 @@ class ClassicGroupManager:
         config: GroupConfig,
         now_ms: NowMs,
         timers: TimerQueue,
+        groups: ClassicGroups,
         log: logging.Logger,
         new_member_id: Callable[[str], str] | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
@@ -103,9 +106,10 @@ class ClassicGroupManager:
         self.config = config
         self.now_ms = now_ms
         self.timers = timers
+        self.groups = groups
+        groups.on_removed = self._cancel_timers
         self.log = log
         self.max_record_bytes = max_record_bytes
-        self.groups: dict[str, ClassicGroup] = {}
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.rebalances_prepared = 0
         self.rebalances_completed = 0
@@ -151,7 +155,7 @@ class ClassicGroupManager:
                     ctx, r.join_response(version, ErrorCode.UNKNOWN_SERVER_ERROR, member_id=req.member_id)
                 )
                 return
-            self.groups[req.group_id] = group
+            self.groups.add(group)
 
         records_before = len(out.records)
         if not self._accept_joining_member(group, req.member_id):
@@ -276,11 +280,11 @@ class ClassicGroupManager:
         version: int,
         group: ClassicGroup,
         member_id: str,
-        members: list[Any],
+        members: list[m.JoinGroupResponse.JoinGroupResponseMember],
         *,
         leader: str | None = None,
         skip_assignment: bool = False,
-    ) -> Any:
+    ) -> m.JoinGroupResponse:
         return r.join_response(
             version,
             member_id=member_id,
@@ -1043,39 +1047,20 @@ class ClassicGroupManager:
         member.awaiting_sync = ctx
 
     # ===============================================================================================
-    # Loading and replay
+    # Removal and loading
     # ===============================================================================================
-    def replay(self, key: Any, value: Any | None) -> None:
-        """Apply one GroupMetadata record: a tombstone deletes the group, a value settles it (see
-        :meth:`ClassicGroup.apply_metadata`), creating it first if the shard does not know it."""
-        group_id = key.group
-        if value is None:
-            self.remove_group(group_id)
-            return
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
-        group.apply_metadata(value)
-
-    def ensure_simple_group(self, group_id: str) -> None:
-        """An offset commit for an unknown group creates a "simple" Empty group with no protocol."""
-        if group_id not in self.groups:
-            self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
-
-    def remove_group(self, group_id: str) -> None:
-        group = self.groups.pop(group_id, None)
-        if group is None:
-            return
+    def _cancel_timers(self, group: ClassicGroup) -> None:
+        """The group left the store (its tombstone was replayed, or another group type took its id)."""
+        group_id = group.group_id
         for member_id in list(group.members) + list(group.pending_join_members):
             self.timers.cancel(heartbeat_key(group_id, member_id))
         self.timers.cancel(join_key(group_id))
         self.timers.cancel(sync_key(group_id))
-        group.state = S.DEAD
 
     def on_loaded(self, out: Result) -> None:
         """Give every loaded member a fresh session, so members that died while we were down expire
         and static members that come back in time rejoin without a rebalance."""
-        for group in list(self.groups.values()):
+        for group in list(self.groups.groups.values()):
             self.log.info("loaded classic group %s with %d members", group.group_id, group.num_members)
             for member in group.members.values():
                 self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)

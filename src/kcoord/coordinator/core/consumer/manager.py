@@ -1,6 +1,7 @@
-"""ConsumerGroupHeartbeat (KIP-848): join, heartbeat, leave, and the session and rebalance timeouts
-of a consumer group's members (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` and the
-methods around it).
+"""The consumer group manager (KIP-848): ConsumerGroupHeartbeat's join, heartbeat and leave, and the
+session and rebalance timeouts of a consumer group's members (Kafka's
+``GroupMetadataManager.consumerGroupHeartbeat`` and the methods around it). The groups themselves and
+the replay of their records are :mod:`.store`'s.
 
 A handler reads the group and returns records; the group changes only when the runtime replays them
 (:mod:`.group`). So within one heartbeat the group is read as it was before it, and what the
