@@ -65,6 +65,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=0,
+        help="as bench.request_path: N connections, one request in flight each (0: one connection, --batch per read)",
+    )
     args = p.parse_args()
     import uvloop
 
