@@ -7,7 +7,7 @@ partition the topic does not have, and only the rest goes to the coordinator (no
 nothing is left); the two answers are merged. kcoord is not a broker, so :class:`TopicCatalog`
 keeps that view of the upstream cluster:
 
-- it learns every topic of every Metadata answer kcoord relays (``ClusterView.rewrite_metadata``)
+- it learns every topic of every Metadata answer kcoord relays (``relay.addresses.rewrite_metadata``)
   and of its own lookups: a Metadata request naming the topics, ``allow_auto_topic_creation``
   false, sent only when a commit names a topic (or a partition) the catalog does not know;
 - a topic known to exist stays known; entries not confirmed for ``recheck_s`` (30 s) are looked
