@@ -86,7 +86,7 @@ def describe_members(kcoord: KcoordProcess, group: str) -> dict[str, Any]:
 
 # --subscription-pattern needs kcoord's Metadata fix-up: the Java consumer resolves the assigned
 # topic ids with Metadata v12 topics=[{topicId=<id>, name=''}], which tansu refuses
-# (connection.metadata_asked_by_id).
+# (relay/requests.py, metadata_asked_by_id).
 @pytest.mark.parametrize("option", ["--pattern", "--subscription-pattern"])
 def test_pattern_subscription_gets_exactly_the_matching_topics(
     kcoord: KcoordProcess, java_peer, option: str

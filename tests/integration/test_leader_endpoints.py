@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import NewTopic
 
-from kcoord.coordinator.net.gateway import ADDRESS_HANDLING
+from kcoord.coordinator.net.relay.addresses import ADDRESS_HANDLING
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode

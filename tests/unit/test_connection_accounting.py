@@ -155,11 +155,11 @@ async def test_in_flight_and_output_pause_independently() -> None:
     assert t.reading
 
     # max.inflight: the request that reaches it stops dispatch; the rest waits, read, in order.
-    parked = [conn._new_slot() for _ in range(3)]  # as if three requests waited for their answers
+    parked = [conn.new_slot() for _ in range(3)]  # as if three requests waited for their answers
     conn.data_received(requests(5))
     assert not t.reading and answers(t) == 0 and conn._backlog is not None and len(conn._backlog) == 4
     for slot in parked:
-        conn._fill(slot, b"")
+        conn.fill(slot, b"")
     await settle()
     assert t.reading and answers(t) == 5 and conn._backlog is None
 
@@ -178,7 +178,7 @@ async def test_a_connection_over_the_output_cap_is_closed_and_its_accounting_dro
     conn.data_received(requests(5))
     assert not t.reading and app.output_bytes == 5 * ANSWER
     # Answers to requests in flight before the pause keep coming: past the cap the connection goes.
-    conn._fill(conn._new_slot(), b"x" * 2 * ANSWER)
+    conn.fill(conn.new_slot(), b"x" * 2 * ANSWER)
     await settle()
     assert t.aborted  # the transport held output: dropped, not flushed to a client that does not read
     assert app.output_bytes == 0 and app._output_holders == set()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcoord.coordinator.net.connection import produce_acks
+from kcoord.coordinator.net.relay.requests import produce_acks
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.primitives import CodecError

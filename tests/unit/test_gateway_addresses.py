@@ -20,13 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcoord.coordinator.net.gateway import (
-    ADDRESS_FREE_VERSIONS,
-    ADDRESS_HANDLING,
-    NOT_RELAYED,
-    REWRITTEN_VERSIONS,
-    ClusterView,
-)
+from kcoord.coordinator.net.gateway import NOT_RELAYED, ClusterView
+from kcoord.coordinator.net.relay.addresses import ADDRESS_FREE_VERSIONS, ADDRESS_HANDLING, REWRITTEN_VERSIONS
 from kcoord.protocol import codegen, frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints

@@ -1,11 +1,11 @@
 """A Metadata v12+ request that asks for a topic by id with the name "" reaches the upstream with a
-null name (Kafka ignores the name then; tansu refuses ""): connection.metadata_asked_by_id."""
+null name (Kafka ignores the name then; tansu refuses ""): relay.requests.metadata_asked_by_id."""
 
 from __future__ import annotations
 
 import uuid
 
-from kcoord.coordinator.net.connection import metadata_asked_by_id
+from kcoord.coordinator.net.relay.requests import metadata_asked_by_id
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey

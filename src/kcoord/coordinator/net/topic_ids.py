@@ -91,7 +91,10 @@ def _commit_by_id(request: Any, answer: Any | None, names: dict[uuid.UUID, str])
             ]
         else:
             parts = done.partitions
-        topics.append(R.OffsetCommitResponseTopic(topic_id=t.topic_id, name=None, partitions=parts))
+        # name: absent from v10+ on the wire and None as in the coordinator's answers (the stub
+        # types the field for the versions that carry it).
+        topic = R.OffsetCommitResponseTopic(topic_id=t.topic_id, name=None, partitions=parts)  # type: ignore[arg-type]
+        topics.append(topic)
     throttle = answer.throttle_time_ms if answer is not None else 0
     return R(throttle_time_ms=throttle, topics=topics)
 
@@ -116,7 +119,7 @@ def _fetch_by_id(request: Any, answer: Any, names: dict[uuid.UUID, str], ids: di
                 if name is not None and name in answered:
                     topics.append(_with_id(answered[name], t.topic_id))
                 else:
-                    topics.append(R.OffsetFetchResponseTopics(topic_id=t.topic_id, name=None, partitions=[
+                    topics.append(R.OffsetFetchResponseTopics(topic_id=t.topic_id, name=None, partitions=[  # type: ignore[arg-type]  # None: as above
                         R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,
                                                         committed_leader_epoch=-1, metadata=None,
                                                         error_code=_UNKNOWN_TOPIC_ID)

@@ -7,7 +7,7 @@ partition the topic does not have, and only the rest goes to the coordinator (no
 nothing is left); the two answers are merged. kcoord is not a broker, so :class:`TopicCatalog`
 keeps that view of the upstream cluster:
 
-- it learns every topic of every Metadata answer kcoord relays (``ClusterView.rewrite_metadata``)
+- it learns every topic of every Metadata answer kcoord relays (``relay.addresses.rewrite_metadata``)
   and of its own lookups: a Metadata request naming the topics, ``allow_auto_topic_creation``
   false, sent only when a commit names a topic (or a partition) the catalog does not know;
 - a topic known to exist stays known; entries not confirmed for ``recheck_s`` (30 s) are looked
@@ -311,25 +311,33 @@ def merged(api_key: int, request: Any, missing: Missing, answer: Any | None) -> 
     """The answer to the whole ``request``: UNKNOWN_TOPIC_OR_PARTITION for ``missing``, the
     coordinator's ``answer`` (to :func:`without`'s request; None if there was none) for the
     rest, topics and partitions in request order."""
-    R = m.OffsetCommitResponse if api_key == ApiKey.OFFSET_COMMIT else m.TxnOffsetCommitResponse
-    Topic = R.OffsetCommitResponseTopic if api_key == ApiKey.OFFSET_COMMIT else R.TxnOffsetCommitResponseTopic
-    Part = (
-        R.OffsetCommitResponsePartition
-        if api_key == ApiKey.OFFSET_COMMIT
-        else R.TxnOffsetCommitResponsePartition
-    )
     codes: dict[tuple[str, int], int] = {}
     if answer is not None:
         for t in answer.topics:
             for p in t.partitions:
                 codes[(t.name, p.partition_index)] = p.error_code
     unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    topics = [
-        Topic(name=t.name, partitions=[
-            Part(partition_index=p.partition_index,
-                 error_code=unknown if (t.name, p.partition_index) in missing
-                 else codes.get((t.name, p.partition_index), int(ErrorCode.UNKNOWN_SERVER_ERROR)))
+
+    def code(topic: str, partition: int) -> int:
+        if (topic, partition) in missing:
+            return unknown
+        return codes.get((topic, partition), int(ErrorCode.UNKNOWN_SERVER_ERROR))
+
+    throttle_time_ms = 0 if answer is None else answer.throttle_time_ms
+    if api_key == ApiKey.OFFSET_COMMIT:
+        C = m.OffsetCommitResponse
+        return C(throttle_time_ms=throttle_time_ms, topics=[
+            C.OffsetCommitResponseTopic(name=t.name, partitions=[
+                C.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                error_code=code(t.name, p.partition_index))
+                for p in t.partitions])
+            for t in request.topics
+        ])  # fmt: skip
+    T = m.TxnOffsetCommitResponse
+    return T(throttle_time_ms=throttle_time_ms, topics=[
+        T.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            T.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                               error_code=code(t.name, p.partition_index))
             for p in t.partitions])
         for t in request.topics
-    ]  # fmt: skip
-    return R(throttle_time_ms=0 if answer is None else answer.throttle_time_ms, topics=topics)
+    ])  # fmt: skip

@@ -18,7 +18,7 @@ log = logging.getLogger("kcoord.connection")
 
 
 class Writer(Protocol):
-    def _write_out(self) -> None: ...
+    def write_out(self) -> None: ...
 
 
 class WriteCoalescer:
@@ -41,6 +41,6 @@ class WriteCoalescer:
         pending, self._pending = self._pending, []
         for writer in pending:
             try:
-                writer._write_out()
+                writer.write_out()
             except Exception:  # one connection's failure must not cost the others their answers
                 log.exception("writing a connection's answers failed")

@@ -1,0 +1,231 @@
+"""Which way each request goes: answered here, to the router and a shard, or relayed upstream.
+
+Decided per API key and version, the way Kafka's KafkaApis dispatches what its SocketServer read:
+- ApiVersions is answered here (what kcoord serves, and the relayed APIs both sides support:
+  gateway.py), as is FindCoordinator for group keys (kcoord's coordinator listener) and ListGroups
+  on a broker port (none: each group is listed once, by the coordinator listener);
+- the group APIs kcoord serves go to the router (group_routing.py: in arrival order, with the
+  offset-commit APIs' topics checked first); AddOffsetsToTxn to the transaction offsets;
+- every other API kcoord advertises is relayed to this listener's upstream broker
+  (relay/passthrough.py), answers naming brokers rewritten on the way back (relay/addresses.py);
+  EndTxn and CreateTopics answers are also watched on their way through.
+
+A request for an API version kcoord neither serves nor relays raises :class:`UnsupportedApi`, and a
+malformed one CodecError: bad input, on which the connection closes (connection.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kcoord.coordinator.core.responses import error_response
+from kcoord.coordinator.core.result import RequestContext
+from kcoord.coordinator.runtime.router import GROUP_APIS
+from kcoord.protocol import frames, storage_messages
+from kcoord.protocol import messages as m
+from kcoord.protocol.codegen import Message
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
+from kcoord.protocol.primitives import CodecError
+from kcoord.protocol.storage_messages import CreateTopicsResponse
+
+from .group_routing import GroupRouting
+
+if TYPE_CHECKING:
+    from .connection import ClientConnection
+    from .relay import UpstreamRelay
+
+log = logging.getLogger("kcoord.connection")
+
+CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
+END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
+END_TXN_FLEXIBLE_SINCE = 3
+CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
+
+
+class UnsupportedApi(CodecError):
+    """A well-formed request for an API version kcoord neither serves nor relays."""
+
+
+class ApiDispatcher:
+    """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
+
+    __slots__ = ("conn", "app", "relay", "_groups")
+
+    def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
+        self.conn = conn
+        self.app = conn.app
+        self.relay = relay
+        self._groups = GroupRouting(conn)
+
+    def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
+        """One request frame (its header already peeked by the connection)."""
+        self.app.metrics.request_received(api_key, version)
+        if api_key == ApiKey.API_VERSIONS:
+            self._reply_now(api_key, version, correlation_id, self._api_versions(version))
+            return
+        if api_key in KCOORD_VERSIONS:
+            lo, hi = KCOORD_VERSIONS[api_key]
+            if not lo <= version <= hi:
+                raise UnsupportedApi(f"unsupported api {api_key} v{version}: kcoord serves v{lo}-{hi}")
+            client_id, request = frames.decode_request_body(payload, api_key, version)
+            ctx = RequestContext(version, client_id or "", self.conn.client_host, correlation_id)
+            if api_key in GROUP_APIS:
+                self._serve_group(api_key, ctx, request)
+            elif isinstance(request, m.FindCoordinatorRequest):
+                self._find_coordinator(payload, ctx, request)
+            elif isinstance(request, m.AddOffsetsToTxnRequest):
+                self._add_offsets_to_txn(ctx, request)
+            return
+        if not self.app.cluster.supports(api_key, version):
+            # As Kafka does for an API version it cannot parse.
+            raise UnsupportedApi(
+                f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream"
+            )
+        relay = self.relay
+        if api_key == ApiKey.PRODUCE:
+            relay.produce(payload, version)
+        elif api_key == ApiKey.FETCH:
+            relay.fetch(payload, version)
+        elif api_key == ApiKey.METADATA:
+            relay.metadata(payload, version, correlation_id)
+        elif api_key == ApiKey.DESCRIBE_CLUSTER:
+            relay.describe_cluster(payload, version)
+        elif api_key == END_TXN:
+            relay.forward_observed(payload, self._end_txn_observer(payload, version))
+        elif api_key == CREATE_TOPICS and version >= CREATE_TOPICS_WITH_IDS_SINCE:
+            relay.forward_observed(payload, lambda raw: self._learn_created_topics(raw, version))
+        else:
+            relay.forward(payload)
+
+    # -- answered here ------------------------------------------------------------------------------
+    def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
+        slot = self.conn.new_slot()
+        resp_version, response = answer
+        self.app.metrics.response_sent(api_key, resp_version, response)
+        self.conn.fill(slot, frames.encode_response(api_key, resp_version, correlation_id, response))
+
+    def _api_versions(self, version: int) -> tuple[int, Any]:
+        cluster = self.app.cluster
+        if version > KCOORD_VERSIONS[ApiKey.API_VERSIONS][1]:
+            # Kafka answers an ApiVersions it cannot parse with a v0 body: error 35 and its ranges.
+            return 0, cluster.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+        return version, cluster.api_versions_response()
+
+    def _find_coordinator(
+        self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest
+    ) -> None:
+        version = ctx.api_version
+        key_type = request.key_type
+        response: Message
+        if key_type == 0:
+            response = self.app.cluster.group_coordinator_response(request, version)
+        elif key_type == 1:
+            self.relay.find_transaction_coordinator(payload, version)
+            return
+        else:
+            response = error_response(ApiKey.FIND_COORDINATOR, version, request, ErrorCode.INVALID_REQUEST)
+        self._reply_now(ApiKey.FIND_COORDINATOR, version, ctx.correlation_id, (version, response))
+
+    # -- to the shards ------------------------------------------------------------------------------
+    def _serve_group(self, api_key: int, ctx: RequestContext, request: Message) -> None:
+        conn = self.conn
+        if api_key == ApiKey.LIST_GROUPS and not conn.listener.is_coordinator:
+            # kcoord's coordinator node is in the metadata; admin clients ask every node for its
+            # groups, so broker ports answer with none to keep each group listed exactly once.
+            self._reply_now(
+                api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse())
+            )
+            return
+        slot = conn.new_slot()
+        version = ctx.api_version
+        correlation_id = ctx.correlation_id
+        metrics = self.app.metrics
+
+        def reply(response: Any) -> None:
+            # Runs inside the shard's write path (often before route() returns): never raise.
+            if conn.closed:
+                return
+            try:
+                metrics.response_sent(api_key, version, response)
+                data = frames.encode_response(api_key, version, correlation_id, response)
+            except Exception as exc:
+                log.exception("%s: cannot encode the response to api=%d v%d", conn.peer, api_key, version)
+                conn.fail(slot, f"cannot encode a response: {exc!r}")
+                return
+            conn.fill(slot, data)
+
+        self._groups.route(api_key, ctx, request, reply)
+
+    def _add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> None:
+        """Answered by kcoord, not relayed: the group's shard partition joins the client's
+        transaction (coordinator/runtime/transactions.py)."""
+        conn = self.conn
+        slot = conn.new_slot()
+        api_key, version, correlation_id = ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, ctx.correlation_id
+
+        def done(task: asyncio.Future[Message]) -> None:
+            if conn.closed:
+                return
+            if task.cancelled() or task.exception() is not None:
+                log.error(
+                    "%s: AddOffsetsToTxn failed: %r",
+                    conn.peer,
+                    None if task.cancelled() else task.exception(),
+                )
+                response = error_response(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                response = task.result()
+            self.app.metrics.response_sent(api_key, version, response)
+            conn.fill(slot, frames.encode_response(api_key, version, correlation_id, response))
+
+        asyncio.ensure_future(self.app.transactions.add_offsets_to_txn(ctx, request)).add_done_callback(done)
+
+    # -- relayed, and watched -----------------------------------------------------------------------
+    def _end_txn_observer(self, payload: bytes, version: int) -> Callable[[bytes], None] | None:
+        """What watches a relayed EndTxn: once the upstream answers NONE, the shards holding the
+        producer's transaction open expect its marker (coordinator/runtime/transactions.py), before
+        the client reads the answer and can start its next transaction."""
+        peer = self.conn.peer
+        try:
+            header = frames.parse_request_header(payload, flexible=version >= END_TXN_FLEXIBLE_SINCE)
+            request = storage_messages.EndTxnRequest.decode_from(payload, header.size, version)[0]
+        except Exception as exc:  # relayed as it came; the upstream judges it
+            log.warning(
+                "%s: an EndTxn v%d request kcoord cannot read (%r); relayed as is", peer, version, exc
+            )
+            return None
+        producer_id = request.producer_id
+        app = self.app
+
+        def observe(raw: bytes) -> None:  # runs as a future's callback: never raise
+            try:
+                _, response = storage_messages.decode_response(storage_messages.EndTxnResponse, version, raw)
+                if response.error_code == ErrorCode.NONE:
+                    app.transactions.transaction_ended(producer_id)
+            except Exception as exc:
+                log.warning(
+                    "%s: an EndTxn v%d answer kcoord cannot read (%r); relayed as is", peer, version, exc
+                )
+
+        return observe
+
+    def _learn_created_topics(self, raw: bytes, version: int) -> None:
+        """What a relayed CreateTopics answer says was created goes to the topic catalog before the
+        client reads it (the answer itself is relayed as it came)."""
+        try:
+            _, response = storage_messages.decode_response(CreateTopicsResponse, version, raw)
+        except Exception as exc:  # runs as a future's callback: never raise; the answer is relayed anyway
+            log.warning(
+                "%s: a CreateTopics v%d answer kcoord cannot read (%r); relayed as is",
+                self.conn.peer,
+                version,
+                exc,
+            )
+            return
+        self.app.cluster.topics.learn_created(
+            (t.name, t.topic_id, t.num_partitions) for t in response.topics if t.error_code == ErrorCode.NONE
+        )
