@@ -17,7 +17,7 @@ fi
 .venv/bin/ruff check .
 # One layout for all code: ruff format, applied once over the tree; a change that is not formatted fails here.
 .venv/bin/ruff format --check .
-# Type-check the codec and the group-state modules (the file list is [tool.mypy] in pyproject.toml).
+# Type-check the whole package, strict ([tool.mypy] in pyproject.toml).
 .venv/bin/mypy
 ./scripts/docker_engine.sh && ./scripts/build_images.sh || echo "note: no Docker engine or images (reason above); the container tests will be skipped"
 exec .venv/bin/pytest "$@"
