@@ -45,7 +45,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import group as kp_group
 
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import DECODER_BACKEND, Message
+from kcoord.protocol.codec import DECODER_BACKEND, Message
 from kcoord.protocol.schema import Field
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

@@ -59,7 +59,7 @@ from kafka.protocol.producer import produce as kp_produce
 from kafka.protocol.producer import transaction as kp_transaction
 
 from kcoord.protocol import frames, messages
-from kcoord.protocol.codegen import ZERO_UUID, Message
+from kcoord.protocol.codec import ZERO_UUID, Message
 from kcoord.protocol.schema import Field
 from tests.unit.test_codec_roundtrip import ALL_CASES, case_id, message_strategy
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcoord.protocol import messages
-from kcoord.protocol.codegen import Message, Struct
+from kcoord.protocol.codec import Message, Struct
 from kcoord.protocol.primitives import CodecError
 from kcoord.protocol.schema import Field
 from tests.unit.test_codec_roundtrip import ALL_CASES, INT_RANGES, case_id

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcoord.protocol import coordinator_records, messages, storage_messages
-from kcoord.protocol.codegen import ZERO_UUID, Message, Struct
+from kcoord.protocol.codec import ZERO_UUID, Message, Struct
 from kcoord.protocol.schema import Field
 
 # Integer widths of Kafka's fixed-size types.

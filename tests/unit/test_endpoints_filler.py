@@ -8,7 +8,7 @@ import pytest
 
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import DECODER_BACKEND
+from kcoord.protocol.codec import DECODER_BACKEND
 from kcoord.protocol.endpoints import FILLER_TAG, filler_tags, without_node_endpoints
 from kcoord.protocol.primitives import CodecError, decode_uvarint
 

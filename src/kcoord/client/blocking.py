@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 
 from .connection import Address, Connection, connect
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
 

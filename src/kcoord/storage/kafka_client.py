@@ -25,7 +25,7 @@ from kcoord.client import (
     connect,
 )
 from kcoord.protocol import storage_messages as sm
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 from .base import StorageError

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcoord.protocol import storage_messages as sm
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 from .base import StorageError

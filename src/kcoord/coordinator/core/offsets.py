@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES

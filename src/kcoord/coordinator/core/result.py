@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.records import Record, TransactionalRecords
 
 from .events import GroupEvent

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record

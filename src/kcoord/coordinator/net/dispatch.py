@@ -26,7 +26,7 @@ from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.runtime.router import GROUP_APIS
 from kcoord.protocol import frames, storage_messages
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from kcoord.coordinator.core.events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
 from kcoord.protocol.api_names import API_NAMES
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.schema import snake_case

@@ -46,7 +46,7 @@ from typing import Any
 from kcoord.client import Connection, KafkaClientError, connect
 from kcoord.coordinator.core.shard_assignment import NO_OWNER, NodeClaim, assign_shards
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.cluster")

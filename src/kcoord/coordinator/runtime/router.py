@@ -26,7 +26,7 @@ from kcoord.client import Connection, KafkaClientError, connect
 from kcoord.coordinator.core.responses import error_response, loading_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 

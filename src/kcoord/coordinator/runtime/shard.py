@@ -40,7 +40,7 @@ from kcoord.coordinator.core.clock import Clock
 from kcoord.coordinator.core.events import GroupEvent
 from kcoord.coordinator.core.responses import error_response, loading_response
 from kcoord.coordinator.core.result import RequestContext, Result, TransactionalWrite
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import EndTxnMarker, Record, TransactionalRecords

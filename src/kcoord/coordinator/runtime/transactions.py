@@ -27,7 +27,7 @@ from typing import Protocol
 from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 

@@ -24,7 +24,7 @@ from kcoord.coordinator.ops.settings import parse_host_port
 from kcoord.coordinator.runtime.router import shard_for_group
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
-from kcoord.protocol.codegen import Message
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 CLIENT_ID = "kcoord-groups"

@@ -8,8 +8,8 @@
 - :mod:`.programs`: the C decoder's programs for the same;
 - :mod:`.modules`: which module holds which specs, whole files, the freshness check.
 
-The runtime those modules build on is :mod:`kcoord.protocol.codec`; its names are re-exported
-here for the code that has always imported them from ``kcoord.protocol.codegen``.
+The runtime those modules build on is :mod:`kcoord.protocol.codec` (import ``Message`` and the
+rest from there); a few of its names are re-exported here for the tests of the generator.
 :func:`build_message_class` generates and executes the code of one ad-hoc schema (tests do).
 """
 

@@ -26,7 +26,7 @@ from kcoord.client import Connection as UpstreamConnection
 from kcoord.client import ConnectionLost as UpstreamClosed
 from kcoord.client import StreamingTarget
 from kcoord.protocol import frames
-from kcoord.protocol.codegen import DECODER_BACKEND
+from kcoord.protocol.codec import DECODER_BACKEND
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints, without_node_endpoints
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.primitives import CodecError
