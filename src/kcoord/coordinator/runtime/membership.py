@@ -24,7 +24,7 @@ Invariants:
   serving at once, then drained) *before* it rejoins, and the leader gives a shard another live
   member still claims to nobody until that member released it (cooperative hand-off), so two
   nodes never both take a shard in the same generation. The per-shard transactional-id epoch
-  (storage/kafka.py) stays the last line: a node that takes a shard fences the previous holder.
+  (storage/ownership.py) stays the last line: a node that takes a shard fences the previous holder.
 - A node that has not heard from the group coordinator for ``session.timeout - heartbeat.interval``
   releases every shard: the coordinator expires it after the full session timeout, and only then
   can the shards go to another node, so a node cut off from the upstream stops serving first.
