@@ -70,7 +70,7 @@ class Workload:
         self.addresses = addresses
         self.groups = groups
         self.topic = topic
-        self.acked: dict[str, int] = dict.fromkeys(groups, 0)
+        self.acked: dict[str, int] = dict.fromkeys(groups, -1)  # -1: no commit acknowledged yet
         self.findings = Findings(acks={g: [] for g in groups})
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="workload", daemon=True)
