@@ -178,6 +178,7 @@ def test_the_watchdog_releases_every_shard_once_the_lease_ran_out_even_while_joi
             await asyncio.sleep(0.05)
             assert member.owned == frozenset() and applied.ownerships[-1].shards == frozenset()
             assert applied.ownerships[-1].owners == (-1, -1)
+            assert member._rejoin_requested.is_set()  # so the cluster's assignment stops naming it
         finally:
             watchdog.cancel()
 

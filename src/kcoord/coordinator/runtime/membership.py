@@ -671,6 +671,9 @@ class ClusterMembership:
                     len(self.owned),
                 )
                 await self._set(self._nothing())
+                # The coordinator may not have expired this member (the lease ends first): its
+                # assignment would still name this node for the shards it no longer serves.
+                self._rejoin_requested.set()
 
 
 CLOCK_JUMP_REPORT_MS = 1000  # a wall clock that moves this much more (or less) than the monotonic one jumped
