@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kcoord.coordinator.runtime.membership import ClusterMembership, Lease, Ownership
+from kcoord.coordinator.runtime.membership import ClusterMembership, Lease, Ownership, _decode_claim
 from kcoord.coordinator.runtime.router import shard_for_group
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -225,10 +225,15 @@ def join_answer(generation: int, member_id: str = "me") -> m.JoinGroupResponse:
     )  # fmt: skip
 
 
-def sync_answer(member: ClusterMembership, generation: int, shards: set[int]) -> m.SyncGroupResponse:
-    user_data = json.dumps(
-        {"generation": generation, "owners": [1] * SHARDS, "nodes": {"1": ["127.0.0.1", 9100]}, "error": None}
-    ).encode()
+def sync_answer(
+    member: ClusterMembership, generation: int, shards: set[int], release: set[int] | None = None
+) -> m.SyncGroupResponse:
+    info: dict[str, Any] = {
+        "generation": generation, "owners": [1] * SHARDS, "nodes": {"1": ["127.0.0.1", 9100]}, "error": None,
+    }  # fmt: skip
+    if release is not None:
+        info["release"] = sorted(release)
+    user_data = json.dumps(info).encode()
     TP = m.ConsumerProtocolAssignment.TopicPartition
     body = m.ConsumerProtocolAssignment(
         assigned_partitions=[TP(topic=member.topic, partitions=sorted(shards))], user_data=user_data
@@ -275,6 +280,38 @@ def test_shards_kept_across_a_gap_in_generations_are_released_so_they_reload(clo
         await member._join_and_sync(conn)  # type: ignore[arg-type]
         assert [sorted(o.shards) for o in applied.ownerships][-1] == [0, 1]
         assert len(applied.ownerships) == 4
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("leader_says_release", [True, False], ids=["release-listed", "older-leader"])
+def test_a_claim_not_given_makes_the_node_rejoin_even_if_it_dropped_the_shard_meanwhile(
+    clock: FakeClock, leader_says_release: bool
+) -> None:
+    """Seen on tansu: a node's JoinGroup claimed shards it then dropped (its generation followed a
+    gap); the leader held one of them for another node until this one released it. This node,
+    holding nothing it lost, did not rejoin, and the shard stayed unserved in a Stable group."""
+
+    async def run() -> None:
+        applied = Applied()
+        member = membership(applied, clock)
+        member.member_id = "me"
+        conn = ScriptedCoordinator([join_answer(4), sync_answer(member, 4, {0, 1})])
+        await member._join_and_sync(conn)  # type: ignore[arg-type]
+        assert member.owned == {0, 1}
+        conn.answers = [
+            join_answer(7),  # a gap: every shard is dropped before this assignment is applied
+            sync_answer(member, 7, {0}, {1} if leader_says_release else None),
+            join_answer(8),
+            sync_answer(member, 8, {0}),
+        ]
+        conn.sent.clear()
+        await member._join_and_sync(conn)  # type: ignore[arg-type]
+        joins = [r for r in conn.sent if isinstance(r, m.JoinGroupRequest)]
+        assert len(joins) == 2  # rejoined after generation 7
+        claims = [_decode_claim("me", j.protocols[0].metadata) for j in joins]
+        assert [c.owned for c in claims if c is not None] == [{0, 1}, {0}]
+        assert member.generation == 8 and member.owned == {0}
 
     asyncio.run(run())
 

@@ -296,6 +296,7 @@ class ClusterMembership:
     async def _join_and_sync(self, conn: Connection) -> None:
         self._rejoin_requested.clear()
         while True:
+            claimed = self.owned  # what this JoinGroup's metadata claims: what the leader sees
             sent_at = self._now()
             join = await self._parked(
                 conn,
@@ -386,10 +387,13 @@ class ClusterMembership:
                 await self._set(self._nothing())
             self.generation = generation
             self.rebalances += 1
-            revoked = await self._take(sync.assignment, generation)
+            revoked = await self._take(sync.assignment, generation, claimed)
             if not revoked:
                 return
             # Released shards go to their new owners only in a later generation: start it now.
+            # Also when this node had dropped them already (after its JoinGroup was sent): the
+            # leader saw them claimed and gave them to nobody, and only a new claim without them
+            # lets the next generation give them out.
             log.info("cluster: released shards %s; rejoining so their new owners get them", sorted(revoked))
 
     async def _parked(self, conn: Connection, request: Message) -> Any:
@@ -499,7 +503,7 @@ class ClusterMembership:
             out.append(
                 A(
                     member_id=member_id,
-                    assignment=self._encode_assignment(generation, set(), result, "unreadable claim"),
+                    assignment=self._encode_assignment(generation, set(), set(), result, "unreadable claim"),
                 )
             )
         for claim in claims:
@@ -507,23 +511,32 @@ class ClusterMembership:
             out.append(
                 A(
                     member_id=claim.member_id,
-                    assignment=self._encode_assignment(generation, assigned.shards, result, assigned.error),
+                    assignment=self._encode_assignment(
+                        generation, assigned.shards, assigned.release, result, assigned.error
+                    ),
                 )
             )
         log.info(
             "cluster: generation %d assigned by this node (leader): %s",
             generation,
-            ", ".join(f"node {c.node_id}: {len(result.members[c.member_id].shards)}" for c in claims),
+            ", ".join(
+                f"node {c.node_id}: {len(result.members[c.member_id].shards)}"
+                + (f" (releases {sorted(r)} first)" if (r := result.members[c.member_id].release) else "")
+                for c in claims
+            ),
         )
         return out
 
-    def _encode_assignment(self, generation: int, shards: set[int], result: Any, error: str | None) -> bytes:
+    def _encode_assignment(
+        self, generation: int, shards: set[int], release: set[int], result: Any, error: str | None
+    ) -> bytes:
         user_data = json.dumps(
             {
                 "generation": generation,
                 "owners": result.owners,
                 "nodes": {str(n): list(a) for n, a in result.nodes.items()},
                 "error": error,
+                "release": sorted(release),
             }
         ).encode()
         TP = m.ConsumerProtocolAssignment.TopicPartition
@@ -533,8 +546,13 @@ class ClusterMembership:
         )
         return ASSIGNMENT_VERSION.to_bytes(2, "big") + body.encode(ASSIGNMENT_VERSION)
 
-    async def _take(self, data: bytes, generation: int) -> frozenset[int]:
-        """Apply this generation's assignment; returns the shards this node had to give up."""
+    async def _take(
+        self, data: bytes, generation: int, claimed: frozenset[int] = frozenset()
+    ) -> frozenset[int]:
+        """Apply this generation's assignment; returns the shards this node must be seen to give up
+        before the cluster gives them out: those it held and lost, those its JoinGroup claimed
+        (``claimed``) and was not given, and those the leader says it claimed and must release
+        (a leader of an older version sends no such list)."""
         try:
             version = int.from_bytes(data[:2], "big", signed=True)
             body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), 3))
@@ -544,6 +562,7 @@ class ClusterMembership:
             )
             owners = tuple(int(o) for o in info["owners"])
             nodes = {int(n): (str(a[0]), int(a[1])) for n, a in info["nodes"].items()}
+            release = frozenset(int(s) for s in info.get("release") or [])
         except Exception as exc:  # a leader of another version, or not a kcoord node at all
             raise _Fatal(
                 f"unreadable assignment from the cluster's leader in generation {generation}: {exc!r}"
@@ -563,7 +582,7 @@ class ClusterMembership:
             sorted(nodes),
         )
         await self._set(Ownership(generation, shards, owners, nodes))
-        return revoked
+        return revoked | ((claimed | release) - shards)
 
     def _nothing(self) -> Ownership:
         """This node serves no shard and, as far as it knows, nobody serves the ones it held:
