@@ -89,6 +89,7 @@ class FaultUpstream:
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-upstream", daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._flowing: asyncio.Event | None = None  # cleared: a network stall in both directions
+        self._writers: set[asyncio.StreamWriter] = set()  # open client connections, for cut()
 
     @property
     def address(self) -> str:
@@ -103,6 +104,9 @@ class FaultUpstream:
     async def _start(self) -> None:
         self._flowing = asyncio.Event()
         self._flowing.set()
+        await self._start_server()
+
+    async def _start_server(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
 
     def pause(self) -> None:
@@ -114,6 +118,23 @@ class FaultUpstream:
     def resume(self) -> None:
         assert self._flowing is not None
         self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def cut(self) -> None:
+        """Cut the network: every open connection is reset and new ones are refused (nothing
+        listens) until :meth:`reconnect`."""
+
+        async def cut() -> None:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
+
+    def reconnect(self) -> None:
+        """Listen again on the same address after :meth:`cut`."""
+        asyncio.run_coroutine_threadsafe(self._start_server(), self._loop).result(10)
 
     def stop(self) -> None:
         async def close() -> None:
@@ -138,6 +159,7 @@ class FaultUpstream:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Answers leave strictly in request order, whichever of them this server makes itself.
         answers: asyncio.Queue[asyncio.Future[bytes] | None] = asyncio.Queue()
+        self._writers.add(writer)
         upstream = await Connection.open(self.target) if self.target is not None else None
         tasks = [asyncio.ensure_future(self._write_answers(writer, answers))]
         try:
@@ -182,6 +204,7 @@ class FaultUpstream:
             if upstream is not None:
                 upstream.close()
             writer.close()
+            self._writers.discard(writer)
 
     async def _write_answers(
         self, writer: asyncio.StreamWriter, answers: asyncio.Queue[asyncio.Future[bytes] | None]

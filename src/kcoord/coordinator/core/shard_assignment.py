@@ -11,7 +11,12 @@ Invariants:
 - *Never two owners at once (cooperative hand-off, as KIP-429).* A shard that another live member
   still claims is not given to its new owner in the same generation: the claimant loses it now,
   releases it, and rejoins; the next generation gives it to its target. Only a shard nobody live
-  claims (its owner died, or it was just released) is given at once.
+  claims (its owner died, or it was just released) is given at once. A shard two live members
+  claim (a claim that is stale: sent before its node released the shard) is given to neither.
+- *No shard waits more than one generation.* Each member's :attr:`NodeAssignment.release` names
+  the shards it claimed and is not given; a member with any must release them and rejoin, even
+  if it believes it no longer holds them (its claim may predate a release), so the claims of the
+  next generation are within what this one gave and that generation gives every shard.
 - *Sticky and balanced.* A claimed shard stays with its claimant while that node holds at most
   ``ceil(shards / nodes)``; a node's surplus and unclaimed shards go by rendezvous hashing
   (highest ``hash(shard, node)`` first) to nodes under that bound. A node that leaves moves only
@@ -47,6 +52,8 @@ class NodeAssignment:
 
     shards: set[int] = field(default_factory=set)
     error: str | None = None
+    # Shards this member claimed but is not given: it releases them and rejoins (module docstring).
+    release: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -86,15 +93,16 @@ def assign_shards(claims: list[NodeClaim], num_shards: int) -> ShardAssignment:
         return ShardAssignment(members, owners, {})
     capacity = -(-num_shards // len(live))
     load = dict.fromkeys(live, 0)
-    claimant: dict[int, int] = {}  # shard -> the live node claiming it (the first, if several do)
+    claimants: dict[int, set[int]] = {}  # shard -> every live node claiming it
     for node in live:
         for shard in by_node[node].owned:
             if 0 <= shard < num_shards:
-                claimant.setdefault(shard, node)
-    # Sticky pass: each node keeps the claimed shards it prefers most, up to the bound.
+                claimants.setdefault(shard, set()).add(node)
+    # Sticky pass: each node keeps the claimed shards it prefers most, up to the bound; a shard
+    # two nodes claim stays with neither (it is released, then given like an unclaimed one).
     for node in live:
-        mine = sorted((s for s, n in claimant.items() if n == node), key=lambda s: -_score(s, node))
-        for shard in mine[:capacity]:
+        mine = [s for s in by_node[node].owned if claimants.get(s) == {node}]
+        for shard in sorted(mine, key=lambda s: -_score(s, node))[:capacity]:
             owners[shard] = node
             load[node] += 1
     # Everything else, by rendezvous preference, to nodes under the bound.
@@ -108,9 +116,11 @@ def assign_shards(claims: list[NodeClaim], num_shards: int) -> ShardAssignment:
                 break
     member_of = {node: by_node[node].member_id for node in live}
     for shard, target in enumerate(owners):
-        holder = claimant.get(shard)
-        if holder is not None and holder != target:
-            continue  # the holder releases it first; its target gets it next generation
-        members[member_of[target]].shards.add(shard)
+        if claimants.get(shard, {target}) <= {target}:
+            members[member_of[target]].shards.add(shard)
+        # else: every claimant releases it first; its target gets it next generation
+    for node in live:
+        assigned = members[member_of[node]]
+        assigned.release = {s for s in by_node[node].owned if 0 <= s < num_shards} - assigned.shards
     nodes = {node: (by_node[node].host, by_node[node].port) for node in live}
     return ShardAssignment(members, owners, nodes)

@@ -183,6 +183,9 @@ class App:
             apply=self.router.apply_ownership,
             on_fatal=self._cluster_fatal,
         )
+        self.router.follow_membership(
+            self.membership.lease, self.membership.lease_lapsed, self.membership.shard_fenced
+        )
         self.membership.start()
         log.info(
             "cluster: node %d (%s:%d) joining group %s on the upstream",

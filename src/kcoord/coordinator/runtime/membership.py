@@ -25,9 +25,24 @@ Invariants:
   member still claims to nobody until that member released it (cooperative hand-off), so two
   nodes never both take a shard in the same generation. The per-shard transactional-id epoch
   (storage/ownership.py) stays the last line: a node that takes a shard fences the previous holder.
-- A node that has not heard from the group coordinator for ``session.timeout - heartbeat.interval``
-  releases every shard: the coordinator expires it after the full session timeout, and only then
-  can the shards go to another node, so a node cut off from the upstream stops serving first.
+- A node serves its shards only while its :class:`Lease` holds: ``session.timeout -
+  heartbeat.interval`` after sending the last request whose answer proves the coordinator extended
+  its session (a JoinGroup, SyncGroup or Heartbeat answered NONE; a Heartbeat answered
+  REBALANCE_IN_PROGRESS, which Kafka's coordinator answers after extending it). The coordinator
+  expires it a full session timeout after it extended the session, at or after that send, and
+  only then can the shards go to another node: a node cut off, stalled or paused stops first,
+  whatever its membership is doing. The router checks the lease on every request (after a
+  SIGSTOP the event loop may read clients before any task of this module runs); the watchdog
+  then releases every shard. While a JoinGroup or SyncGroup is parked at the coordinator (its
+  connection answers nothing else meanwhile) Heartbeats on a second connection keep the lease,
+  so a long legitimate rebalance does not cost the shards.
+- A node serves no shard from memory it may not own: released shards are loaded again from the
+  log when given back (which re-takes the per-shard transactional id and fences any interim
+  owner); an assignment that arrives after the lease ran out (this process was paused or cut
+  off after the coordinator answered) is not applied; a generation that follows a gap (the
+  cluster completed one without this node) releases the shards kept, so they reload; an answer
+  saying this member is unknown releases everything. A shard its log says another node fenced
+  is released and this node rejoins, so the cluster gives it again (and it reloads) or to another.
 - A node whose instance id was taken over (FENCED_INSTANCE_ID), or whose assignment carries an
   error (a duplicated node id, another shard count), releases everything and stops: ``on_fatal``.
 """
@@ -38,6 +53,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -87,6 +103,35 @@ class Ownership:
     nodes: dict[int, tuple[str, int]]  # live node id -> advertised coordinator (host, port)
 
 
+class Lease:
+    """Until when this node may serve the shards the cluster gave it (module docstring).
+
+    Pure: readings of ``time.monotonic()`` (or a test's clock) go in, nothing is read here.
+    ``deadline`` is public so the router's per-request check is one comparison.
+    """
+
+    __slots__ = ("deadline", "duration")
+
+    def __init__(self, duration: float) -> None:
+        self.duration = duration  # session timeout minus one heartbeat interval, in seconds
+        self.deadline = -math.inf  # nothing may be served before the first contact
+
+    def contact(self, sent_at: float) -> None:
+        """The coordinator extended this member's session answering a request sent at ``sent_at``
+        (the send time, not the answer's: an answer may sit in a socket for as long as the
+        process is paused, while the session runs out)."""
+        deadline = sent_at + self.duration
+        if deadline > self.deadline:
+            self.deadline = deadline
+
+    def revoke(self) -> None:
+        """The coordinator says this member is gone: nothing may be served until the next contact."""
+        self.deadline = -math.inf
+
+    def valid(self, now: float) -> bool:
+        return now < self.deadline
+
+
 class _Rediscover(Exception):
     """The coordinator moved or the connection broke: find it again."""
 
@@ -128,12 +173,19 @@ class ClusterMembership:
         self.ownership = Ownership(-1, frozenset(), (NO_OWNER,) * num_shards, {node_id: advertised})
         self.rebalances = 0  # completed SyncGroups (generations this node took part in)
         self._conn: Connection | None = None
-        self._last_contact = time.monotonic()  # last answer from the group coordinator
+        self._coordinator_address: tuple[str, int] | None = None
+        self._keepalive_conn: Connection | None = None  # Heartbeats while a JoinGroup/SyncGroup is parked
+        self.lease = Lease(max(session_timeout_ms / 1000 - self.heartbeat_interval, self.heartbeat_interval))
+        # The generation of the last JoinGroup this member completed: one more than that is the
+        # next; anything else means the cluster completed a generation without this node.
+        self.joined_generation = -1
+        self._lapse_noticed = asyncio.Event()  # the router saw the lease run out: release now
+        self._rejoin_requested = asyncio.Event()  # a shard was fenced: rejoin without it
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._stopping = False
-        self._joining = False
         self._applying = asyncio.Lock()
+        self._now: Callable[[], float] = time.monotonic  # the lease's clock; tests inject their own
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,6 +216,7 @@ class ClusterMembership:
                 log.info("cluster: left group %s (member %s)", self.group_id, self.member_id)
         if conn is not None:
             conn.close()
+        self._close_keepalive()
 
     # -- the member loop ------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -190,6 +243,7 @@ class ClusterMembership:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
+                self._close_keepalive()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
@@ -216,6 +270,7 @@ class ClusterMembership:
                 limits=VERSION_LIMITS,
             )
             self._conn = coordinator
+            self._coordinator_address = (resp.host, resp.port)
             return coordinator
         raise _Rediscover(f"no upstream broker reachable at {self.bootstrap}: {last}")
 
@@ -239,17 +294,12 @@ class ClusterMembership:
         return SUBSCRIPTION_VERSION.to_bytes(2, "big") + body.encode(SUBSCRIPTION_VERSION)
 
     async def _join_and_sync(self, conn: Connection) -> None:
-        # Parked in a rebalance (a JoinGroup waiting for the others, a SyncGroup for the leader): the
-        # coordinator does not expire a member there, so the contact watchdog does not count it.
-        self._joining = True
-        try:
-            await self._join_and_sync_once(conn)
-        finally:
-            self._joining = False
-
-    async def _join_and_sync_once(self, conn: Connection) -> None:
+        self._rejoin_requested.clear()
         while True:
-            join = await conn.request(
+            claimed = self.owned  # what this JoinGroup's metadata claims: what the leader sees
+            sent_at = self._now()
+            join = await self._parked(
+                conn,
                 m.JoinGroupRequest(
                     group_id=self.group_id,
                     session_timeout_ms=self.session_timeout_ms,
@@ -263,9 +313,8 @@ class ClusterMembership:
                         )
                     ],
                     reason="kcoord node joining",
-                )
+                ),
             )
-            self._contact()
             log.debug(
                 "cluster: JoinGroup: error %d, generation %d, member %s, leader %s, %d members",
                 join.error_code,
@@ -279,16 +328,24 @@ class ClusterMembership:
                 self.member_id = join.member_id
                 continue
             if error == ErrorCode.UNKNOWN_MEMBER_ID:
-                self.member_id = ""
+                await self._gone("JoinGroup answered UNKNOWN_MEMBER_ID")
                 continue
             if error == ErrorCode.REBALANCE_IN_PROGRESS:
                 continue
             self._check(error, "JoinGroup")
+            self.lease.contact(sent_at)  # the join completed with this member in it
             self.member_id, generation = join.member_id, join.generation_id
+            # The same generation again: a follower rejoining a Stable group unchanged is answered
+            # with it (Kafka); the next one: a rebalance this member took part in throughout.
+            previous = self.joined_generation
+            missed = previous >= 0 and generation not in (previous, previous + 1)
+            self.joined_generation = generation
             assignments: list[Any] = []
             if join.leader == join.member_id:
                 assignments = self._lead(join.members, generation)
-            sync = await conn.request(
+            sent_at = self._now()
+            sync = await self._parked(
+                conn,
                 m.SyncGroupRequest(
                     group_id=self.group_id,
                     generation_id=generation,
@@ -297,22 +354,118 @@ class ClusterMembership:
                     protocol_type=PROTOCOL_TYPE,
                     protocol_name=PROTOCOL_NAME,
                     assignments=assignments,
-                )
+                ),
             )
-            self._contact()
             log.debug("cluster: SyncGroup: error %d", sync.error_code)
             if sync.error_code in REJOIN:
                 if sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
+                    await self._gone("SyncGroup answered UNKNOWN_MEMBER_ID")
                 continue
             self._check(sync.error_code, "SyncGroup")
+            self.lease.contact(sent_at)
+            if not self.lease.valid(self._now()):
+                # Answered, but read only after the lease ran out (this process was paused or cut
+                # off meanwhile): the cluster may have moved on since, so this assignment is not
+                # applied; rejoin and learn what holds now.
+                log.error(
+                    "cluster: generation %d's assignment arrived %.1f s after its SyncGroup was sent, past this "
+                    "node's lease; it releases every shard and rejoins",
+                    generation,
+                    self._now() - sent_at,
+                )
+                await self._set(self._nothing())
+                continue
+            if missed and self.owned:
+                log.warning(
+                    "cluster: generation %d follows a gap (this node's last was %d): the cluster may have given "
+                    "its shards %s to another node meanwhile; this node releases every shard and reloads those "
+                    "it is given",
+                    generation,
+                    previous,
+                    sorted(self.owned),
+                )
+                await self._set(self._nothing())
             self.generation = generation
             self.rebalances += 1
-            revoked = await self._take(sync.assignment, generation)
+            revoked = await self._take(sync.assignment, generation, claimed)
             if not revoked:
                 return
             # Released shards go to their new owners only in a later generation: start it now.
+            # Also when this node had dropped them already (after its JoinGroup was sent): the
+            # leader saw them claimed and gave them to nobody, and only a new claim without them
+            # lets the next generation give them out.
             log.info("cluster: released shards %s; rejoining so their new owners get them", sorted(revoked))
+
+    async def _parked(self, conn: Connection, request: Message) -> Any:
+        """A JoinGroup or SyncGroup, which the coordinator may hold for a whole rebalance; its
+        connection answers nothing else meanwhile (a broker handles one request per connection at
+        a time), so Heartbeats on a second one keep the lease while it waits."""
+        answer: asyncio.Future[Any] = conn.request(request)
+        if not self.member_id or not self.owned:  # nothing to keep: no lease to extend
+            return await answer
+        keepalive = asyncio.ensure_future(self._keep_alive_while_parked())
+        try:
+            return await answer
+        finally:
+            keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await keepalive
+
+    async def _keep_alive_while_parked(self) -> None:
+        """Heartbeats with the latest generation this member joined, every heartbeat interval.
+
+        Kafka's coordinator extends the session of a member that heartbeats while the group is
+        PreparingRebalance (and answers REBALANCE_IN_PROGRESS) or CompletingRebalance (NONE);
+        one whose generation is over is answered ILLEGAL_GENERATION and not extended. These are
+        sent only after this member's JoinGroup: a dynamic member that had not rejoined when the
+        join phase completed is removed from the group whatever it heartbeated.
+        """
+        address = self._coordinator_address
+        if address is None:
+            return
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            conn = self._keepalive_conn
+            try:
+                if conn is None or conn.closed:
+                    conn = self._keepalive_conn = await connect(
+                        address,
+                        timeout=5.0,
+                        request_timeout=self.heartbeat_interval * 4,
+                        limits=VERSION_LIMITS,
+                    )
+                sent_at = self._now()
+                resp = await conn.request(
+                    m.HeartbeatRequest(
+                        group_id=self.group_id,
+                        generation_id=self.joined_generation,
+                        member_id=self.member_id,
+                        group_instance_id=self.instance_id,
+                    )
+                )
+            except (KafkaClientError, OSError, TimeoutError) as exc:
+                log.debug("cluster: heartbeat while parked failed: %r", exc)
+                self._close_keepalive()
+                continue
+            log.debug("cluster: heartbeat while parked: error %d", resp.error_code)
+            if resp.error_code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
+                self.lease.contact(sent_at)
+            elif resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+                self.lease.revoke()  # out of the group: the watchdog releases the shards now
+                self._lapse_noticed.set()
+
+    def _close_keepalive(self) -> None:
+        if self._keepalive_conn is not None:
+            self._keepalive_conn.close()
+            self._keepalive_conn = None
+
+    async def _gone(self, why: str) -> None:
+        """The coordinator no longer knows this member: the cluster may give its shards to others."""
+        self.member_id = ""
+        self.lease.revoke()
+        if self.owned:
+            log.error("cluster: %s: this node is out of the group and releases every shard", why)
+            await self._set(self._nothing())
 
     def _check(self, error: int, api: str) -> None:
         if error == ErrorCode.NONE:
@@ -350,7 +503,7 @@ class ClusterMembership:
             out.append(
                 A(
                     member_id=member_id,
-                    assignment=self._encode_assignment(generation, set(), result, "unreadable claim"),
+                    assignment=self._encode_assignment(generation, set(), set(), result, "unreadable claim"),
                 )
             )
         for claim in claims:
@@ -358,23 +511,32 @@ class ClusterMembership:
             out.append(
                 A(
                     member_id=claim.member_id,
-                    assignment=self._encode_assignment(generation, assigned.shards, result, assigned.error),
+                    assignment=self._encode_assignment(
+                        generation, assigned.shards, assigned.release, result, assigned.error
+                    ),
                 )
             )
         log.info(
             "cluster: generation %d assigned by this node (leader): %s",
             generation,
-            ", ".join(f"node {c.node_id}: {len(result.members[c.member_id].shards)}" for c in claims),
+            ", ".join(
+                f"node {c.node_id}: {len(result.members[c.member_id].shards)}"
+                + (f" (releases {sorted(r)} first)" if (r := result.members[c.member_id].release) else "")
+                for c in claims
+            ),
         )
         return out
 
-    def _encode_assignment(self, generation: int, shards: set[int], result: Any, error: str | None) -> bytes:
+    def _encode_assignment(
+        self, generation: int, shards: set[int], release: set[int], result: Any, error: str | None
+    ) -> bytes:
         user_data = json.dumps(
             {
                 "generation": generation,
                 "owners": result.owners,
                 "nodes": {str(n): list(a) for n, a in result.nodes.items()},
                 "error": error,
+                "release": sorted(release),
             }
         ).encode()
         TP = m.ConsumerProtocolAssignment.TopicPartition
@@ -384,8 +546,13 @@ class ClusterMembership:
         )
         return ASSIGNMENT_VERSION.to_bytes(2, "big") + body.encode(ASSIGNMENT_VERSION)
 
-    async def _take(self, data: bytes, generation: int) -> frozenset[int]:
-        """Apply this generation's assignment; returns the shards this node had to give up."""
+    async def _take(
+        self, data: bytes, generation: int, claimed: frozenset[int] = frozenset()
+    ) -> frozenset[int]:
+        """Apply this generation's assignment; returns the shards this node must be seen to give up
+        before the cluster gives them out: those it held and lost, those its JoinGroup claimed
+        (``claimed``) and was not given, and those the leader says it claimed and must release
+        (a leader of an older version sends no such list)."""
         try:
             version = int.from_bytes(data[:2], "big", signed=True)
             body, _ = m.ConsumerProtocolAssignment.decode_from(data, 2, min(max(version, 0), 3))
@@ -395,6 +562,7 @@ class ClusterMembership:
             )
             owners = tuple(int(o) for o in info["owners"])
             nodes = {int(n): (str(a[0]), int(a[1])) for n, a in info["nodes"].items()}
+            release = frozenset(int(s) for s in info.get("release") or [])
         except Exception as exc:  # a leader of another version, or not a kcoord node at all
             raise _Fatal(
                 f"unreadable assignment from the cluster's leader in generation {generation}: {exc!r}"
@@ -414,7 +582,7 @@ class ClusterMembership:
             sorted(nodes),
         )
         await self._set(Ownership(generation, shards, owners, nodes))
-        return revoked
+        return revoked | ((claimed | release) - shards)
 
     def _nothing(self) -> Ownership:
         """This node serves no shard and, as far as it knows, nobody serves the ones it held:
@@ -431,7 +599,11 @@ class ClusterMembership:
 
     async def _heartbeat_until_rebalance(self, conn: Connection) -> None:
         while True:
-            await asyncio.sleep(self.heartbeat_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rejoin_requested.wait(), self.heartbeat_interval)
+            if self._rejoin_requested.is_set():
+                return
+            sent_at = self._now()
             resp = await conn.request(
                 m.HeartbeatRequest(
                     group_id=self.group_id,
@@ -440,46 +612,87 @@ class ClusterMembership:
                     group_instance_id=self.instance_id,
                 )
             )
-            self._contact()
+            if resp.error_code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
+                self.lease.contact(sent_at)
             if resp.error_code in REJOIN:
                 log.info("cluster: Heartbeat answered error %d: rejoining", resp.error_code)
                 if resp.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
+                    await self._gone("Heartbeat answered UNKNOWN_MEMBER_ID")
                 return
             self._check(resp.error_code, "Heartbeat")
 
-    # -- cut off from the upstream --------------------------------------------------------------------
-    def _contact(self) -> None:
-        self._last_contact = time.monotonic()
+    # -- the lease; shards lost to another node --------------------------------------------------------
+    def lease_lapsed(self) -> None:
+        """The router refused a request because the lease ran out: release the shards now."""
+        self._lapse_noticed.set()
+
+    def shard_fenced(self, shard: int) -> None:
+        """The shard's log says another node took it while the cluster still names this one: stop
+        claiming it and rejoin, so the cluster gives it again (this node then reloads it from the
+        log) or to the node that holds it."""
+        if shard not in self.owned:
+            return
+        log.error(
+            "cluster: shard %d was fenced by another node while this node was assigned it; it releases the "
+            "shard and rejoins",
+            shard,
+        )
+        asyncio.get_running_loop().create_task(self._drop(shard))
+
+    async def _drop(self, shard: int) -> None:
+        ownership = self.ownership
+        if shard not in ownership.shards:
+            return
+        owners = tuple(NO_OWNER if i == shard else o for i, o in enumerate(ownership.owners))
+        kept = ownership.shards - {shard}
+        # The same line as a generation's, so tools reading the log follow who holds what.
+        log.info(
+            "cluster: generation %d: this node (id %d) serves %d shards, loses [%d]; nodes %s",
+            ownership.generation,
+            self.node_id,
+            len(kept),
+            shard,
+            sorted(ownership.nodes),
+        )
+        await self._set(Ownership(ownership.generation, kept, owners, ownership.nodes))
+        self._rejoin_requested.set()
 
     async def _watch_contact(self) -> None:
-        """Release every shard before the coordinator can expire this node and give them away;
-        report a wall-clock jump (see :func:`clock_jump_ms`)."""
-        limit = max(self.session_timeout_ms / 1000 - self.heartbeat_interval, self.heartbeat_interval)
+        """Release every shard once the lease ran out, whatever the member loop is doing (parked in
+        a JoinGroup included); report a wall-clock jump (see :func:`clock_jump_ms`)."""
         wall, mono = time.time(), time.monotonic()
         while True:
-            await asyncio.sleep(min(self.heartbeat_interval, 1.0) / 2)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lapse_noticed.wait(), min(self.heartbeat_interval, 1.0) / 2)
+            self._lapse_noticed.clear()
             wall_now, mono_now = time.time(), time.monotonic()
             jump = clock_jump_ms(wall, mono, wall_now, mono_now)
             wall, mono = wall_now, mono_now
             if abs(jump) >= CLOCK_JUMP_REPORT_MS:
                 log.error(
                     "cluster: this node's wall clock jumped %+d ms. Shard ownership does not depend on it (the "
-                    "group's session and the watchdog run on the monotonic clock, the fencing on producer epochs), "
+                    "group's session and the lease run on the monotonic clock, the fencing on producer epochs), "
                     "so no other node's shard is served; but group session timers and commit timestamps on this "
                     "node follow the wall clock, as Kafka's do: fix the clock (NTP)",
                     jump,
                 )
-            silent = time.monotonic() - self._last_contact
-            if silent > limit and self.owned and not self._joining:
+            if self.owned and not self.lease.valid(self._now()):
+                if self.lease.deadline == -math.inf:
+                    why = "the group coordinator no longer knows this member"
+                else:
+                    silent = self._now() - (self.lease.deadline - self.lease.duration)
+                    why = f"no answer from the group coordinator that extends this node's session for {silent:.1f} s"
                 log.error(
-                    "cluster: no answer from the group coordinator for %.1f s (session timeout %d ms): this node "
-                    "stops serving its %d shards before the cluster gives them to another node",
-                    silent,
+                    "cluster: %s (session timeout %d ms): this node releases every shard (%d) before the "
+                    "cluster can give them to another node",
+                    why,
                     self.session_timeout_ms,
                     len(self.owned),
                 )
                 await self._set(self._nothing())
+                # The coordinator may not have expired this member (the lease ends first): its
+                # assignment would still name this node for the shards it no longer serves.
+                self._rejoin_requested.set()
 
 
 CLOCK_JUMP_REPORT_MS = 1000  # a wall clock that moves this much more (or less) than the monotonic one jumped

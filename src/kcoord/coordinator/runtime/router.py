@@ -12,6 +12,14 @@ own answer), and so does one for a shard the cluster named this node for while i
 holder still releases it (FindCoordinator already sends clients here: they wait, not rediscover). ListGroups lists the groups of this node's shards only, like a broker. A shard that
 leaves this node stops being routed to before it is drained and released; a shard that arrives
 is loaded in the background. Single-node mode (``owned`` None) routes every shard, as before.
+
+The membership's lease (:class:`.membership.Lease`) is checked on every routed request in cluster
+mode: once it ran out, every request is answered NOT_COORDINATOR, never from the shards' state,
+and the membership is told to release them. A request read from a socket right after this process
+was paused or cut off (before any other task ran) is therefore never answered from state another
+node may have moved past. A shard whose log says another node fenced it is reported to the
+membership, which releases it and rejoins; a shard the cluster gives this node while it is fenced
+is loaded again, as a gained one.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -30,7 +39,7 @@ from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 
-from .membership import Ownership
+from .membership import Lease, Ownership
 from .shard import Reply, ShardRuntime
 
 log = logging.getLogger("kcoord.router")
@@ -78,6 +87,14 @@ def shard_for_group(group_id: str, num_shards: int) -> int:
     return kafka_abs(java_string_hash(group_id)) % num_shards
 
 
+def _nobody() -> None:
+    pass
+
+
+def _nobody_for(_index: int) -> None:
+    pass
+
+
 def _child(ctx: RequestContext) -> RequestContext:
     return RequestContext(ctx.api_version, ctx.client_id, ctx.client_host, ctx.correlation_id)
 
@@ -93,11 +110,38 @@ class Router:
         self.node_id: int | None = None
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._peers: dict[tuple[str, int], Connection] = {}  # other nodes, for forward()
+        # Cluster mode: the membership's lease, and whom to tell when it ran out or a shard was fenced.
+        self.lease: Lease | None = None
+        self._lease_lapsed: Callable[[], None] = _nobody
+        self._shard_fenced: Callable[[int], None] = _nobody_for
+
+    def follow_membership(
+        self, lease: Lease, lease_lapsed: Callable[[], None], shard_fenced: Callable[[int], None]
+    ) -> None:
+        """Cluster mode: serve only while ``lease`` holds (``lease_lapsed()`` when a request finds it
+        ran out), and report a shard its log says another node fenced (``shard_fenced(index)``)."""
+        self.lease = lease
+        self._lease_lapsed = lease_lapsed
+        self._shard_fenced = shard_fenced
+        for shard in self.shards:
+            shard.on_fenced = self._fenced
+
+    def _fenced(self, index: int) -> None:
+        if self.owned is not None and index in self.owned:
+            self._shard_fenced(index)
+
+    def _lease_holds(self) -> bool:
+        """Whether owned shards may be served now (always, outside cluster mode)."""
+        lease = self.lease
+        if lease is None or time.monotonic() < lease.deadline:
+            return True
+        self._lease_lapsed()
+        return False
 
     # -- cluster mode ---------------------------------------------------------------------------------
     def serves(self, index: int) -> bool:
         owned = self.owned
-        return owned is None or index in owned
+        return owned is None or (index in owned and self._lease_holds())
 
     def owned_shards(self) -> list[ShardRuntime]:
         """The shards this node serves (every shard outside cluster mode)."""
@@ -111,7 +155,10 @@ class Router:
         self.ownership = ownership
         self.owned = ownership.shards
         lost = sorted(before - ownership.shards)
-        gained = sorted(ownership.shards - before)
+        # A shard kept while fenced (its log went to another node meanwhile) loads again, as a gained
+        # one: the cluster gave it to this node, so this node re-takes it; never left fenced.
+        fenced = {i for i in ownership.shards & before if self.shards[i].fenced and i not in self._loading}
+        gained = sorted((ownership.shards - before) | fenced)
         for index in lost:
             task = self._loading.pop(index, None)
             if task is not None:
@@ -186,7 +233,10 @@ class Router:
         if self.serves(shard.index):
             return shard.submit(api_key, ctx, request)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        fut.set_result(self._unowned(shard.index, api_key, ctx, request))
+        if self.owned is not None and shard.index in self.owned:  # the lease ran out
+            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+        else:
+            fut.set_result(self._unowned(shard.index, api_key, ctx, request))
         return fut
 
     def shard_of(self, group_id: str) -> ShardRuntime:
@@ -219,9 +269,13 @@ class Router:
             # typing.cast: it is a call on every request).
             group_id: str = request.group_id  # type: ignore[attr-defined]
             shard = self.shard_of(group_id)
-            if self.owned is not None and shard.index not in self.owned:
-                reply(self._unowned(shard.index, api_key, ctx, request))
-                return
+            if self.owned is not None:
+                if shard.index not in self.owned:
+                    reply(self._unowned(shard.index, api_key, ctx, request))
+                    return
+                if not self._lease_holds():
+                    reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+                    return
             shard.submit_with(api_key, ctx, request, reply)
             return
 
@@ -292,7 +346,7 @@ class Router:
         return first
 
     async def _list_groups(self, ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
-        shards = self.owned_shards()
+        shards = self.owned_shards() if self._lease_holds() else []
         if not shards:  # a node serving no shard coordinates no group (a broker leading no partition)
             return m.ListGroupsResponse(error_code=ErrorCode.NONE, groups=[])
         answers = await asyncio.gather(*(s.submit(ApiKey.LIST_GROUPS, _child(ctx), request) for s in shards))

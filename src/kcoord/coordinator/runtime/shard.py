@@ -13,7 +13,8 @@ Invariants:
   rediscover and retry) and reloads the shard from its log, so it never serves state the log
   does not hold. While a shard loads, its requests get COORDINATOR_LOAD_IN_PROGRESS.
 - The log may also find out between appends that the shard lost it (``ShardLog.on_lost``):
-  fenced by another kcoord — every request gets NOT_COORDINATOR from then on, for good — or the
+  fenced by another kcoord — every request gets NOT_COORDINATOR from then on, for good (in a
+  cluster, ``on_fenced`` tells the router, which has it released or reloaded) — or the
   log no longer holds what the shard loaded (topic deleted, re-created, truncated) — the shard
   stops serving and reloads once the log is back.
 - Transactions (docs/transactions.md): a handler's transactional writes (``Result.transactional``)
@@ -130,6 +131,9 @@ class ShardRuntime:
         )
         self.loaded = False
         self.fenced = False  # another kcoord owns this shard now: answer NOT_COORDINATOR for good
+        # Cluster mode: told when the log says another node took the shard (the router then has the
+        # cluster release it or give it back, to be reloaded).
+        self.on_fenced: Callable[[int], None] | None = None
         self.lost: str | None = None  # why the shard's log was lost, until it is loaded again
         self._reloading = False
         self._closing = False
@@ -439,11 +443,19 @@ class ShardRuntime:
                 "shard %d: fenced by another kcoord (%s); this process stops serving it", self.index, exc
             )
             self._fail_waiting(fenced=True)
+            self._report_fenced()
             return
         self.lost = str(exc)
         if not self._reloading:
             self._fail_waiting()  # now, not when the reload task first runs: no answer from the lost state
             asyncio.get_running_loop().create_task(self._fail_and_reload())
+
+    def _report_fenced(self) -> None:
+        if self.on_fenced is not None:
+            try:
+                self.on_fenced(self.index)
+            except Exception:  # the cluster's bookkeeping must not cost the shard's own handling
+                log.exception("shard %d: reporting the fence failed", self.index)
 
     async def _fail_and_reload(self) -> None:
         if self._reloading:
@@ -463,6 +475,7 @@ class ShardRuntime:
                         exc,
                     )
                     self.fenced = True
+                    self._report_fenced()
                     return
                 except Exception as exc:
                     log.error("shard %d: reload failed: %s; retrying in %.1f s", self.index, exc, delay)
