@@ -180,6 +180,18 @@ class Router:
     def shards_owned(self) -> frozenset[int]:
         return frozenset(range(len(self.shards))) if self.owned is None else self.owned
 
+    def _refusal(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message | None:
+        """The answer for a request to shard ``index`` this node must not serve now, or None: another
+        node's shard (or one still coming: :meth:`_unowned`), or any shard once the lease ran out."""
+        owned = self.owned
+        if owned is None:
+            return None
+        if index not in owned:
+            return self._unowned(index, api_key, ctx, request)
+        if not self._lease_holds():
+            return error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR)
+        return None
+
     def _unowned(self, index: int, api_key: int, ctx: RequestContext, request: Message) -> Message:
         ownership = self.ownership
         if ownership is not None and ownership.owners[index] == self.node_id:  # coming: loads soon
@@ -230,13 +242,11 @@ class Router:
     def _submit(
         self, shard: ShardRuntime, api_key: int, ctx: RequestContext, request: Message
     ) -> asyncio.Future[Message]:
-        if self.serves(shard.index):
+        refusal = self._refusal(shard.index, api_key, ctx, request)
+        if refusal is None:
             return shard.submit(api_key, ctx, request)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        if self.owned is not None and shard.index in self.owned:  # the lease ran out
-            fut.set_result(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
-        else:
-            fut.set_result(self._unowned(shard.index, api_key, ctx, request))
+        fut.set_result(refusal)
         return fut
 
     def shard_of(self, group_id: str) -> ShardRuntime:
@@ -269,12 +279,10 @@ class Router:
             # typing.cast: it is a call on every request).
             group_id: str = request.group_id  # type: ignore[attr-defined]
             shard = self.shard_of(group_id)
-            if self.owned is not None:
-                if shard.index not in self.owned:
-                    reply(self._unowned(shard.index, api_key, ctx, request))
-                    return
-                if not self._lease_holds():
-                    reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
+            if self.owned is not None:  # cluster mode (the single-node hot path skips the call)
+                refusal = self._refusal(shard.index, api_key, ctx, request)
+                if refusal is not None:
+                    reply(refusal)
                     return
             shard.submit_with(api_key, ctx, request, reply)
             return
