@@ -214,7 +214,9 @@ class KafkaBroker(BrokerProcess):
         config = self._write_config()
         # A broker-only node joins the quorum its controller formed: no voters of its own to name.
         quorum = ["--no-initial-controllers"] if self.controller else ["--standalone"]
-        args = [str(self.home / "bin" / "kafka-storage.sh"), "format", *quorum, "-t", self.cluster_id,
+        # One argument with "=": a base64url id starts with "-" one time in 64, and argparse would
+        # read "-t -xyz..." as a missing value followed by an unknown option.
+        args = [str(self.home / "bin" / "kafka-storage.sh"), "format", *quorum, f"--cluster-id={self.cluster_id}",
                 "-c", str(config), "--feature", "transaction.version=2", "--feature", "group.version=1"]  # fmt: skip
         done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
