@@ -47,7 +47,12 @@ class RunSummary:
         self.part_of = {item.nodeid: self.part(item) for item in items}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        tally = self.parts[self.part_of.get(report.nodeid, "integration (other)")]
+        # Under pytest-xdist the workers collect, not this process: part_of is empty here, and the
+        # node id still tells a unit test (the only part scripts/test.sh runs on several workers).
+        part = self.part_of.get(report.nodeid)
+        if part is None:
+            part = "unit" if report.nodeid.startswith("tests/unit/") else "integration (other)"
+        tally = self.parts[part]
         tally.seconds += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             tally.outcomes[report.outcome] += 1
