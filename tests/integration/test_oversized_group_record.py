@@ -4,7 +4,8 @@ kcoord runs with ``--storage kafka`` on an internal topic created beforehand wit
 ``max.message.bytes``. tansu stores that config (and reports it in DescribeConfigs) but accepts
 batches of any size, so a :class:`~tests.support.fault_upstream.FaultUpstream` in front of it
 refuses oversized batches with MESSAGE_TOO_LARGE, as a Kafka broker does. A group whose leader
-sends assignments too large for one record must get UNKNOWN_SERVER_ERROR on SyncGroup (Kafka's
+sends an assignment too large for one record (one member's alone: kcoord splits a group's record
+only between members) must get UNKNOWN_SERVER_ERROR on SyncGroup (Kafka's
 answer) and rebalance, while another group of the same shard keeps committing and fetching: no
 append fails, no shard reloads.
 """
@@ -133,8 +134,8 @@ def test_oversized_group_record_fails_its_sync_alone_and_the_shard_keeps_serving
             leader, generation = joined[0].leader, joined[0].generation_id
             follower = next(a.member_id for a in joined if a.member_id != leader)
 
-            # Two 30 kB assignments: one GroupMetadata record of 60 kB, over the topic's limit.
-            plan = {a.member_id: b"\x00\x00" + b"p" * 30_000 for a in joined}
+            # Two 60 kB assignments: each member alone is over the topic's limit, so no split fits.
+            plan = {a.member_id: b"\x00\x00" + b"p" * 60_000 for a in joined}
             parked = pool.submit(sync, kcoord.bootstrap, big, follower, generation)
             time.sleep(0.3)  # the follower waits for the leader's assignment
             lead = sync(kcoord.bootstrap, big, leader, generation, plan)

@@ -7,7 +7,9 @@ CoordinatorRuntime.append), and the classic SyncGroup maps the failure through
 ``appendGroupMetadataErrorToResponseError`` (MESSAGE_TOO_LARGE -> UNKNOWN_SERVER_ERROR), answers
 every waiting member with it (``resetAndPropagateAssignmentWithError``) and rebalances
 (``maybePrepareRebalanceOrCompleteJoin``). The group lives on, and so does every other group of the
-shard: the shard must not reload.
+shard: the shard must not reload. kcoord splits a group's record that is too large because of its
+many members (tests/unit/test_group_record_split.py); what remains refused is a record that cannot
+be split small enough, one member alone over the limit.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.records import (
     GroupMetadataKey,
+    GroupMetadataPartKey,
     MemberMetadata,
     encode_record,
     group_metadata_record_size,
@@ -45,7 +48,7 @@ from tests.unit.classic_context import ClassicContext, assignment
 
 S = ClassicGroupState
 LIMIT = 20_000  # bytes of one record (key + value) the test log takes
-BIG = b"\x00\x00" + b"a" * 8_000  # three of these make the group's record too large
+BIG = b"\x00\x00" + b"a" * LIMIT  # one member's assignment alone too large for a record: no split fits
 
 
 def big_plan(member_ids: list[str]) -> dict[str, bytes]:
@@ -140,15 +143,24 @@ def test_a_record_that_fits_exactly_is_written() -> None:
     overhead = len(key) + len(value or b"") - 2  # everything but the assignment bytes
     exact = {leader: b"\x00\x00" + b"x" * (LIMIT - overhead - 2)}
 
-    for limit, expected in ((LIMIT, ErrorCode.NONE), (LIMIT - 1, ErrorCode.UNKNOWN_SERVER_ERROR)):
+    # At the limit: one GroupMetadata record of exactly LIMIT bytes. One byte under: the record is
+    # split (a part and the group's record, each within the limit), never refused.
+    for limit, written_types in (
+        (LIMIT, [GroupMetadataKey]),
+        (LIMIT - 1, [GroupMetadataPartKey, GroupMetadataKey]),
+    ):
         ctx = ClassicContext(max_record_bytes=limit)
         members, _ = ctx.stable_group("g", 1)
         leader, generation, _ = rejoin_all(ctx, "g", members)
         response = ctx.reply(ctx.sync("g", leader, generation, assignments=exact))
-        assert response is not None and response.error_code == expected, (limit, response)
-        if expected == ErrorCode.NONE:
-            key, value = encode_record(ctx.records[-1])
-            assert len(key) + len(value or b"") == LIMIT
+        assert response is not None and response.error_code == ErrorCode.NONE, (limit, response)
+        assert [type(r.key) for r in ctx.last_records] == written_types
+        sizes = [sum(len(b or b"") for b in encode_record(r)) for r in ctx.last_records]
+        assert max(sizes) <= limit
+        if limit == LIMIT:
+            assert sizes == [LIMIT]
+        assert ctx.fresh_replay_view() == ctx.shard.durable_view()
+        assert ctx.group("g").members[leader].assignment == exact[leader]
 
 
 def test_static_member_replacement_that_would_write_an_oversized_record_is_refused() -> None:

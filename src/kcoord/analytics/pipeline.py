@@ -482,10 +482,14 @@ class _ConsumerGroups:
 
 
 def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    from kcoord.coordinator.core.classic.parts import GroupPartRecords, MissingPartError
     from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
-    from kcoord.protocol.records import CONSUMER_GROUP_KEYS, decode_record
+    from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataPartKey, decode_record
 
     consumer_groups = _ConsumerGroups()
+    # A classic group too large for one record: its members come in part records before its
+    # GroupMetadata record, which names them (the same replay as the coordinator's).
+    group_parts = GroupPartRecords()
     for row in rows:
         key, value, ts = row["key"], row["value"], row["timestamp"]
         if key is None:
@@ -514,6 +518,9 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         if isinstance(rec.key, CONSUMER_GROUP_KEYS):
             yield from consumer_groups.apply(rec.key, rec.value, ts)
             continue
+        if isinstance(rec.key, GroupMetadataPartKey):
+            group_parts.replay_part(rec.key, rec.value)
+            continue
         if rec.value is None:
             continue  # a tombstone
         name = type(rec.key).__name__
@@ -535,7 +542,25 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
                 None,
             )
         elif name == "GroupMetadataKey":
-            v = rec.value
+            try:
+                v = group_parts.whole_value(rec.key.group, rec.value)
+            except MissingPartError as exc:  # a part this read did not see: counted, a sample kept
+                yield (
+                    "bad",
+                    rec.key.group,
+                    None,
+                    None,
+                    None,
+                    ts,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    str(exc),
+                )
+                continue
             when = (
                 v.current_state_timestamp
                 if v.current_state_timestamp and v.current_state_timestamp > 0

@@ -15,9 +15,11 @@ followed by the value struct; a ``None`` value is a tombstone. kcoord writes:
   ConsumerGroupRegularExpression. Type 4 ConsumerGroupPartitionMetadata is read, never written: Kafka
   4.1 replaced it with the metadata hash (KIP-1101) and only writes its tombstone.
 
-Byte layouts are exactly Kafka's, so Kafka's own tooling can read kcoord's topic. The one
-addition is a tagged field of kcoord's own in ConsumerGroupCurrentMemberAssignmentValue (see
-:data:`REVOCATION_EPOCH_TAG`); Kafka's readers keep unknown tags and skip them.
+Byte layouts are exactly Kafka's, so Kafka's own tooling can read kcoord's topic. The additions:
+a tagged field of kcoord's own in ConsumerGroupCurrentMemberAssignmentValue (see
+:data:`REVOCATION_EPOCH_TAG`), which Kafka's readers keep and skip; and, for a classic group too
+large for one record, a GroupMetadataValue v4 whose members live in kcoord's own part records
+(:class:`GroupMetadataPartKey`, :data:`GROUP_METADATA_PARTS_TAG`), a record type Kafka's readers skip.
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ __all__ = [
     "ConsumerGroupTargetAssignmentMemberValue",
     "ConsumerGroupTargetAssignmentMetadataKey",
     "ConsumerGroupTargetAssignmentMetadataValue",
+    "GROUP_METADATA_PARTS_TAG",
+    "GROUP_METADATA_PART_TYPE",
     "GroupMetadataKey",
+    "GroupMetadataPartKey",
     "GroupMetadataValue",
+    "GroupParts",
     "MemberMetadata",
     "OffsetCommitKey",
     "OffsetCommitValue",
@@ -87,6 +93,10 @@ __all__ = [
     "encode_record",
     "encode_value",
     "group_metadata_record_size",
+    "group_part_record_size",
+    "group_parts_of",
+    "group_parts_tag",
+    "member_metadata_size",
     "revocation_epoch_of",
     "revocation_epoch_tag",
 ]
@@ -146,6 +156,67 @@ CONSUMER_GROUP_KEYS: tuple[type[Message], ...] = tuple(
 # (docs/storage.md). Absent means "written by something that does not track it".
 REVOCATION_EPOCH_TAG = 0x4B43
 
+# A classic group whose GroupMetadata record would be larger than the log takes is stored split
+# (kcoord.coordinator.core.records.group_metadata_records): its members in part records of kcoord's
+# private type "KG" (key: group, write id, index; value: a GroupMetadataValue v3 holding only
+# members), then its GroupMetadata record, v4, with no members and this tag naming the parts
+# (write id int32, part count int32). The GroupMetadata record comes last: it commits the parts.
+GROUP_METADATA_PART_TYPE = 0x4B47
+GROUP_METADATA_PARTS_TAG = 0x4B43
+GROUP_METADATA_SPLIT_VALUE_VERSION = 4  # the first flexible version: the one that can carry a tag
+_PARTS_TAG = struct.Struct(">ii")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataPartKey:
+    """The key of one part of a split classic group: ``index`` of the parts written by one write,
+    ``write_id`` (each split write of a group takes a new one, so a write never overwrites the
+    parts the group's current GroupMetadata record names)."""
+
+    group: str
+    write_id: int
+    index: int
+
+    def encode(self, version: int = 0) -> bytes:
+        group = self.group.encode("utf-8")
+        if len(group) > 0x7FFF:
+            raise CodecError("group id longer than an int16 string")
+        return INT16.pack(len(group)) + group + _PARTS_TAG.pack(self.write_id, self.index)
+
+    @classmethod
+    def decode(cls, data: bytes) -> GroupMetadataPartKey:
+        if len(data) < 2:
+            raise CodecError("part key shorter than its group length")
+        (n,) = INT16.unpack_from(data, 0)
+        if n < 0 or len(data) != 2 + n + _PARTS_TAG.size:
+            raise CodecError(f"part key of {len(data)} bytes with a {n}-byte group id")
+        write_id, index = _PARTS_TAG.unpack_from(data, 2 + n)
+        return cls(data[2 : 2 + n].decode("utf-8"), write_id, index)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupParts:
+    """What a split group's GroupMetadata record names: the write id of its parts and their count."""
+
+    write_id: int
+    count: int
+
+
+def group_parts_tag(parts: GroupParts) -> tuple[int, bytes]:
+    """The (tag, bytes) pair that names a split group's parts in its value's ``unknown_tagged``."""
+    return GROUP_METADATA_PARTS_TAG, _PARTS_TAG.pack(parts.write_id, parts.count)
+
+
+def group_parts_of(value: GroupMetadataValue) -> GroupParts | None:
+    """The parts a GroupMetadata value names, or None for a whole (unsplit) value."""
+    for tag, raw in value.unknown_tagged or ():
+        if tag == GROUP_METADATA_PARTS_TAG:
+            if len(raw) != _PARTS_TAG.size:
+                raise CodecError(f"group parts tag of {len(raw)} bytes, expected {_PARTS_TAG.size}")
+            write_id, count = _PARTS_TAG.unpack(raw)
+            return GroupParts(write_id, count)
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -204,6 +275,8 @@ def revocation_epoch_of(value: ConsumerGroupCurrentMemberAssignmentValue) -> int
 
 
 def encode_key(key: Any) -> bytes:
+    if type(key) is GroupMetadataPartKey:
+        return INT16.pack(GROUP_METADATA_PART_TYPE) + key.encode()
     rtype = RECORD_TYPES.get(type(key))
     if rtype is None:
         raise CodecError(f"not a record key: {type(key).__name__}")
@@ -222,7 +295,9 @@ def encode_value(value: Any | None) -> bytes | None:
         )
         return INT16.pack(version) + value.encode(version)
     if isinstance(value, GroupMetadataValue):
-        return INT16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
+        # v3 as Kafka writes it; v4 (flexible) only for the tag that names a split group's parts.
+        version = GROUP_METADATA_SPLIT_VALUE_VERSION if value.unknown_tagged else GROUP_METADATA_VALUE_VERSION
+        return INT16.pack(version) + value.encode(version)
     if isinstance(value, _CONSUMER_GROUP_VALUES):
         return INT16.pack(CONSUMER_GROUP_VALUE_VERSION) + value.encode(CONSUMER_GROUP_VALUE_VERSION)
     raise CodecError(f"not a record value: {type(value).__name__}")
@@ -310,11 +385,24 @@ def group_metadata_record_size(record: Record) -> int:
         + _utf8_len(value.leader)
     )
     for mb in value.members:
-        size += (
-            _MEMBER_FIXED + _utf8_len(mb.member_id) + _utf8_len(mb.group_instance_id) + _utf8_len(mb.client_id)
-            + _utf8_len(mb.client_host) + len(mb.subscription) + len(mb.assignment)
-        )  # fmt: skip
+        size += member_metadata_size(mb)
     return size
+
+
+def member_metadata_size(mb: MemberMetadata) -> int:
+    """The bytes one member takes in a GroupMetadataValue v3."""
+    return (
+        _MEMBER_FIXED + _utf8_len(mb.member_id) + _utf8_len(mb.group_instance_id) + _utf8_len(mb.client_id)
+        + _utf8_len(mb.client_host) + len(mb.subscription) + len(mb.assignment)
+    )  # fmt: skip
+
+
+def group_part_record_size(group: str, members_size: int) -> int:
+    """The stored size (key + value bytes) of a part record whose members take ``members_size``
+    bytes (:func:`member_metadata_size`): its value is a v3 value with an empty protocol type,
+    null protocol and leader."""
+    key = 2 + _utf8_len(group) + _PARTS_TAG.size
+    return key + _GROUP_VALUE_FIXED + _utf8_len("") + 2 * _utf8_len(None) + members_size
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record | None:
@@ -322,6 +410,15 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
     if len(key) < 2:
         raise CodecError("record key shorter than its type")
     (rtype,) = INT16.unpack_from(key, 0)
+    if rtype == GROUP_METADATA_PART_TYPE:
+        part_key = GroupMetadataPartKey.decode(key[2:])
+        if value is None:
+            return Record(part_key, None)
+        if len(value) < 2:
+            raise CodecError("record value shorter than its version")
+        (part_version,) = INT16.unpack_from(value, 0)
+        top_version = GroupMetadataValue.SCHEMA.valid.high or 0
+        return Record(part_key, GroupMetadataValue.decode_from(value, 2, min(part_version, top_version))[0])
     key_cls = _KEY_CLASSES.get(rtype)
     if key_cls is None:
         return None

@@ -34,7 +34,7 @@ from .classic.store import ClassicGroups
 from .consumer.group import ConsumerGroup
 from .consumer.store import ConsumerGroups
 from .events import GroupDeleted
-from .records import consumer_group_tombstones, group_tombstone
+from .records import consumer_group_tombstones
 from .result import RequestContext, Result
 
 CONSUMER_GROUP_TYPE = "consumer"
@@ -116,7 +116,7 @@ class GroupAdmin:
         if consumer_group is not None:
             out.records.extend(consumer_group_tombstones(consumer_group))
         else:
-            out.records.append(group_tombstone(group_id))
+            out.records.extend(self.classic.tombstone_records(group_id))
         out.emit(GroupDeleted(group_id, "delete_groups"))
         self.log.info("group %s: deleted by DeleteGroups", group_id)
         return ErrorCode.NONE

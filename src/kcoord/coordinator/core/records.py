@@ -27,11 +27,18 @@ from kcoord.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
+    GroupMetadataPartKey,
     GroupMetadataValue,
+    GroupParts,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    encode_record,
+    group_metadata_record_size,
+    group_part_record_size,
+    group_parts_tag,
+    member_metadata_size,
     revocation_epoch_tag,
 )
 
@@ -113,6 +120,72 @@ def empty_group_record(group: ClassicGroup) -> Record:
 
 def group_tombstone(group_id: str) -> Record:
     return Record(GroupMetadataKey(group=group_id), None)
+
+
+def group_metadata_records(record: Record, max_record_bytes: int, write_id: int) -> list[Record] | None:
+    """A group's GroupMetadata record as the log can take it: ``[record]`` when it fits in
+    ``max_record_bytes``; otherwise split, or None when even that cannot fit (one member alone too
+    large for a record). Sizes come from the fields' lengths: nothing is encoded to learn them.
+
+    Split (the group has thousands of members, or large assignments): the members go, in order, into
+    as few part records as fit (:class:`GroupMetadataPartKey` with ``write_id``, indexes from 0),
+    followed by the GroupMetadata record itself with no members and a tag naming the parts. The
+    GroupMetadata record is last, so it commits the write: parts whose GroupMetadata record never
+    reached the log (a write cut short) are never replayed as a generation. Why split rather than
+    compress: docs/storage.md ("A classic group too large for one record").
+    """
+    if group_metadata_record_size(record) <= max_record_bytes:
+        return [record]
+    value = record.value
+    if not isinstance(value, GroupMetadataValue):
+        return None  # a tombstone is never too large: only a group id over the limit gets here
+    group = record.key.group
+    empty_part = group_part_record_size(group, 0)
+    parts: list[list[MemberMetadata]] = [[]]
+    used = empty_part
+    for member in value.members:
+        size = member_metadata_size(member)
+        if empty_part + size > max_record_bytes:
+            return None
+        if parts[-1] and used + size > max_record_bytes:
+            parts.append([])
+            used = empty_part
+        parts[-1].append(member)
+        used += size
+    out = [
+        Record(
+            GroupMetadataPartKey(group, write_id, index),
+            GroupMetadataValue(
+                protocol_type="",
+                generation=value.generation,
+                protocol=None,
+                leader=None,
+                current_state_timestamp=-1,
+                members=members,
+            ),
+        )  # fmt: skip
+        for index, members in enumerate(parts)
+    ]
+    head = GroupMetadataValue(
+        protocol_type=value.protocol_type,
+        generation=value.generation,
+        protocol=value.protocol,
+        leader=value.leader,
+        current_state_timestamp=value.current_state_timestamp,
+        members=[],
+        unknown_tagged=[group_parts_tag(GroupParts(write_id, len(parts)))],
+    )
+    head_record = Record(record.key, head)
+    key_bytes, value_bytes = encode_record(head_record)  # no members: cheap
+    if len(key_bytes) + len(value_bytes or b"") > max_record_bytes:
+        return None
+    out.append(head_record)
+    return out
+
+
+def group_part_tombstone(group_id: str, write_id: int, index: int) -> Record:
+    """Removes a part of a split group that no GroupMetadata record of the group names any more."""
+    return Record(GroupMetadataPartKey(group_id, write_id, index), None)
 
 
 # -- committed offsets (type 1) -----------------------------------------------------------------------

@@ -28,7 +28,13 @@ from typing import Any
 from kcoord.protocol.codec import Message
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
-from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataKey, OffsetCommitKey, Record
+from kcoord.protocol.records import (
+    CONSUMER_GROUP_KEYS,
+    GroupMetadataKey,
+    GroupMetadataPartKey,
+    OffsetCommitKey,
+    Record,
+)
 
 from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
@@ -43,7 +49,7 @@ from .events import GroupDeleted
 from .group_admin import GroupAdmin
 from .group_config import GroupConfig
 from .offsets import OffsetManager, TopicResolver, no_topic_ids
-from .records import consumer_group_tombstones, group_tombstone
+from .records import consumer_group_tombstones
 from .responses import unexpected_failure
 from .result import RequestContext, Result
 from .timer import TimerQueue
@@ -191,6 +197,8 @@ class GroupCoordinatorShard:
         elif isinstance(key, GroupMetadataKey):
             self.consumer.remove(key.group)
             self.classic.replay(key, record.value)
+        elif isinstance(key, GroupMetadataPartKey):
+            self.classic.replay_part(key, record.value)
         elif isinstance(key, CONSUMER_GROUP_KEYS):
             self._make_room_for_consumer_group(record.key.group_id)
             self.consumer.replay(key, record.value)
@@ -243,6 +251,7 @@ class GroupCoordinatorShard:
         return {
             "offsets": self.offsets.store.view(),
             "groups": self.classic.view(),
+            "group_parts": self.classic.parts_view(),
             "consumer_groups": self.consumer.view(),
             "pending_offsets": self.offsets.pending.view(),
             "open_transactions": dict(self.offsets.pending.producers),
@@ -310,7 +319,7 @@ class GroupCoordinatorShard:
         before = len(out.records)
         for group in list(self.classic.groups.values()):
             if self.offsets.expire(group, now, out) and group.is_empty:
-                out.records.append(group_tombstone(group.group_id))
+                out.records.extend(self.classic.tombstone_records(group.group_id))
                 out.emit(GroupDeleted(group.group_id, "offsets_expired"))
                 self.log.info("group %s: deleted, Empty with no offsets left", group.group_id)
         for consumer_group in list(self.consumer.groups.values()):

@@ -22,12 +22,14 @@ Invariants:
 - Replies reveal records only after the runtime had them acknowledged, so answering in the same
   Result as the record (e.g. the static-member replacement) is "write, then answer".
 - No group record larger than the log takes (``max_record_bytes``) is emitted: it could never be
-  written, and a failed append would cost the whole shard a reload. The request that would need
-  it fails alone, as Kafka fails that write alone: a leader's SyncGroup answers every waiting
-  member UNKNOWN_SERVER_ERROR and the group rebalances; a static member's replacement, or a
-  JoinGroup that would create a group whose first record is too large, is answered
-  UNKNOWN_SERVER_ERROR and changes nothing. (A record with no members is at most ~65 kB: group id
-  and protocol type are int16-length strings.)
+  written, and a failed append would cost the whole shard a reload. A group too large for one
+  record is written split (:meth:`.store.ClassicGroups.records_for`), which Kafka does not do; only
+  a group that cannot be written even so (one member's metadata and assignment alone larger than
+  a record) fails the request that would need it, as Kafka fails that write alone: a leader's
+  SyncGroup answers every waiting member UNKNOWN_SERVER_ERROR and the group rebalances; a static
+  member's replacement, or a JoinGroup that would create a group whose first record is too large,
+  is answered UNKNOWN_SERVER_ERROR and changes nothing. (A record with no members is at most
+  ~65 kB: group id and protocol type are int16-length strings.)
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from kcoord.coordinator.core.timer import TimerQueue
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
-from kcoord.protocol.records import Record, group_metadata_record_size
+from kcoord.protocol.records import GroupMetadataPartKey, Record, group_metadata_record_size
 
 from .group import ClassicGroup, ClassicGroupState
 from .member import ClassicMember, Protocols
@@ -172,7 +174,9 @@ class ClassicGroupManager:
 
         if is_new_group and len(out.records) == records_before:
             # Kafka commits a newly created group with an empty snapshot.
-            out.records.append(records.empty_group_record(group))
+            out.records.extend(
+                self._writable(group, records.empty_group_record(group), "creating the group") or []
+            )
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config.max_size
@@ -450,7 +454,7 @@ class ClassicGroupManager:
         # The replacement joins last, as Kafka's replaceStaticMember re-inserts it.
         members = [member for mid, member in group.members.items() if mid != old.member_id] + [newcomer]
         leader = new_member_id if group.is_leader(old.member_id) else group.leader_id
-        record = self._writable(group, records.group_metadata_record(
+        written = self._writable(group, records.group_metadata_record(
             group.group_id,
             protocol_type=group.protocol_type,
             generation=group.generation_id,
@@ -459,7 +463,7 @@ class ClassicGroupManager:
             current_state_timestamp=group.current_state_timestamp,
             members=[records.member_metadata(mb, group.protocol_name, mb.assignment) for mb in members],
         ), f"static member {instance_id} rejoining as {new_member_id}")  # fmt: skip
-        if record is None:
+        if written is None:
             # Kafka reverts to the old member id when this write fails (its session goes on) and
             # answers the join with the mapped error (MESSAGE_TOO_LARGE -> UNKNOWN_SERVER_ERROR).
             self._schedule_heartbeat(group.group_id, old.member_id, old.session_timeout_ms)
@@ -488,7 +492,7 @@ class ClassicGroupManager:
         )  # fmt: skip
         group.pending_sync_members.discard(old.member_id)
         group.joining_protocols[new_member_id] = protocols
-        out.records.append(record)
+        out.records.extend(written)
         if version >= 9:
             # KIP-814: a static leader learns it is the leader but must not reassign.
             is_leader = leader == new_member_id
@@ -642,17 +646,18 @@ class ClassicGroupManager:
         out.emit(ev.GroupStateChanged(group.group_id, S.PREPARING_REBALANCE.value, S.EMPTY.value, generation))
         self.log.info("group %s: generation %d is empty", group.group_id, generation)
         self._rebalance_done(group, out, generation=generation, protocol_name=None)
-        out.records.append(
-            records.group_metadata_record(
-                group.group_id,
-                protocol_type=group.protocol_type,
-                generation=generation,
-                protocol=None,
-                leader=None,
-                current_state_timestamp=self.now_ms(),
-                members=[],
-            )
+        empty = records.group_metadata_record(
+            group.group_id,
+            protocol_type=group.protocol_type,
+            generation=generation,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=self.now_ms(),
+            members=[],
         )
+        # With no members the record fits unless the group id alone nearly fills it, which the
+        # group's first record already refused; its parts (if it was split) are tombstoned.
+        out.records.extend(self.groups.records_for(empty, self.max_record_bytes) or [empty])
 
     def _schedule_pending_sync(self, group: ClassicGroup) -> None:
         group_id, generation = group.group_id, group.generation_id
@@ -761,10 +766,10 @@ class ClassicGroupManager:
             "group %s: assignment received from leader %s for generation %d (%d members, %d static)",
             group.group_id, req.member_id, group.generation_id, group.num_members, group.num_static_members,
         )  # fmt: skip
-        record = self._writable(
+        written = self._writable(
             group, records.classic_group_record(group, assignment), "the leader's assignment"
         )
-        if record is None:
+        if written is None:
             # Kafka's failed append: appendGroupMetadataErrorToResponseError(MESSAGE_TOO_LARGE) is
             # UNKNOWN_SERVER_ERROR for every waiting member, and the group rebalances.
             self._reset_and_propagate_assignment(group, ErrorCode.UNKNOWN_SERVER_ERROR, out)
@@ -774,7 +779,7 @@ class ClassicGroupManager:
             )  # fmt: skip
             return
         # The record's replay stores the assignments and makes the group Stable.
-        out.records.append(record)
+        out.records.extend(written)
         out.emit(
             ev.AssignmentComputed(
                 group.group_id,
@@ -807,17 +812,26 @@ class ClassicGroupManager:
             ev.RebalanceCompleted(group.group_id, generation, duration, group.num_members, protocol_name)
         )
 
-    def _writable(self, group: ClassicGroup, record: Record, what: str) -> Record | None:
-        """``record``, or None when it is larger than the log takes. Such a write could never
-        succeed (Kafka's runtime refuses it with RecordTooLargeException before appending
-        anything); the caller refuses its request alone. Only group records are checked: their
-        size grows with members, subscriptions and assignments."""
+    def _writable(self, group: ClassicGroup, record: Record, what: str) -> list[Record] | None:
+        """The records that write ``record`` (split when it is larger than the log takes, see
+        :meth:`.store.ClassicGroups.records_for`), or None when it cannot be written at all. Such a
+        write could never succeed (Kafka's runtime refuses an oversized record with
+        RecordTooLargeException before appending anything); the caller refuses its request alone.
+        Only group records are checked: their size grows with members, subscriptions and assignments."""
+        written = self.groups.records_for(record, self.max_record_bytes)
         size = group_metadata_record_size(record)
-        if size <= self.max_record_bytes:
-            return record
+        if written is not None:
+            if size > self.max_record_bytes:
+                parts = sum(isinstance(r.key, GroupMetadataPartKey) and r.value is not None for r in written)
+                self.log.info(
+                    "group %s: %s makes a %d-byte group record with %d members, over the %d bytes the log "
+                    "takes: written as %d part records and the group's record", group.group_id, what, size,
+                    group.num_members, self.max_record_bytes, parts,
+                )  # fmt: skip
+            return written
         self.log.warning(
             "group %s: %s makes a %d-byte group record with %d members; the log takes records up to %d "
-            "bytes (the internal topic's max.message.bytes): not written",
+            "bytes (the internal topic's max.message.bytes) and one member alone does not fit: not written",
             group.group_id, what, size, group.num_members, self.max_record_bytes,
         )  # fmt: skip
         return None
