@@ -69,10 +69,19 @@ def _tally(responses: list[Any]) -> dict[int, int]:
     return errors
 
 
+# Parked JoinGroups each hold a slot of their connection until the rebalance completes, and kcoord
+# reads at most max.inflight (1,000 by default) requests of one connection at a time: with fewer
+# connections than members / 1,000 the rest are never read, the join phase runs into the rebalance
+# timeout and the group forms without them. Real members each have their own connection.
+MEMBERS_PER_CONNECTION = 500
+
+
 async def form(
-    address: str, group: str, members: int, connections: int = 8, timeout: float = 300.0
+    address: str, group: str, members: int, connections: int | None = None, timeout: float = 300.0
 ) -> FormedGroup:
     """Join ``members`` members and sync them with the leader's assignment; how it went, timed."""
+    if connections is None:
+        connections = max(8, -(-members // MEMBERS_PER_CONNECTION))
     conns = await _connections(address, connections)
     try:
         P = m.JoinGroupRequest.JoinGroupRequestProtocol
