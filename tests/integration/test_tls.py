@@ -133,7 +133,8 @@ def test_groups_over_tls_through_kcoord_to_kafka_over_tls(
     assert wait_for_log(kcoord_over_tls, f"({kafka_tls.ssl_bootstrap}) is served on")
     client = {"bootstrap.servers": kcoord_over_tls.bootstrap, **client_ssl(pki)}
     topic, records = unique("tls"), 40
-    AdminClient(client).create_topics([NewTopic(topic, num_partitions=2)])[topic].result(30)
+    admin = AdminClient(client)  # kept: the futures fail once the client is collected
+    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(30)
     producer = Producer(client)
     for i in range(records):
         producer.produce(topic, key=str(i), value=f"record {i}")
