@@ -86,6 +86,11 @@ def closed_by_server(sock: socket.socket | ssl.SSLSocket, timeout: float) -> boo
     return True
 
 
+def lines_about(proc: KcoordProcess, client_port: int, timeout: float = 5.0) -> list[str]:
+    """The log lines about the connection from ``client_port``, once there is one."""
+    return wait_for_log(proc, f"closing connection from 127.0.0.1:{client_port}:", timeout)
+
+
 def log_lines(proc: KcoordProcess, text: str) -> list[str]:
     return [line for line in proc.log_path.read_text(errors="replace").splitlines() if text in line]
 
@@ -205,9 +210,9 @@ def test_client_certificate_subject_is_the_principal(mtls_kcoord: KcoordProcess,
 
 
 def test_client_without_certificate_is_refused_when_required(mtls_kcoord: KcoordProcess, pki: Pki) -> None:
-    before = len(log_lines(mtls_kcoord, "TLS handshake failed"))
     context = ssl.create_default_context(cafile=str(pki.ca))
     with socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5) as raw:
+        client_port = raw.getsockname()[1]  # wrap_socket takes the socket over
         try:
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 # TLS 1.3: the client finishes its side first and learns of the refusal on reading.
@@ -215,8 +220,8 @@ def test_client_without_certificate_is_refused_when_required(mtls_kcoord: Kcoord
                 assert closed_by_server(tls, 5)
         except (ssl.SSLError, ConnectionError):
             pass  # refused during the handshake itself (TLS 1.2)
-    lines = wait_for_log(mtls_kcoord, "TLS handshake failed")
-    assert len(lines) == before + 1
+        lines = lines_about(mtls_kcoord, client_port)
+    assert len(lines) == 1 and "TLS handshake failed" in lines[0]
     # librdkafka without a certificate cannot get Metadata either.
     admin = AdminClient(
         {"bootstrap.servers": mtls_kcoord.bootstrap, **client_ssl(pki, with_certificate=False)}
@@ -230,23 +235,24 @@ def test_client_not_trusting_kcoord_is_closed_with_one_line(
     mtls_kcoord: KcoordProcess, pki: Pki, tmp_path: Path
 ) -> None:
     stranger = make_pki(tmp_path / "other", ca_name="another CA")
-    before = len(log_lines(mtls_kcoord, "TLS handshake failed"))
     context = ssl.create_default_context(cafile=str(stranger.ca))
     context.load_cert_chain(str(pki.clients["alice"]))
-    with (
-        socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5) as raw,
-        pytest.raises(ssl.SSLCertVerificationError),
-    ):
-        context.wrap_socket(raw, server_hostname="127.0.0.1")
-    assert len(wait_for_log(mtls_kcoord, "TLS handshake failed")) == before + 1
+    with socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5) as raw:
+        client_port = raw.getsockname()[1]  # wrap_socket takes the socket over
+        with pytest.raises(ssl.SSLCertVerificationError):
+            context.wrap_socket(raw, server_hostname="127.0.0.1")
+        lines = lines_about(mtls_kcoord, client_port)
+    assert len(lines) == 1 and "TLS handshake failed" in lines[0]
     assert log_lines(mtls_kcoord, "Traceback") == []
 
 
 def test_plaintext_on_a_tls_listener_is_closed_with_one_line(mtls_kcoord: KcoordProcess) -> None:
     with socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5) as raw:
+        client_port = raw.getsockname()[1]  # wrap_socket takes the socket over
         raw.sendall(api_versions_frame())
         assert closed_by_server(raw, 5)
-    assert len(wait_for_log(mtls_kcoord, "plaintext on a TLS listener")) == 1
+        lines = lines_about(mtls_kcoord, client_port)
+    assert len(lines) == 1 and "plaintext on a TLS listener" in lines[0]
 
 
 def test_half_open_handshakes_are_closed_after_the_timeout(mtls_kcoord: KcoordProcess) -> None:
