@@ -30,6 +30,7 @@ from typing import Self
 
 from support import REPO
 from support.broker import BrokerProcess, BrokerStartError
+from support.certs import Pki
 from support.ports import free_port_block
 
 KAFKA_VERSION = "4.0.0"
@@ -118,6 +119,8 @@ class KafkaBroker(BrokerProcess):
     ``bootstrap`` is "127.0.0.1:PORT"; ``log_path`` holds the server's stdout+stderr and is kept after
     stop(). ``tool(name, *args)`` runs one of Kafka's own command-line tools against this broker.
     ``overrides`` are extra server.properties settings (e.g. for SASL or ACL tests).
+    ``tls``: certificates for an extra ``SSL`` listener (PEM keystore and truststore, client
+    certificates requested), on ``ssl_bootstrap``; the PLAINTEXT listener stays as it is.
     """
 
     kind = "kafka"
@@ -133,8 +136,11 @@ class KafkaBroker(BrokerProcess):
         node_id: int = 1,
         cluster_id: str | None = None,
         controller: str | None = None,
+        tls: Pki | None = None,
     ) -> None:
         super().__init__(host, log_dir, "kafka.log")
+        self.tls = tls
+        self.ssl_port = 0
         self.home = kafka_home()
         self.node_id = node_id
         self.cluster_id = cluster_id or _kraft_cluster_id()
@@ -174,8 +180,26 @@ class KafkaBroker(BrokerProcess):
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
         }
+        if self.tls is not None:
+            ssl = f"SSL://{self.host}:{self.ssl_port}"
+            props["listeners"] += "," + ssl
+            props["advertised.listeners"] += "," + ssl
+            props["listener.security.protocol.map"] += ",SSL:SSL"
+            props.update({
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.tls.server),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.tls.ca),
+                "ssl.client.auth": "requested",
+            })  # fmt: skip
         props.update(self.overrides)
         return props
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """ "127.0.0.1:PORT" of the SSL listener (``tls`` given)."""
+        assert self.tls is not None, "this broker has no SSL listener"
+        return f"{self.host}:{self.ssl_port}"
 
     def _env(self) -> dict[str, str]:
         return {
@@ -192,8 +216,9 @@ class KafkaBroker(BrokerProcess):
         return super().start(timeout)
 
     def _pick_ports(self) -> None:
-        self.port = free_port_block(2, self.host)
+        self.port = free_port_block(3, self.host)
         self.controller_port = self.port + 1
+        self.ssl_port = self.port + 2
 
     def _prepare(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)

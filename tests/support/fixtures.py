@@ -3,7 +3,8 @@
 
 - ``tansu``: one TansuBroker per test session (memory storage, free loopback port).
 - ``kafka``: one Apache Kafka 4.0 KRaft node per test session (support.kafka_broker); skips
-  with the reason where Java or a Kafka distribution cannot be had.
+  with the reason where Java or a Kafka distribution cannot be had. It also has an SSL listener
+  (``ssl_bootstrap``, certificates of ``kafka.tls`` made with openssl) where openssl is there.
 - ``upstream``: the same test once per upstream broker, ``[tansu]`` and ``[kafka]``: the suites that
   define kcoord run against both, with the same assertions. ``KCOORD_TEST_UPSTREAMS=tansu`` (or
   ``kafka``) narrows a local run to one; the default is both, and CI runs both.
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from support.broker import TansuBroker
+from support.certs import OpensslUnavailable, make_pki
 from support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
 from support.kafka_broker import KafkaBroker, KafkaUnavailable
 
@@ -47,7 +49,11 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     try:
-        broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka"))
+        tls = make_pki(tmp_path_factory.mktemp("kafka-pki"))
+    except OpensslUnavailable:
+        tls = None  # no SSL listener: the TLS tests skip, saying why
+    try:
+        broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka"), tls=tls)
         broker.start()
     except KafkaUnavailable as exc:
         pytest.skip(str(exc))

@@ -204,3 +204,39 @@ def test_consumer_group_heartbeat_settings(tmp_path: Path) -> None:
     for bad in ("sticky", "range,range", ""):
         with pytest.raises(config.ConfigError, match="group.consumer.assignors"):
             resolve(["--group-consumer-assignors", bad])
+
+
+def test_tls_settings_that_only_work_together(tmp_path: Path) -> None:
+    pem = tmp_path / "kcoord.pem"
+    pem.write_text("not read here: the files are loaded at start-up")
+    s = resolve([
+        "--listener-security-protocol", "ssl", "--ssl-keystore-location", str(pem),
+        "--ssl-truststore-location", str(pem), "--ssl-client-auth", "required",
+        "--bootstrap-server", "b:9093", "--upstream-security-protocol", "SSL",
+        "--upstream-ssl-endpoint-identification-algorithm", "",
+    ]).settings  # fmt: skip
+    assert (s.listener_security_protocol, s.ssl_client_auth, s.upstream_security_protocol) == (
+        "SSL",
+        "required",
+        "SSL",
+    )
+    assert s.upstream_ssl_endpoint_identification_algorithm == ""
+    refused = {
+        "listener.security.protocol": ["--listener-security-protocol", "SSL"],  # no keystore
+        "ssl.client.auth": ["--ssl-client-auth", "requested"],  # no truststore
+        "upstream.security.protocol": ["--upstream-security-protocol", "SSL"],  # embedded broker
+        "ssl.keystore.location": ["--ssl-keystore-location", str(tmp_path / "missing.pem")],
+        "upstream.ssl.endpoint.identification.algorithm": [
+            "--upstream-ssl-endpoint-identification-algorithm", "dns"
+        ],
+    }  # fmt: skip
+    for name, argv in refused.items():
+        with pytest.raises(config.ConfigError, match=f"invalid value for {name}"):
+            resolve(argv)
+
+
+def test_key_passwords_are_not_in_the_startup_log(tmp_path: Path) -> None:
+    r = resolve(["--ssl-key-password", "hunter2", "--upstream-ssl-key-password", "s3cret", "--shards", "3"])
+    line = config.describe(r)
+    assert "hunter2" not in line and "s3cret" not in line
+    assert "ssl.key.password=(hidden)" in line and "shards=3" in line

@@ -13,10 +13,12 @@ from .errors import (
     RequestTimedOut,
     UnsupportedVersion,
 )
+from .tls import ClientTls, client_context
 
 __all__ = [
     "BlockingConnection",
     "BrokerError",
+    "ClientTls",
     "Connection",
     "ConnectionLost",
     "CorrelationMismatch",
@@ -25,6 +27,7 @@ __all__ = [
     "RequestTimedOut",
     "StreamingTarget",
     "UnsupportedVersion",
+    "client_context",
     "connect",
     "prepare",
     "response_of",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 import struct
 import time
 from collections import deque
@@ -152,12 +153,16 @@ class Connection(asyncio.Protocol):
         address: Address,
         max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
         timeout: float | None = 10.0,
+        *,
+        ssl: _ssl.SSLContext | None = None,
         **options: Any,
     ) -> Connection:
-        """Connect (TCP only: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits as long as TCP does."""
+        """Connect (no ApiVersions: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits
+        as long as TCP does. ``ssl``: speak TLS (kcoord.client.tls.client_context), the handshake
+        within ``timeout``; the server's name checked against ``address``'s host if the context says so."""
         loop = asyncio.get_running_loop()
         opening = loop.create_connection(
-            lambda: cls(address, max_frame_size, **options), address[0], address[1]
+            lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=ssl
         )
         _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
         return proto

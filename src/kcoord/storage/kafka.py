@@ -18,6 +18,7 @@ wires the parts together; each part's module says what it guarantees:
 
 from __future__ import annotations
 
+import ssl as _ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -56,10 +57,13 @@ class KafkaStorage:
         max_batch_bytes: int | None = None,
         fetch_max_bytes: int = 8 << 20,
         refence_interval: float | None = None,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.settings = settings
         self.topic: str = getattr(settings, "internal_topic", "__kcoord_offsets")
-        self.cluster = KafkaCluster(bootstrap, settings.max_frame_size, request_timeout=request_timeout)
+        self.cluster = KafkaCluster(
+            bootstrap, settings.max_frame_size, request_timeout=request_timeout, ssl=ssl
+        )
         self.request_timeout = request_timeout
         self.append_timeout = append_timeout
         self.fetch_max_bytes = fetch_max_bytes

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 from typing import Any
 
 from kcoord.client import (
@@ -95,6 +96,8 @@ class KafkaCluster:
         max_frame_size: int,
         client_id: str = "kcoord-storage",
         request_timeout: float = 30.0,
+        *,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if not bootstrap:
             raise StorageError("no bootstrap servers for the Kafka storage")
@@ -102,6 +105,7 @@ class KafkaCluster:
         self.max_frame_size = max_frame_size
         self.client_id = client_id
         self.request_timeout = request_timeout
+        self.ssl = ssl  # TLS to the brokers (kcoord.client.tls)
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}  # partition -> leader node id (-1: none)
         self.partition_count: int | None = None
@@ -128,6 +132,7 @@ class KafkaCluster:
                     client_id=self.client_id,
                     request_timeout=self.request_timeout,
                     limits=VERSION_RANGES,
+                    ssl=self.ssl,
                 )
             except (OSError, TimeoutError, KafkaClientError) as exc:
                 raise StorageError(f"cannot connect to broker {address[0]}:{address[1]}: {exc}") from exc

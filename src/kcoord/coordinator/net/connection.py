@@ -42,6 +42,7 @@ from kcoord.protocol.primitives import CodecError
 from .dispatch import ApiDispatcher, UnsupportedApi
 from .relay import UpstreamRelay
 from .slot import Slot
+from .tls import looks_like_tls, principal_of_transport
 
 if TYPE_CHECKING:
     from .server import Listener
@@ -64,6 +65,9 @@ class ClientConnection(asyncio.Protocol):
         self.app = listener.app
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # Who the client is (Kafka's KafkaPrincipal as text): User:ANONYMOUS but on TLS with a client
+        # certificate (tls.py). Kept for authorization.
+        self.principal = "User:ANONYMOUS"
         self.ip = ""
         self.client_host = ""
         settings = self.app.settings
@@ -110,6 +114,8 @@ class ClientConnection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
             self.ip = str(peer[0])
             self.client_host = "/" + self.ip
+        self.principal = principal_of_transport(transport)
+        log.debug("connection from %s: principal %s", self.peer, self.principal)
         if not self.app.connection_opened(self):  # over max.connections(.per.ip): logged and counted there
             self.closed = True
             self._pause_reasons = _CLOSED
@@ -138,7 +144,8 @@ class ClientConnection(asyncio.Protocol):
         try:
             payloads = decoder.feed(data)
         except frames.FrameTooLarge as exc:
-            self.close_with(f"oversized frame: {exc}")
+            first = not self._frame_received and looks_like_tls(data)
+            self.close_with("TLS handshake on a plaintext listener" if first else f"oversized frame: {exc}")
             return
         now = self._frame_received = time.perf_counter()
         if decoder.buffered:  # a frame has begun: request.receive.timeout.ms runs from its first byte

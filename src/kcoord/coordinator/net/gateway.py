@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +93,11 @@ class ClusterView:
         coordinator_port: int,
         coordinator_node_id: int,
         open_listener: Callable[[Broker], Awaitable[int]],
+        *,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.ssl = ssl  # TLS to the upstream (upstream.security.protocol=SSL), for every connection there
         self.advertised_host = advertised_host
         self.coordinator_port = coordinator_port
         self.coordinator_node_id = coordinator_node_id
@@ -125,7 +129,7 @@ class ClusterView:
         last_error: Exception | None = None
         for address in self.bootstrap:
             try:
-                conn = await Connection.open(address)
+                conn = await Connection.open(address, ssl=self.ssl)
             except (TimeoutError, OSError) as exc:
                 last_error = exc
                 continue
@@ -162,7 +166,7 @@ class ClusterView:
             conn = self._metadata_conn
             if conn is None or conn.closed:
                 conn = self._metadata_conn = await connect(
-                    self.upstream_address(None), timeout=5.0, request_timeout=10.0
+                    self.upstream_address(None), timeout=5.0, request_timeout=10.0, ssl=self.ssl
                 )
             return conn
 

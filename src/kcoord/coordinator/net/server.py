@@ -15,9 +15,12 @@ import asyncio
 import contextlib
 import logging
 import math
+import socket
+import ssl
 import time
 from typing import Any
 
+from kcoord.client import ClientTls, client_context
 from kcoord.coordinator.core.clock import Clock, SystemClock
 from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.metrics import Metrics
@@ -35,20 +38,26 @@ from kcoord.storage.memory import MemoryStorage
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
+from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
 log = logging.getLogger("kcoord.server")
 
 REFUSAL_LOG_INTERVAL = 10.0  # seconds between log lines about refused connections, per limit
+LISTEN_BACKLOG = 100  # asyncio's create_server default, for the TLS listeners' own sockets
 
 
 class Listener:
-    """A listening socket: the coordinator listener (node_id None) or one upstream broker's port."""
+    """A listening socket: the coordinator listener (node_id None) or one upstream broker's port.
+
+    Plaintext listeners are asyncio servers; TLS ones accept through a :class:`TlsAcceptor`, which
+    completes the handshake before the connection exists (tls.py)."""
 
     def __init__(self, app: App, node_id: int | None) -> None:
         self.app = app
         self.node_id = node_id
         self.server: asyncio.base_events.Server | None = None
+        self.acceptor: TlsAcceptor | None = None
         self.port = 0
 
     @property
@@ -56,6 +65,9 @@ class Listener:
         return self.node_id is None
 
     async def start(self, host: str, port: int, serve: bool = True) -> int:
+        context = self.app.listener_ssl
+        if context is not None:
+            return self._start_tls(host, port, context, serve)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
             lambda: ClientConnection(self), host, port, reuse_address=True, start_serving=serve
@@ -63,13 +75,35 @@ class Listener:
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
+    def _start_tls(self, host: str, port: int, context: ssl.SSLContext, serve: bool) -> int:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        timeout = self.app.settings.ssl_handshake_timeout_ms / 1000
+        self.acceptor = TlsAcceptor(sock, context, timeout, lambda: ClientConnection(self))
+        self.port = sock.getsockname()[1]
+        if serve:
+            self.acceptor.start()
+        return self.port
+
     async def serve(self) -> None:
         if self.server is not None:
             await self.server.start_serving()
+        if self.acceptor is not None:
+            self.acceptor.start()
 
     def close(self) -> None:
         if self.server is not None:
             self.server.close()
+        if self.acceptor is not None:
+            self.acceptor.close()
 
 
 class App:
@@ -112,10 +146,14 @@ class App:
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
+        # TLS contexts (tls.py, kcoord.client.tls), made in start(): bad files stop start-up there.
+        self.listener_ssl: ssl.SSLContext | None = None
+        self.upstream_ssl: ssl.SSLContext | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
+        self._make_tls_contexts()
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
@@ -140,7 +178,12 @@ class App:
         port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
         self.listeners.append(coordinator)
         self.cluster = ClusterView(
-            bootstrap, s.advertised, port, s.coordinator_node_id, self._open_broker_listener
+            bootstrap,
+            s.advertised,
+            port,
+            s.coordinator_node_id,
+            self._open_broker_listener,
+            ssl=self.upstream_ssl,
         )
         if s.cluster_enabled:
             self.cluster.group_owner = self._group_owner
@@ -168,6 +211,20 @@ class App:
             ",".join(f"{h}:{p}" for h, p in bootstrap),
         )
 
+    def _make_tls_contexts(self) -> None:
+        s = self.settings
+        if s.listener_security_protocol == "SSL":
+            self.listener_ssl = server_context(s)
+        if s.upstream_security_protocol == "SSL":
+            self.upstream_ssl = client_context(
+                ClientTls(
+                    truststore=s.upstream_ssl_truststore_location,
+                    keystore=s.upstream_ssl_keystore_location,
+                    key_password=s.upstream_ssl_key_password,
+                    endpoint_identification=s.upstream_ssl_endpoint_identification_algorithm,
+                )
+            )
+
     # -- cluster mode -------------------------------------------------------------------------------
     def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:
         s = self.settings
@@ -182,6 +239,7 @@ class App:
             static_membership=s.cluster_static_membership,
             apply=self.router.apply_ownership,
             on_fatal=self._cluster_fatal,
+            ssl=self.upstream_ssl,
         )
         self.router.follow_membership(
             self.membership.lease, self.membership.lease_lapsed, self.membership.shard_fenced
@@ -244,6 +302,7 @@ class App:
             consumer_fencing=s.group.consumer_offset_commit_fencing,
             registry=self.metrics.registry,
             max_frame_size=s.max_frame_size,
+            ssl=self.upstream_ssl,
         )
         await self.event_writer.start()
         self.observer.sink = self.event_writer
@@ -252,7 +311,7 @@ class App:
         if self.settings.storage == "memory":
             return MemoryStorage()
         if self.settings.storage == "kafka":
-            return KafkaStorage(bootstrap, self.settings)
+            return KafkaStorage(bootstrap, self.settings, ssl=self.upstream_ssl)
         raise ValueError(f"unknown storage {self.settings.storage!r}")
 
     def _make_shards(self) -> None:

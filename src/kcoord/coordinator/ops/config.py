@@ -198,6 +198,28 @@ def _optional_topic_name(raw: Any) -> str:
     return "" if _text(raw) == "" else _topic_name(raw)
 
 
+def _pem_file(raw: Any) -> str:
+    """A PEM file kcoord can read, or empty (none)."""
+    path = _text(raw)
+    if path and not os.access(path, os.R_OK):
+        raise ValueError(f"{path!r} is not a readable file")
+    return path
+
+
+def _secret(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ValueError("expected a string")
+    return raw
+
+
+def _endpoint_identification(raw: Any) -> str:
+    """Kafka's ssl.endpoint.identification.algorithm: ``https`` (check the name) or empty (do not)."""
+    value = _text(raw).lower()
+    if value not in ("https", ""):
+        raise ValueError(f"{raw!r} is not https or empty")
+    return value
+
+
 # -- the option table -----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Option:
@@ -209,6 +231,7 @@ class Option:
     to_field: Callable[[Any], Any] | None = None  # unit conversion (minutes → ms)
     from_field: Callable[[Any], Any] | None = None  # the inverse, for the default shown in --help
     unset: str = "empty"  # how --help shows a default of None
+    secret: bool = False  # a password: never shown in the startup log
 
     @property
     def flag(self) -> str:
@@ -445,6 +468,91 @@ OPTIONS: tuple[Option, ...] = (
         "(-1: unbounded)",
         "BYTES",
     ),
+    # TLS
+    Option(
+        "listener.security.protocol",
+        "settings.listener_security_protocol",
+        _choice("PLAINTEXT", "SSL", upper=True),
+        "security protocol of every kcoord listener (the bootstrap/coordinator port and each broker's)",
+        "{PLAINTEXT,SSL}",
+    ),
+    Option(
+        "ssl.keystore.location",
+        "settings.ssl_keystore_location",
+        _pem_file,
+        "PEM file with the listeners' private key and certificate chain (Kafka's PEM keystore; "
+        "needed with listener.security.protocol=SSL)",
+        "FILE",
+    ),
+    Option(
+        "ssl.key.password",
+        "settings.ssl_key_password",
+        _secret,
+        "password of the listeners' private key if it is encrypted",
+        "PASSWORD",
+        secret=True,
+    ),
+    Option(
+        "ssl.truststore.location",
+        "settings.ssl_truststore_location",
+        _pem_file,
+        "PEM file with the CA certificates client certificates are checked against "
+        "(needed with ssl.client.auth requested or required)",
+        "FILE",
+    ),
+    Option(
+        "ssl.client.auth",
+        "settings.ssl_client_auth",
+        _choice("none", "requested", "required"),
+        "whether TLS clients must present a certificate (its subject becomes the connection's principal)",
+        "{none,requested,required}",
+    ),
+    Option(
+        "ssl.handshake.timeout.ms",
+        "settings.ssl_handshake_timeout_ms",
+        _integer(1),
+        "a client's TLS handshake not done within this closes its connection (kcoord name)",
+        _MS,
+    ),
+    Option(
+        "upstream.security.protocol",
+        "settings.upstream_security_protocol",
+        _choice("PLAINTEXT", "SSL", upper=True),
+        "security protocol of kcoord's connections to the upstream cluster (relay, storage, metadata, "
+        "cluster membership); the bootstrap.server addresses must be the cluster's listener of that protocol",
+        "{PLAINTEXT,SSL}",
+    ),
+    Option(
+        "upstream.ssl.truststore.location",
+        "settings.upstream_ssl_truststore_location",
+        _pem_file,
+        "PEM file with the CA certificates the upstream brokers' certificates are checked against "
+        "(empty: the system's CAs)",
+        "FILE",
+    ),
+    Option(
+        "upstream.ssl.keystore.location",
+        "settings.upstream_ssl_keystore_location",
+        _pem_file,
+        "PEM file with the private key and certificate chain kcoord presents to the upstream "
+        "(empty: none; for brokers with ssl.client.auth=required)",
+        "FILE",
+    ),
+    Option(
+        "upstream.ssl.key.password",
+        "settings.upstream_ssl_key_password",
+        _secret,
+        "password of that private key if it is encrypted",
+        "PASSWORD",
+        secret=True,
+    ),
+    Option(
+        "upstream.ssl.endpoint.identification.algorithm",
+        "settings.upstream_ssl_endpoint_identification_algorithm",
+        _endpoint_identification,
+        "https: a broker's certificate must name the host kcoord connects to; empty: not checked",
+        "{https,}",
+    ),
     # observability
     Option(
         "metrics",
@@ -576,6 +684,7 @@ def _sections(*starts: tuple[str, str]) -> tuple[tuple[str, tuple[Option, ...]],
 
 SECTIONS = _sections(
     ("server", "listen"),
+    ("TLS", "listener.security.protocol"),
     ("observability", "metrics"),
     ("group coordinator (Kafka's names and defaults)", "group.min.session.timeout.ms"),
 )
@@ -730,9 +839,36 @@ def resolve(
             f"{settings.cluster_heartbeat_interval_ms} is more than half of cluster.session.timeout.ms "
             f"= {settings.cluster_session_timeout_ms}"
         )
+    _check_tls(settings, sources)
     if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
         raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")
     return Resolved(settings, sources, warnings)
+
+
+def _check_tls(settings: Settings, sources: Mapping[str, str]) -> None:
+    """The TLS settings that only work together."""
+
+    def refuse(name: str, why: str) -> None:
+        raise ConfigError(f"invalid value for {name} ({sources[name]}): {why}")
+
+    if settings.listener_security_protocol == "SSL":
+        if not settings.ssl_keystore_location:
+            refuse(
+                "listener.security.protocol",
+                "SSL needs ssl.keystore.location (the listeners' key and certificate)",
+            )
+        if settings.cluster_enabled:
+            # The nodes forward group requests to each other's coordinator listener in plaintext.
+            refuse("listener.security.protocol", "SSL listeners are not supported with cluster.enabled yet")
+    if settings.ssl_client_auth != "none" and not settings.ssl_truststore_location:
+        refuse(
+            "ssl.client.auth",
+            "client certificates need ssl.truststore.location (the CAs to check them against)",
+        )
+    if settings.upstream_security_protocol == "SSL" and not settings.bootstrap_servers:
+        refuse(
+            "upstream.security.protocol", "SSL needs bootstrap.server (the embedded broker speaks plaintext)"
+        )
 
 
 def describe(resolved: Resolved) -> str:
@@ -746,6 +882,8 @@ def describe(resolved: Resolved) -> str:
         value = getattr(resolved.settings if target == "settings" else resolved.settings.group, attr)
         if opt.from_field is not None:
             value = opt.from_field(value)
+        if opt.secret:
+            value = "(hidden)"
         parts.append(f"{opt.name}={_show(value)} ({source})")
     return "; ".join(parts) or "all defaults"
 

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl as _ssl
 import struct
 import time
 import zlib
@@ -227,6 +228,7 @@ class EventTopicWriter:
         registry: CollectorRegistry | None = None,
         max_frame_size: int = 100 << 20,
         request_timeout: float = 10.0,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -237,7 +239,7 @@ class EventTopicWriter:
         self.linger = linger
         self.request_timeout = request_timeout
         self.cluster = KafkaCluster(
-            bootstrap, max_frame_size, client_id="kcoord-events", request_timeout=request_timeout
+            bootstrap, max_frame_size, client_id="kcoord-events", request_timeout=request_timeout, ssl=ssl
         )
         self.encoder = EventEncoder(consumer_fencing)
         self.queue: deque[tuple[int, int, Any]] = deque()  # (ts ms, shard, event or encoded dict)

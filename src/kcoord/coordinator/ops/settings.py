@@ -70,6 +70,20 @@ class Settings:
     queued_max_response_bytes: int = (
         512 * 1024 * 1024
     )  # unsent output of all connections before reading pauses
+    # TLS on every kcoord listener (the coordinator's and each broker's): PLAINTEXT or SSL, and the
+    # listener's PEM files, Kafka's names (docs/configuration.md "TLS").
+    listener_security_protocol: str = "PLAINTEXT"
+    ssl_keystore_location: str = ""  # PEM: the listener's private key and certificate chain
+    ssl_key_password: str = ""  # of that key, if it is encrypted
+    ssl_truststore_location: str = ""  # PEM: the CAs client certificates are checked against
+    ssl_client_auth: str = "none"  # none, requested or required
+    ssl_handshake_timeout_ms: int = 10_000  # a TLS handshake not done by then closes the connection
+    # TLS from kcoord to the upstream cluster (the relay, storage, metadata, cluster membership).
+    upstream_security_protocol: str = "PLAINTEXT"
+    upstream_ssl_truststore_location: str = ""  # PEM CAs; empty: the system's
+    upstream_ssl_keystore_location: str = ""  # PEM key + certificate chain kcoord presents; empty: none
+    upstream_ssl_key_password: str = ""
+    upstream_ssl_endpoint_identification_algorithm: str = "https"  # "": the broker's name is not checked
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event

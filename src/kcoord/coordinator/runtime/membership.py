@@ -54,6 +54,7 @@ import contextlib
 import json
 import logging
 import math
+import ssl as _ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -154,8 +155,10 @@ class ClusterMembership:
         static_membership: bool = True,
         apply: Callable[[Ownership], Awaitable[None]],
         on_fatal: Callable[[str], None],
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.ssl = ssl  # TLS to the upstream brokers
         self.node_id = node_id
         self.advertised = advertised
         self.topic = internal_topic
@@ -251,7 +254,9 @@ class ClusterMembership:
         last: Exception | None = None
         for address in self.bootstrap:
             try:
-                conn = await connect(address, timeout=5.0, request_timeout=10.0, limits=VERSION_LIMITS)
+                conn = await connect(
+                    address, timeout=5.0, request_timeout=10.0, limits=VERSION_LIMITS, ssl=self.ssl
+                )
             except (KafkaClientError, OSError, TimeoutError) as exc:
                 last = exc
                 continue
@@ -268,6 +273,7 @@ class ClusterMembership:
                 timeout=5.0,
                 request_timeout=self.session_timeout_ms / 1000 + 30,
                 limits=VERSION_LIMITS,
+                ssl=self.ssl,
             )
             self._conn = coordinator
             self._coordinator_address = (resp.host, resp.port)
@@ -433,6 +439,7 @@ class ClusterMembership:
                         timeout=5.0,
                         request_timeout=self.heartbeat_interval * 4,
                         limits=VERSION_LIMITS,
+                        ssl=self.ssl,
                     )
                 sent_at = self._now()
                 resp = await conn.request(

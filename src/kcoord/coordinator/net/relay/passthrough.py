@@ -185,7 +185,9 @@ class UpstreamRelay:
         conn = self.conn
         address = conn.app.cluster.upstream_address(conn.listener.node_id)
         try:
-            up = await UpstreamConnection.open(address, conn.app.settings.max_frame_size)
+            up = await UpstreamConnection.open(
+                address, conn.app.settings.max_frame_size, ssl=conn.app.cluster.ssl
+            )
         except (TimeoutError, OSError) as exc:
             outbox, self._outbox = self._outbox, []
             for _, _, proxy in outbox:
