@@ -18,21 +18,28 @@ wires the parts together; each part's module says what it guarantees:
 
 from __future__ import annotations
 
+import logging
 import ssl as _ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 from kcoord.protocol.records import EndTxnMarker, LogEntry, Record, encode_record
 
-from .base import FencedError, LogLostError, LostCallback, transactional_pairs
+from .base import FencedError, LogLostError, LostCallback, StorageError, transactional_pairs
 from .kafka_client import KafkaCluster
-from .loader import ShardLoader
+from .loader import RecordsPastWatermark, ShardLoader, TailEntry
 from .ownership import FENCE_KEY, FENCE_RECORD_TYPE, Ownership, OwnershipWatch, transactional_id
 from .partition import PartitionReads
 from .position import LogPosition
 from .topic import InternalTopic
 from .txn_partitions import add_partition_to_txn
 from .writer import ProduceCombiner, ShardWriter
+
+log = logging.getLogger("kcoord.storage")
+
+# Rounds of writing past stray records in one load: one per stray batch the broker held back; a
+# shard's writes into a deleted topic stop at its first (it loses the log on that write's offset).
+MAX_STRAY_ROUNDS = 20
 
 __all__ = [
     "FENCE_KEY",
@@ -213,8 +220,35 @@ class KafkaShardLog:
         """Take ownership if needed (after re-checking a lost log's topic), then the partition's
         live records up to the watermark and the transactions still open there."""
         await self.ownership.ready_to_load(self.storage.recheck_topic)
-        async for entry in self.loader.entries():
+        async for entry in self.loader.entries(await self._scan_past_stray_records()):
             yield entry
+
+    async def _scan_past_stray_records(self) -> tuple[dict[bytes, bytes], list[TailEntry]]:
+        """The load's scan, after moving the broker's next offset past records it holds above its
+        high watermark (:class:`~kcoord.storage.loader.RecordsPastWatermark`: tansu, after the topic
+        was deleted and re-created, brings back there what it acknowledged into the deleted topic).
+
+        Without this the shard would serve, its next write would land inside what it loaded, and the
+        writer would rightly refuse to acknowledge it and lose the log: one reload per write, until
+        the writes alone had carried the broker's offsets past those records (minutes and thousands
+        of reloads after a burst of big batches went into the deleted topic). Instead the load writes
+        that many offsets at once, as kcoord-private fence tombstones (skipped by every loader, ours
+        and Kafka's), and scans again; the check on every acknowledged write stays as it is. Each
+        round reads on to the next stray batch, if the broker held back more than one."""
+        for _ in range(MAX_STRAY_ROUNDS):
+            try:
+                return await self.loader.scan()
+            except RecordsPastWatermark as exc:
+                log.warning(
+                    "shard %d: %s; writing %d offsets of fence tombstones so that its next write lands past them",
+                    self.partition,
+                    exc,
+                    exc.gap,
+                )
+                await self.writer.append([(FENCE_KEY, None)] * exc.gap)
+        raise StorageError(
+            f"{self.topic}[{self.partition}]: still records past the high watermark after {MAX_STRAY_ROUNDS} rounds"
+        )
 
     async def follow(self) -> list[EndTxnMarker]:
         return await self.loader.follow()

@@ -13,6 +13,15 @@ that came after them (tombstones included), so the shard's replay orders them as
 
 Following (:meth:`ShardLoader.follow`): the markers written since the load or the last follow, up
 to the high watermark at call time, each returned once.
+
+A log whose batches end past the high watermark of the very Fetch answer that returned them is not
+one a Kafka broker serves (the high watermark is at or after every batch it hands out). tansu 0.6
+serves one after a topic was deleted and re-created: the batches it acknowledged into the deleted
+topic come back in the re-created partition at offsets 0.., while its next offset starts over at 0
+(docs/tansu.md). Writing there would land *inside* records the load already read: the writer
+refuses to acknowledge such a write, and a later load would skip it as already read. So the scan
+stops with :class:`RecordsPastWatermark` instead of loading, and the shard log moves the broker's
+next offset past those records before it loads again (:meth:`kcoord.storage.kafka.KafkaShardLog.read`).
 """
 
 from __future__ import annotations
@@ -30,6 +39,24 @@ from .position import LogPosition
 from .writer import SEQUENCE_MASK
 
 YIELD_RECORDS = 1000  # plain records per list the load yields
+
+
+class RecordsPastWatermark(StorageError):
+    """The partition holds batches ending past the high watermark the broker answered with them
+    (module docstring): its next write would land inside records already there."""
+
+    def __init__(self, topic: str, partition: int, high_watermark: int, records_end: int) -> None:
+        super().__init__(
+            f"{topic}[{partition}]: batches end at offset {records_end}, past the high watermark "
+            f"{high_watermark} the same Fetch answered"
+        )
+        self.high_watermark = high_watermark
+        self.records_end = records_end
+
+    @property
+    def gap(self) -> int:
+        """Offsets the broker must hand out before a write lands past every record there."""
+        return self.records_end - self.high_watermark
 
 
 class OpenBatch:
@@ -67,10 +94,11 @@ class ShardLoader:
         self.ownership = ownership
         self.client_sequences = client_sequences
 
-    async def entries(self) -> AsyncIterator[LogEntry]:
-        """The partition's live records (compacted view) up to the watermark, then the transactions
-        still open there. The caller took ownership first."""
-        latest, tail = await self.scan()
+    async def entries(self, scanned: tuple[dict[bytes, bytes], list[TailEntry]]) -> AsyncIterator[LogEntry]:
+        """What :meth:`scan` found, as the load yields it: the partition's live records (compacted
+        view) up to the watermark, then the transactions still open there. The caller took
+        ownership before the scan."""
+        latest, tail = scanned
         batch: list[Record] = []
         for key, value in latest.items():
             record = self._decode(key, value)
@@ -102,7 +130,9 @@ class ShardLoader:
         """(latest, tail): the latest value per key, in the offset order of each key's latest write,
         with committed transactional records applied by Kafka's rule and tombstoned keys absent; and
         the transactions still open at the end, merged by offset with the latest writes (tombstones
-        too) of their keys that came after them, which ``latest`` then leaves out."""
+        too) of their keys that came after them, which ``latest`` then leaves out. Raises
+        :class:`RecordsPastWatermark` (before it moves the position) when the batches read end past
+        the last Fetch answer's high watermark."""
         start, end = await self.reads.bounds()
         records_read = 0
         latest: dict[bytes, bytes | None] = {}
@@ -112,6 +142,7 @@ class ShardLoader:
         offset = start
         empty_fetches = 0
         first = True
+        high_watermark = -1
         while offset < end:
             records, high_watermark = await self.reads.fetch(offset)
             if first:
@@ -171,6 +202,8 @@ class ShardLoader:
                     )
             else:
                 empty_fetches = 0
+        if offset > high_watermark >= 0:  # the last answer's batches end past its own high watermark
+            raise RecordsPastWatermark(self.topic, self.partition, high_watermark, offset)
         self.position.loaded(start, max(end, offset), records_read)
         tail: list[tuple[int, TailEntry]] = [
             (b.records[0][0], b) for batches in open_batches.values() for b in batches
