@@ -385,7 +385,17 @@ class Router:
             if large:
                 await asyncio.sleep(0)  # the answers of 20,000 groups are merged in ~10 ms: in steps
         first = responses[0]
-        setattr(first, resp_field, [merged[req_group(i)] for i in items if req_group(i) in merged])
+        if not large:
+            setattr(first, resp_field, [merged[req_group(i)] for i in items if req_group(i) in merged])
+            return first
+        ordered: list[Any] = []
+        for start in range(0, len(items), 4 * GROUPS_PER_STEP):
+            for item in items[start : start + 4 * GROUPS_PER_STEP]:
+                entry = merged.get(req_group(item))
+                if entry is not None:
+                    ordered.append(entry)
+            await asyncio.sleep(0)
+        setattr(first, resp_field, ordered)
         return first
 
     def _by_shard(self, items: list[Any], req_group: Callable[[Any], str]) -> dict[int, list[Any]]:
