@@ -303,3 +303,110 @@ async def test_small_requests_never_touch_the_frame_budget(budget: bool) -> None
         conn.data_received(data[i : i + 7])
     assert answers(t) == 50
     assert app.frame_budget is None or app.frame_budget.used == 0
+
+
+# -- requests in flight: connection.inflight.max.bytes and queued.max.request.bytes ------------------------------
+def in_flight(conn: ClientConnection, cost: int) -> Any:
+    """A slot as if a request estimated at ``cost`` bytes were dispatched and waited for its answer."""
+    conn._frame_cost = cost
+    return conn.new_slot()
+
+
+def padded_api_versions(correlation_id: int, padding: int) -> bytes:
+    """An ApiVersions v0 request whose frame is ``padding`` bytes longer (kcoord ignores the rest):
+    answered at once, and estimated to cost about 8 x its frame (request_cost.py)."""
+    return frames.frame(struct.pack(">hhih", ApiKey.API_VERSIONS, 0, correlation_id, -1) + b"\0" * padding)
+
+
+async def test_requests_in_flight_over_connection_inflight_max_bytes_pause_reading_until_half() -> None:
+    app = app_with(connection_inflight_max_bytes=10_000)
+    conn, t = connect(app)
+    a, b = in_flight(conn, 4_000), in_flight(conn, 4_000)
+    assert t.reading
+    c3 = in_flight(conn, 4_000)
+    assert not t.reading and conn._inflight_bytes == 12_000
+    assert app.frame_budget is not None and app.frame_budget.inflight == 12_000
+    conn.data_received(requests(3))  # read before the pause took effect: they wait, read
+    assert answers(t) == 0 and conn._backlog is not None
+    conn.fill(a, b"")
+    assert not t.reading, "8,000 bytes in flight is still over half the limit"
+    conn.fill(b, b"")
+    await settle()
+    assert t.reading and conn._backlog is None
+    conn.fill(c3, b"")
+    await settle()
+    assert answers(t) == 3 and conn._inflight_bytes == 0 and app.frame_budget.inflight == 0
+
+
+async def test_a_costly_request_waits_for_queued_max_request_bytes_and_a_cheap_one_never_does() -> None:
+    MiB = 1 << 20
+    app = app_with(queued_max_request_bytes=MiB, max_frame_size=MiB, connection_inflight_max_bytes=4 * MiB)
+    budget = app.frame_budget
+    assert budget is not None
+    holder, _ = connect(app)
+    held = in_flight(holder, 900 * 1024)  # most of the budget, in flight on another connection
+    conn, t = connect(app)
+    conn.data_received(padded_api_versions(1, 40 * 1024) + requests(1, 2))
+    # ~330 KB estimated: it waits for memory, and the cheap request behind it waits in order.
+    assert not t.reading and answers(t) == 0 and conn._backlog is not None and len(conn._backlog) == 2
+    assert budget.waiters == 1
+    cheap, ct = connect(app)
+    cheap.data_received(requests(3))  # a cheap request on another connection is served meanwhile
+    assert ct.reading and answers(ct) == 3
+    holder.fill(held, b"")  # its memory comes back: the waiting request gets it, then the rest
+    await settle()
+    assert t.reading and answers(t) == 2 and conn._backlog is None
+    assert (budget.used, budget.inflight, budget.waiters) == (0, 0, 0)
+
+
+async def test_closing_a_connection_waiting_for_request_memory_gives_everything_back() -> None:
+    MiB = 1 << 20
+    app = app_with(queued_max_request_bytes=MiB, max_frame_size=MiB)
+    budget = app.frame_budget
+    assert budget is not None
+    holder, _ = connect(app)
+    held = in_flight(holder, MiB)
+    first, _ = connect(app)
+    second, _ = connect(app)
+    first.data_received(padded_api_versions(1, 40 * 1024))
+    second.data_received(padded_api_versions(1, 40 * 1024))
+    assert budget.waiters == 2
+    first.connection_lost(None)  # waiting: leaves the queue
+    assert budget.waiters == 1
+    holder.fill(held, b"")  # granted to the second, which closes before it runs: given back
+    assert second._granted and budget.waiters == 0
+    second.connection_lost(None)
+    await settle()
+    assert (budget.used, budget.inflight) == (0, 0)
+
+
+async def test_a_request_answered_after_its_connection_closed_stays_counted_until_then() -> None:
+    app = app_with()
+    conn, _ = connect(app)
+    slot = in_flight(conn, 300_000)
+    conn.connection_lost(None)
+    assert app.frame_budget is not None and app.frame_budget.inflight == 300_000  # still being worked on
+    conn.fill(slot, b"answer nobody reads")
+    assert app.frame_budget.inflight == 0 and app.frame_budget.used == 0
+
+
+async def test_a_group_request_answered_after_its_connection_closed_gives_its_cost_back() -> None:
+    """Through the dispatcher: the answer's callback still runs once the connection is gone."""
+    app = app_with()
+    conn, _ = connect(app)
+    replies: list[Any] = []
+
+    class LaterRouting:
+        def route(self, api_key: int, ctx: Any, request: Any, reply: Any) -> None:
+            replies.append(reply)  # answered later, as a multi-group request is
+
+    conn._dispatch.__self__._groups = LaterRouting()  # type: ignore[attr-defined]
+    ids = [f"g{i}" for i in range(1000)]
+    conn.data_received(
+        frames.encode_request(ApiKey.DESCRIBE_GROUPS, 5, 1, "c", m.DescribeGroupsRequest(groups=ids))
+    )
+    budget = app.frame_budget
+    assert budget is not None and budget.inflight > 1000 * 300 and len(replies) == 1
+    conn.connection_lost(None)
+    replies[0](m.DescribeGroupsResponse(groups=[]))
+    assert (budget.inflight, budget.used) == (0, 0)

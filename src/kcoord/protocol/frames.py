@@ -16,6 +16,12 @@ is closed. A decoder that cannot reserve is queued (``waiting``); its owner stop
 ``on_ready`` is called, in arrival order, once the memory is granted. Reservations are all or
 nothing, so a set of waiting connections cannot deadlock: each one holding memory holds all it
 needs. Frames up to ``reserve_above`` never touch the budget (the hot path is unchanged).
+
+The same budget holds the requests in flight, as Kafka's memory pool does (a request's memory is
+released once it was handled, not once it was read): a server charges each request's estimated
+cost (:meth:`FrameBudget.charge`, never refused: the request is read already) and, for a costly
+one, first :meth:`FrameBudget.reserve` s it with a :class:`MemoryWaiter`, which waits in the same
+arrival order when the budget is spent. ``partial_frames`` and ``inflight`` say which is which.
 """
 
 from __future__ import annotations
@@ -45,21 +51,42 @@ class FrameTooLarge(CodecError):
 LARGE_FRAME = 64 * 1024
 
 
-class FrameBudget:
-    """Bytes of large partial frames, shared by every connection's decoder."""
+class MemoryWaiter:
+    """Someone waiting for budget memory: ``waiting`` bytes; ``on_ready`` once they are reserved."""
 
-    __slots__ = ("capacity", "used", "_queue")
+    __slots__ = ("waiting", "granted", "on_ready")
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.granted = 0  # what was reserved for it, last time
+        self.on_ready: Callable[[], None] | None = None
+
+    def _granted(self) -> None:
+        self.granted, self.waiting = self.waiting, 0
+        if self.on_ready is not None:
+            self.on_ready()
+
+
+class FrameBudget:
+    """Bytes of large partial frames and of requests in flight, shared by every connection."""
+
+    __slots__ = ("capacity", "used", "inflight", "_queue")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.used = 0
-        self._queue: deque[FrameDecoder] = deque()  # decoders waiting for memory, in arrival order
+        self.used = 0  # partial frames' reservations and requests in flight
+        self.inflight = 0  # of which requests in flight
+        self._queue: deque[FrameDecoder | MemoryWaiter] = deque()  # waiting for memory, in arrival order
 
     @property
     def waiters(self) -> int:
         return len(self._queue)
 
-    def _reserve(self, decoder: FrameDecoder, size: int) -> bool:
+    @property
+    def partial_frames(self) -> int:
+        return self.used - self.inflight
+
+    def _reserve(self, decoder: FrameDecoder | MemoryWaiter, size: int) -> bool:
         """All of ``size`` or nothing; nobody overtakes a decoder already waiting."""
         if self._queue or self.used + size > self.capacity:
             self._queue.append(decoder)
@@ -72,9 +99,9 @@ class FrameBudget:
         if self._queue:
             self._wake()
 
-    def _cancel(self, decoder: FrameDecoder) -> None:
+    def _cancel(self, waiter: FrameDecoder | MemoryWaiter) -> None:
         try:
-            self._queue.remove(decoder)
+            self._queue.remove(waiter)
         except ValueError:
             return
         self._wake()
@@ -82,11 +109,42 @@ class FrameBudget:
     def _wake(self) -> None:
         queue = self._queue
         while queue and self.used + queue[0].waiting <= self.capacity:
-            decoder = queue.popleft()
-            self.used += decoder.waiting
-            decoder.reserved, decoder.waiting = decoder.waiting, 0
-            if decoder.on_ready is not None:
-                decoder.on_ready()
+            waiter = queue.popleft()
+            self.used += waiter.waiting
+            waiter._granted()
+
+    # -- requests in flight ---------------------------------------------------------------------------
+    def reserve(self, waiter: MemoryWaiter, size: int) -> bool:
+        """Reserve ``size`` bytes (at most the capacity) for a request about to be dispatched: True
+        now, or False and ``waiter.on_ready()`` once reserved (in arrival order). A reservation turns
+        into the request's charge: call :meth:`charge` with ``reserved=True``."""
+        size = min(size, self.capacity)
+        if self._reserve(waiter, size):
+            return True
+        waiter.waiting = size
+        return False
+
+    def cancel(self, waiter: MemoryWaiter) -> None:
+        """``waiter`` no longer wants its memory (its connection closed)."""
+        if waiter.waiting:
+            waiter.waiting = 0
+            self._cancel(waiter)
+
+    def unreserve(self, size: int) -> None:
+        """Give back a reservation that no request was charged against."""
+        self._release(size)
+
+    def charge(self, size: int, reserved: int = 0) -> None:
+        """A request costing ``size`` bytes is in flight; ``reserved`` of them were reserved for it
+        (:meth:`reserve`). An unreserved charge may take the budget past its capacity: cheap requests
+        are never held back (the connection's own limit bounds them)."""
+        self.used += size - reserved
+        self.inflight += size
+
+    def discharge(self, size: int) -> None:
+        """The request charged ``size`` bytes was answered (or dropped)."""
+        self.inflight -= size
+        self._release(size)
 
 
 class FrameDecoder:
@@ -188,6 +246,11 @@ class FrameDecoder:
             else:
                 del buf[:pos]
         return frames
+
+    def _granted(self) -> None:
+        self.reserved, self.waiting = self.waiting, 0
+        if self.on_ready is not None:
+            self.on_ready()
 
     def _large_done(self) -> None:
         if self.reserved:
@@ -312,6 +375,27 @@ def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> Re
         flexible = request_is_flexible(api_key, api_version)
     client_id, pos = _client_id_and_body_start(frame_bytes, flexible)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def peek_first_array_length(frame_bytes: bytes, api_key: int, api_version: int) -> int:
+    """The length of the array that opens a request's body (0 if null or past the frame's end),
+    read without decoding the request; never more than the frame's size."""
+    cls = REQUESTS.get(api_key)
+    if cls is None:
+        raise CodecError(f"unknown api key {api_key}")
+    flexible = api_version in cls.SCHEMA.flexible
+    _client_id, pos = _client_id_and_body_start(frame_bytes, flexible)
+    end = len(frame_bytes)
+    if flexible:
+        if pos >= end:
+            return 0
+        length, _ = decode_uvarint(frame_bytes, pos)
+        length -= 1
+    else:
+        if pos + 4 > end:
+            return 0
+        (length,) = _SIZE.unpack_from(frame_bytes, pos)
+    return max(0, min(length, end))
 
 
 def decode_request(frame_bytes: bytes) -> tuple[RequestHeader, Message]:

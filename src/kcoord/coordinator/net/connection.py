@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections import deque
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ from kcoord.protocol.primitives import CodecError
 
 from .dispatch import ApiDispatcher, UnsupportedApi
 from .relay import UpstreamRelay
+from .request_cost import request_cost
 from .slot import Slot
 from .tls import looks_like_tls, principal_of_transport
 
@@ -54,7 +56,17 @@ _INFLIGHT = 1  # max.inflight requests in flight
 _OUTPUT = 2  # unsent output over connection.output.pause.bytes
 _TOTAL = 4  # all connections' unsent output over queued.max.response.bytes
 _MEMORY = 8  # a large request waits for queued.max.request.bytes
-_CLOSED = 16
+_REQUEST_MEMORY = 16  # a costly request waits for queued.max.request.bytes before its dispatch
+_INFLIGHT_BYTES = 32  # its requests in flight cost over connection.inflight.max.bytes
+_CLOSED = 64
+
+# Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
+_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
+
+# Requests estimated to cost more than this reserve their cost from queued.max.request.bytes before
+# they are dispatched (and wait for it); cheaper ones are only counted, so a heartbeat never waits
+# behind a costly request for memory (connection.inflight.max.bytes bounds them per connection).
+RESERVE_ABOVE = frames.LARGE_FRAME
 
 
 class ClientConnection(asyncio.Protocol):
@@ -76,6 +88,17 @@ class ClientConnection(asyncio.Protocol):
         self._max_inflight = settings.max_inflight
         self._output_pause = settings.connection_output_pause_bytes
         self._output_max = settings.connection_output_max_bytes
+        # Requests in flight: their estimated cost (request_cost.py), per connection and in the
+        # App's FrameBudget; the cost of the request being dispatched and what it reserved of the
+        # budget, and a reservation granted to the first frame of _backlog while reading paused.
+        self._budget = self.app.frame_budget
+        self._inflight_max = settings.connection_inflight_max_bytes
+        self._inflight_bytes = 0
+        self._frame_cost = 0
+        self._frame_reserved = 0
+        self._granted = 0
+        self._memory_waiter = frames.MemoryWaiter()
+        self._memory_waiter.on_ready = self._request_memory_granted
         self._slots: deque[Slot] = deque()
         self._frame_api = -1
         self._frame_received = 0.0
@@ -172,6 +195,9 @@ class ClientConnection(asyncio.Protocol):
             for payload in frames_left:
                 try:
                     api_key, version, correlation_id = frames.peek_header(payload)
+                    if not self._admit(payload, api_key, version):
+                        rest = [payload, *frames_left]  # it waits for memory, and the rest behind it
+                        break
                     self._frame_api = api_key
                     dispatch(payload, api_key, version, correlation_id)
                 except UnsupportedApi as exc:
@@ -180,6 +206,10 @@ class ClientConnection(asyncio.Protocol):
                 except CodecError as exc:
                     self.close_with(f"malformed request: {exc}")
                     return
+                finally:
+                    if self._frame_reserved:  # no slot took it (no answer due, or bad input)
+                        self._unreserve(self._frame_reserved)
+                    self._frame_cost = self._frame_reserved = 0
                 if self._pause_reasons:
                     if not self.closed:
                         rest = list(frames_left)
@@ -194,6 +224,35 @@ class ClientConnection(asyncio.Protocol):
             self._backlog = rest
             if not self._pause_reasons:  # resumed by that write
                 self._schedule_continue()
+
+    def _admit(self, payload: bytes, api_key: int, version: int) -> bool:
+        """Whether this frame may be dispatched now: a request costing more than RESERVE_ABOVE
+        first reserves its cost from queued.max.request.bytes, or waits for it (reading pauses)."""
+        cost = self._frame_cost = request_cost(payload, api_key, version)
+        budget = self._budget
+        if cost <= RESERVE_ABOVE or budget is None:
+            return True
+        if self._granted:  # reserved while it waited
+            self._frame_reserved, self._granted = self._granted, 0
+            return True
+        reserved = min(cost, budget.capacity)
+        if budget.reserve(self._memory_waiter, reserved):
+            self._frame_reserved = reserved
+            return True
+        self._frame_cost = 0
+        self._pause(_REQUEST_MEMORY)
+        return False
+
+    def _request_memory_granted(self) -> None:
+        """The FrameBudget reserved what the first frame of _backlog waits for."""
+        if self.closed:
+            return
+        self._granted = self._memory_waiter.granted
+        self._resume(_REQUEST_MEMORY)
+
+    def _unreserve(self, size: int) -> None:
+        if self._budget is not None:
+            self._budget.unreserve(size)
 
     def _schedule_continue(self) -> None:
         if not self._continue_scheduled:
@@ -266,17 +325,40 @@ class ClientConnection(asyncio.Protocol):
 
     # -- slots: what dispatch.py and relay/ answer through -----------------------------------------------
     def new_slot(self) -> Slot:
-        """The slot of the request being dispatched: its answer is written after every earlier one."""
+        """The slot of the request being dispatched: its answer is written after every earlier one.
+        The request's estimated cost is charged until the slot is filled."""
         slot = Slot(self._frame_api, self._frame_received)
         slots = self._slots
         slots.append(slot)
         if len(slots) >= self._max_inflight:
             self._pause(_INFLIGHT)
+        cost = self._frame_cost
+        if cost:
+            self._frame_cost = 0
+            slot.cost = cost
+            if self._budget is not None:
+                self._budget.charge(cost, self._frame_reserved)
+            self._frame_reserved = 0
+            inflight = self._inflight_bytes = self._inflight_bytes + cost
+            if inflight > self._inflight_max:
+                self._pause(_INFLIGHT_BYTES)
         return slot
+
+    def _discharge(self, cost: int) -> None:
+        """A request charged ``cost`` bytes was answered: its objects are gone (or bytes in output)."""
+        if self._budget is not None:
+            self._budget.discharge(cost)
+        inflight = self._inflight_bytes = self._inflight_bytes - cost
+        if self._pause_reasons & _INFLIGHT_BYTES and inflight <= self._inflight_max // 2:
+            self._resume(_INFLIGHT_BYTES)
 
     def fill(self, slot: Slot, data: bytes, body: bytes | None = None) -> None:
         """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is.
         ``body``: a large answer's payload, written after ``data`` rather than copied into it."""
+        cost = slot.cost
+        if cost:  # also once closed: the request's memory was held until now
+            slot.cost = 0
+            self._discharge(cost)
         if slot.data is not None or self.closed:
             return
         slot.data = data
@@ -429,6 +511,11 @@ class ClientConnection(asyncio.Protocol):
         self._backlog = None
         self._queued = 0
         self._decoder.close()
+        if self._budget is not None:
+            self._budget.cancel(self._memory_waiter)
+        if self._granted:
+            self._unreserve(self._granted)
+            self._granted = 0
 
     def expire(self, now: float, idle_after: float, slow_after: float) -> None:
         """The App's periodic sweep: the idle and receive timeouts (seconds; inf: off)."""
@@ -438,6 +525,13 @@ class ClientConnection(asyncio.Protocol):
                 self.transport.abort()
             return
         reasons = self._pause_reasons
+        if reasons and self._peer_closed():
+            # Reading is paused, so the client's FIN or RST is never read: without this its requests
+            # waiting for memory would still be served (and hold memory) long after it left.
+            self.close_with("the client closed its connection while reading from it was paused")
+            if self.transport is not None:
+                self.transport.abort()
+            return
         if self._partial_since and not reasons and now - self._partial_since > slow_after:
             self.close_for_limit(
                 "slow_frame",
@@ -446,13 +540,27 @@ class ClientConnection(asyncio.Protocol):
                     f"(request.receive.timeout.ms={slow_after * 1000:.0f}), {self._decoder.buffered} bytes so far"
                 ),
             )
-        elif not self._slots and not reasons & _MEMORY and now - self._active > idle_after:
+        elif (
+            not self._slots and not reasons & (_MEMORY | _REQUEST_MEMORY) and now - self._active > idle_after
+        ):
             self.close_for_limit(
                 "idle",
                 (f"idle for {now - self._active:.1f}s (connections.max.idle.ms={idle_after * 1000:.0f})"),
             )
         elif self._held:
             self._account()  # the transport may have sent some without telling (it only says when all went)
+
+    def _peer_closed(self) -> bool:
+        """Whether the client closed its end (Linux's TCP_INFO state; False where unknown)."""
+        transport = self.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None or not hasattr(socket, "TCP_INFO"):
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        except (OSError, IndexError):
+            return False
+        return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
 
     @property
     def idle(self) -> bool:

@@ -37,12 +37,27 @@ from .group_routing import GroupRouting
 if TYPE_CHECKING:
     from .connection import ClientConnection
     from .relay import UpstreamRelay
+    from .slot import Slot
 
 log = logging.getLogger("kcoord.connection")
 
 CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
 END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
 END_TXN_FLEXIBLE_SINCE = 3
+
+# Group answers whose top-level array holds more than ENCODE_ASIDE_ABOVE entries are encoded on the
+# App's encoder thread, not on the event loop: encoding a DescribeGroups answer of 20,000 groups
+# takes ~18 ms of pure Python, all of which every other client would wait for. In a thread the
+# interpreter hands the loop the GIL back every switch interval (5 ms), so the loop keeps turning.
+# The answer's objects are not touched by anything else once built, so the thread may read them.
+ENCODE_ASIDE_ABOVE = 1000
+_ANSWER_ARRAYS: dict[int, str] = {
+    ApiKey.DESCRIBE_GROUPS: "groups",
+    ApiKey.LIST_GROUPS: "groups",
+    ApiKey.DELETE_GROUPS: "results",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "groups",
+    ApiKey.OFFSET_FETCH: "groups",
+}
 CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
 
 
@@ -148,9 +163,14 @@ class ApiDispatcher:
         def reply(response: Any) -> None:
             # Runs inside the shard's write path (often before route() returns): never raise.
             if conn.closed:
+                conn.fill(slot, b"")  # nobody to answer, but the request's cost is given back
                 return
             try:
                 metrics.response_sent(api_key, version, response)
+                field = _ANSWER_ARRAYS.get(api_key)
+                if field is not None and len(getattr(response, field, None) or ()) > ENCODE_ASIDE_ABOVE:
+                    self._encode_aside(slot, api_key, version, correlation_id, response)
+                    return
                 data = frames.encode_response(api_key, version, correlation_id, response)
             except Exception as exc:
                 log.exception("%s: cannot encode the response to api=%d v%d", conn.peer, api_key, version)
@@ -159,6 +179,28 @@ class ApiDispatcher:
             conn.fill(slot, data)
 
         self._groups.route(api_key, ctx, request, reply)
+
+    def _encode_aside(
+        self, slot: Slot, api_key: int, version: int, correlation_id: int, response: Any
+    ) -> None:
+        """Encode a large answer on the App's encoder thread, then fill its slot (on the loop)."""
+        conn = self.conn
+        loop = asyncio.get_running_loop()
+        encoded = loop.run_in_executor(
+            self.app.encoder, frames.encode_response, api_key, version, correlation_id, response
+        )
+
+        def done(fut: asyncio.Future[bytes]) -> None:
+            failed = None if fut.cancelled() else fut.exception()
+            if fut.cancelled() or failed is not None:
+                log.error(
+                    "%s: cannot encode the response to api=%d v%d: %r", conn.peer, api_key, version, failed
+                )
+                conn.fail(slot, f"cannot encode a response: {failed!r}")
+                return
+            conn.fill(slot, fut.result())
+
+        encoded.add_done_callback(done)
 
     def _add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> None:
         """Answered by kcoord, not relayed: the group's shard partition joins the client's
@@ -169,6 +211,7 @@ class ApiDispatcher:
 
         def done(task: asyncio.Future[Message]) -> None:
             if conn.closed:
+                conn.fill(slot, b"")  # gives the request's cost back
                 return
             if task.cancelled() or task.exception() is not None:
                 log.error(

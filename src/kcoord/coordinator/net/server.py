@@ -12,6 +12,7 @@ receive timeouts (no timer per connection or per request).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import math
@@ -23,6 +24,7 @@ from typing import Any
 from kcoord.client import ClientTls, client_context
 from kcoord.coordinator.core.clock import Clock, SystemClock
 from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
+from kcoord.coordinator.ops.memory_trim import HeapTrimmer
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings
@@ -143,6 +145,9 @@ class App:
         self._output_over = False
         self._output_paused: set[ClientConnection] = set()
         self.writes = WriteCoalescer()
+        self.heap_trimmer = HeapTrimmer()  # memory freed by connections goes back to the OS (sweep)
+        # Large group answers are encoded here, off the event loop (dispatch.py, ENCODE_ASIDE_ABOVE).
+        self.encoder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kcoord-encode")
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
@@ -158,8 +163,11 @@ class App:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
         self.metrics.watch_shards(self.router.owned_shards, lambda: len(self.serving_shards()))
+        budget = self.frame_budget
         self.metrics.watch_buffers(
-            lambda: self.output_bytes, lambda: self.frame_budget.used if self.frame_budget is not None else 0
+            lambda: self.output_bytes,
+            lambda: budget.partial_frames if budget is not None else 0,
+            lambda: budget.inflight if budget is not None else 0,
         )
         self._sweeper = asyncio.ensure_future(self._sweep_forever())
         self.gc_pauses.install()
@@ -433,6 +441,7 @@ class App:
             await self.embedded.stop_async()
         if self.metrics_server is not None:
             await self.metrics_server.close()
+        self.encoder.shutdown(wait=False, cancel_futures=True)
         self.stopped.set()
 
     # -- connection bookkeeping -----------------------------------------------------------------------
@@ -545,3 +554,5 @@ class App:
         idle, slow = self._timeouts()
         for conn in list(self.connections):
             conn.expire(now, idle, slow)
+        budget = self.frame_budget
+        self.heap_trimmer.observe(self.output_bytes + (budget.used if budget is not None else 0))

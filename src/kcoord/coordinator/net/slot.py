@@ -9,7 +9,7 @@ STREAM_UNDECIDED = -1
 class Slot:
     """A response owed to the client, in request order."""
 
-    __slots__ = ("api_key", "received", "data", "body", "failure", "sent")
+    __slots__ = ("api_key", "received", "data", "body", "failure", "sent", "cost")
 
     def __init__(self, api_key: int, received: float) -> None:
         self.api_key = api_key
@@ -22,3 +22,5 @@ class Slot:
         # Bytes of a large relayed answer's payload already written while it arrived (the relay's
         # business: STREAM_UNDECIDED before its first piece, negative while it is not streamed).
         self.sent = STREAM_UNDECIDED
+        # The request's estimated memory while in flight (request_cost.py), charged until answered.
+        self.cost = 0

@@ -442,8 +442,15 @@ OPTIONS: tuple[Option, ...] = (
         "queued.max.request.bytes",
         "settings.queued_max_request_bytes",
         _integer_or_off(1, INT64_MAX),
-        "memory for large requests being received, all connections (at least max.frame.size; -1: "
-        "unbounded); beyond it reading pauses",
+        "memory for large requests being received and requests in flight, all connections (at least "
+        "max.frame.size; -1: unbounded); beyond it reading pauses",
+        "BYTES",
+    ),
+    Option(
+        "connection.inflight.max.bytes",
+        "settings.connection_inflight_max_bytes",
+        _integer(1, INT64_MAX),
+        "estimated memory of one connection's requests in flight at which reading from it pauses",
         "BYTES",
     ),
     Option(

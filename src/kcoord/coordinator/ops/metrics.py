@@ -230,9 +230,11 @@ class Metrics:
         """A connection closed (or refused) by a limit; ``reason`` is one of :data:`CLOSE_REASONS`."""
         self._closed_by[reason].inc()
 
-    def watch_buffers(self, output: Callable[[], int], partial_frames: Callable[[], int]) -> None:
+    def watch_buffers(
+        self, output: Callable[[], int], partial_frames: Callable[[], int], inflight: Callable[[], int]
+    ) -> None:
         """Register the scrape-time gauge of bytes held for connections (once per App)."""
-        self.registry.register(BufferCollector(output, partial_frames))
+        self.registry.register(BufferCollector(output, partial_frames, inflight))
 
     # -- shard hooks (ShardObserver) ----------------------------------------------------------------
     def append_done(self, shard: int, records: int, seconds: float) -> None:
@@ -340,11 +342,15 @@ class RequestTallyCollector(Collector):
 
 class BufferCollector(Collector):
     """Bytes held for client connections now: responses not yet sent, and the memory reserved by
-    large requests being received (read at scrape time from the App's accounting)."""
+    large requests being received, and the estimated memory of requests in flight (read at scrape
+    time from the App's accounting)."""
 
-    def __init__(self, output: Callable[[], int], partial_frames: Callable[[], int]) -> None:
+    def __init__(
+        self, output: Callable[[], int], partial_frames: Callable[[], int], inflight: Callable[[], int]
+    ) -> None:
         self._output = output
         self._partial_frames = partial_frames
+        self._inflight = inflight
 
     def describe(self) -> list[Any]:
         return []
@@ -352,12 +358,13 @@ class BufferCollector(Collector):
     def collect(self) -> Iterator[Any]:
         held = GaugeMetricFamily(
             "kcoord_buffered_bytes",
-            "Bytes held for client connections: unsent responses (output) and large requests being "
-            "received (partial_frames)",
+            "Bytes held for client connections: unsent responses (output), large requests being "
+            "received (partial_frames), requests in flight, estimated (inflight)",
             labels=["kind"],
         )
         held.add_metric(["output"], self._output())
         held.add_metric(["partial_frames"], self._partial_frames())
+        held.add_metric(["inflight"], self._inflight())
         yield held
 
 

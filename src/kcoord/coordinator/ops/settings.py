@@ -64,7 +64,9 @@ class Settings:
     max_connections: int = INT32_MAX
     max_connections_per_ip: int = INT32_MAX
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)  # IP address -> limit
-    queued_max_request_bytes: int = 256 * 1024 * 1024  # large partial frames, all connections; -1: unbounded
+    # Large partial frames and requests in flight, all connections; -1: unbounded.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    connection_inflight_max_bytes: int = 4 * 1024 * 1024  # requests in flight of one connection, estimated
     connection_output_pause_bytes: int = 1024 * 1024  # unsent output at which reading a connection pauses
     connection_output_max_bytes: int = 128 * 1024 * 1024  # unsent output at which a connection is closed
     queued_max_response_bytes: int = (

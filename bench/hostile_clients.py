@@ -1,0 +1,140 @@
+"""kcoord's memory and an honest client's latency while hostile clients pipeline huge requests.
+
+    .venv/bin/python -m bench.hostile_clients                         # 8 and 64 never-readers, one reader
+    .venv/bin/python -m bench.hostile_clients --attackers 8 --no-reader
+    .venv/bin/python -m bench.hostile_clients --kcoord-arg=--max-inflight --kcoord-arg=10
+
+Each scenario runs on a fresh ``kcoord serve`` (embedded tansu, ``--storage memory``, every
+connection setting at its default unless ``--kcoord-arg`` says otherwise). A probe member
+heartbeats every 5 ms on a connection of its own (support/hostile_clients.py): its round trips are
+timed for ``--idle`` seconds with nothing else running (idle), then while the attack runs.
+
+- never-readers: N connections pipeline DescribeGroups v5 requests naming ``--ids`` group ids each
+  (~0.5 MB answers) as fast as kcoord reads them and never read an answer, for ``--attack``
+  seconds; then they close and kcoord's RSS is read again after ``--settle`` seconds.
+- reader: one connection sends ``--reader-requests`` such requests back to back and reads every
+  answer; its total time is printed.
+
+kcoord's VmRSS is sampled every 0.2 s. A run whose RSS passes ``--rss-abort-mib`` stops the attack
+there (the machine is shared) and says so. One JSON line per scenario follows the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+from support.hostile_clients import NeverReaders, PipeliningReader, Probe, describe_groups_frame, rss_mib
+from support.kcoord_process import KcoordProcess
+
+
+def sample_until(pid: int, seconds: float, abort_mib: float, done: Callable[[], bool] | None = None) -> float:
+    """The peak RSS over ``seconds`` (earlier if it passes ``abort_mib`` or ``done()``)."""
+    peak = 0.0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        peak = max(peak, rss_mib(pid))
+        if peak > abort_mib or (done is not None and done()):
+            break
+        time.sleep(0.2)
+    return peak
+
+
+def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
+    proc = KcoordProcess("--storage", "memory", *args.kcoord_arg).start()
+    assert proc.process is not None
+    pid = proc.process.pid
+    result: dict[str, object] = {"scenario": scenario, "kcoord_args": args.kcoord_arg, "ids": args.ids}
+    try:
+        probe = Probe(proc.bootstrap, "probe-group").start()
+        frame = describe_groups_frame(args.ids, "hostile")
+        time.sleep(args.idle)
+        idle = probe.window()
+        base = rss_mib(pid)
+        started = time.monotonic()
+        if scenario == "reader":
+            reader = PipeliningReader(proc.bootstrap, args.reader_requests, frame).start()
+            peak = sample_until(
+                pid, args.reader_timeout, args.rss_abort_mib, lambda: reader.answered >= reader.requests
+            )
+            attacked = probe.window()
+            complete = reader.wait(0.1)
+            result.update(
+                reader_answered=reader.answered, reader_complete=complete,
+                reader_seconds=round(reader.seconds if complete else time.monotonic() - started, 1),
+                reader_error=repr(reader.error) if reader.error else None,
+            )  # fmt: skip
+            reader.close()
+        else:
+            attackers = NeverReaders(proc.bootstrap, int(scenario), frame).start()
+            peak = sample_until(pid, args.attack, args.rss_abort_mib)
+            attacked = probe.window()
+            result.update(
+                sent_mib=round(attackers.sent / 2**20, 1), closed_by_kcoord=attackers.closed_by_server
+            )
+            attackers.close()
+        result["attack_seconds"] = round(time.monotonic() - started, 1)
+        result["aborted_at_rss_limit"] = peak > args.rss_abort_mib
+        peak = max(peak, sample_until(pid, args.settle, float("inf")))
+        after = rss_mib(pid)
+        settled = probe.window()
+        probe.close()
+        result.update(
+            rss_base_mib=round(base), rss_peak_mib=round(peak), rss_after_mib=round(after),
+            probe_idle_p50_ms=round(idle.quantile(0.5) * 1000, 2),
+            probe_idle_p99_ms=round(idle.quantile(0.99) * 1000, 2),
+            probe_attack_p50_ms=round(attacked.quantile(0.5) * 1000, 2),
+            probe_attack_p99_ms=round(attacked.quantile(0.99) * 1000, 2),
+            probe_attack_max_ms=round(max(attacked.seconds, default=0) * 1000, 1),
+            probe_attack_n=len(attacked.seconds), probe_attack_failures=attacked.failures,
+            probe_after_p99_ms=round(settled.quantile(0.99) * 1000, 2),
+        )  # fmt: skip
+        result["closes"] = proc.log_tail(2000).count("closing connection")
+    finally:
+        proc.kill()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64)"
+    )
+    parser.add_argument("--no-reader", action="store_true", help="skip the one pipelining reader")
+    parser.add_argument("--ids", type=int, default=20_000, help="group ids per DescribeGroups")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle probing first")
+    parser.add_argument("--attack", type=float, default=30.0, help="seconds the never-readers run")
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds after they close")
+    parser.add_argument("--reader-requests", type=int, default=1000)
+    parser.add_argument("--reader-timeout", type=float, default=180.0)
+    parser.add_argument("--rss-abort-mib", type=float, default=3000.0)
+    parser.add_argument("--kcoord-arg", action="append", default=[], help="an extra kcoord serve argument")
+    args = parser.parse_args()
+    scenarios = [str(n) for n in (args.attackers or [8, 64])] + ([] if args.no_reader else ["reader"])
+    results = []
+    for scenario in scenarios:
+        result = run(scenario, args)
+        results.append(result)
+        what = (
+            f"1 reader x {args.reader_requests} requests"
+            if scenario == "reader"
+            else f"{scenario} never-readers"
+        )
+        print(
+            f"{what}: RSS {result['rss_base_mib']} -> peak {result['rss_peak_mib']} -> after {result['rss_after_mib']} MiB"
+            f"{' (ABORTED at the RSS limit)' if result['aborted_at_rss_limit'] else ''}; probe p50/p99 idle "
+            f"{result['probe_idle_p50_ms']}/{result['probe_idle_p99_ms']} ms, under attack "
+            f"{result['probe_attack_p50_ms']}/{result['probe_attack_p99_ms']} ms (max {result['probe_attack_max_ms']}, "
+            f"{result['probe_attack_failures']} timeouts)"
+            + (f"; reader done in {result['reader_seconds']} s" if scenario == "reader" else ""),
+            flush=True,
+        )
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
