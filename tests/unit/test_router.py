@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kcoord.coordinator.runtime.router import java_string_hash, shard_for_group
 
@@ -27,3 +29,22 @@ def test_matches_java(group: str, hash_code: int, partition: int) -> None:
 
 def test_single_shard_takes_everything() -> None:
     assert {shard_for_group(f"g{i}", 1) for i in range(100)} == {0}
+
+
+def utf16_hash(s: str) -> int:
+    """String.hashCode spelled out over UTF-16 code units: the reference for every fast path."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@given(st.text(max_size=200))
+def test_every_path_agrees_with_the_utf16_definition(group: str) -> None:
+    assert java_string_hash(group) == utf16_hash(group)
+
+
+def test_a_longest_group_id_hashes_like_any_other() -> None:
+    group = "x" * 32_767 + "é"  # the longest string Kafka's protocol carries
+    assert java_string_hash(group) == utf16_hash(group)

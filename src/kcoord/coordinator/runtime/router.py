@@ -79,11 +79,16 @@ def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
     h = 0
     if s.isascii() or max(s) < "\U00010000":
-        # One UTF-16 code unit per character: the code points themselves, wrapped once at the end
-        # (Python's integers do not overflow), twice as fast as walking the UTF-16 bytes.
-        for code in map(ord, s):
-            h = 31 * h + code
-        h &= 0xFFFFFFFF
+        # One UTF-16 code unit per character: the code points themselves, twice as fast as walking
+        # the UTF-16 bytes. Short ids wrap once at the end (Python's integers do not overflow); long
+        # ones every step, or a 32k-character id would grow a 160k-bit integer, quadratic work.
+        if len(s) <= 64:
+            for code in map(ord, s):
+                h = 31 * h + code
+            h &= 0xFFFFFFFF
+        else:
+            for code in map(ord, s):
+                h = (31 * h + code) & 0xFFFFFFFF
         return h - (1 << 32) if h >= 1 << 31 else h
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):
