@@ -26,7 +26,7 @@ from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings
-from kcoord.coordinator.runtime.membership import ClusterMembership
+from kcoord.coordinator.runtime.membership import ClusterMembership, group_id_for
 from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
 from kcoord.coordinator.runtime.transactions import TransactionOffsets
@@ -38,6 +38,7 @@ from kcoord.storage.memory import MemoryStorage
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
+from .relay.guard import ProtectedTopics
 from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
@@ -130,6 +131,11 @@ class App:
         self.fatal: str | None = None  # why this node stopped serving for good (cluster mode)
         self.fatal_event = asyncio.Event()
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
+        # What no client may write, delete or alter through kcoord (relay/guard.py, group_guard.py).
+        self.protected_topics = ProtectedTopics(
+            frozenset(n for n in (settings.internal_topic, settings.events_topic) if n)
+        )
+        self.cluster_group = group_id_for(settings.internal_topic)
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
         self._per_ip: dict[str, int] = {}
@@ -185,6 +191,8 @@ class App:
             self._open_broker_listener,
             ssl=self.upstream_ssl,
         )
+        # Topic ids by name, live: requests naming topics by id are checked against them.
+        self.protected_topics = ProtectedTopics(self.protected_topics.names, self.cluster.topics.ids)
         if s.cluster_enabled:
             self.cluster.group_owner = self._group_owner
             self.cluster.coordinator_nodes = self._coordinator_nodes
@@ -194,6 +202,8 @@ class App:
         await self._start_event_topic(bootstrap)
         self._make_shards()
         await self.cluster.discover()
+        # The protected topics' ids, before any client can name them by id (DeleteTopics v6).
+        await self.cluster.topics.lookup(sorted(self.protected_topics.names))
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
         if s.cluster_enabled:
             self._join_cluster(bootstrap, port)
