@@ -27,6 +27,7 @@ from kcoord.protocol import relay_messages, storage_messages
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import encode_batch
 from kcoord.protocol.records import encode_record
+from kcoord.storage.ownership import transactional_id
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port
 from support.workload import create_topic, unique
@@ -39,6 +40,7 @@ SHARDS = 4
 TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_AUTH = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN_AUTH = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def start_kcoord(
@@ -193,6 +195,20 @@ def test_no_client_can_write_delete_or_alter_kcoords_topics_or_use_its_cluster_g
                     CLUSTER_AUTH
                 }
 
+            # The shard's own transactional id: InitProducerId under it would fence the shard.
+            shard_txn = transactional_id(offsets, shard)
+            init = storage_messages.InitProducerIdRequest
+            answer = exchange(client, init(transactional_id=shard_txn, transaction_timeout_ms=60000), offered[22],
+                              storage_messages.InitProducerIdResponse)  # fmt: skip
+            assert (answer.error_code, answer.producer_id) == (TXN_AUTH, -1)
+            request = produce_request({(topic, 0): [(b"k", b"v")]})
+            request.transactional_id = shard_txn
+            assert produce_codes(client.request(0, offered[0], request)) == {(topic, 0): TXN_AUTH}
+            add_offsets = m.AddOffsetsToTxnRequest(
+                transactional_id=shard_txn, producer_id=1, producer_epoch=0, group_id=group
+            )
+            assert client.request(25, 3, add_offsets).error_code == TXN_AUTH
+
             # The cluster group: joining it, describing it (beside an ordinary group), finding it.
             J = m.JoinGroupRequest
             join = J(group_id=cluster_group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
@@ -233,18 +249,21 @@ def test_no_client_can_write_delete_or_alter_kcoords_topics_or_use_its_cluster_g
         # Nothing happened to them; each refusal was counted and logged.
         assert partition_counts(kcoord.bootstrap, [offsets, events]) == internal_partitions
         refused = refused_metric(metrics_port)
-        for api in ("Produce", "AddPartitionsToTxn", "DeleteTopics"):
+        for api in ("Produce", "AddPartitionsToTxn", "DeleteTopics"):  # the topics, by name
             assert refused.get((api, offsets), 0) >= 1, (api, refused)
         assert refused.get(("JoinGroup", cluster_group), 0) == 1
+        assert refused.get(("InitProducerId", transactional_id(offsets, shard)), 0) == 1
         log = kcoord.log_path.read_text(errors="replace")
         assert f"refused DeleteTopics on {offsets}, {events}" in log
+        # The group's shard still serves (not fenced): it reads 5000 and takes a new commit.
         assert fetch_offset(kcoord.bootstrap, group, topic) == (ErrorCode.NONE, 5000)
+        assert commit_offset(kcoord.bootstrap, group, topic, 5001) == ErrorCode.NONE
     finally:
         assert kcoord.stop() == 0
 
-    # A restarted kcoord loads the offsets topic: the forged commit was never in it.
+    # A restarted kcoord loads the offsets topic: the last real commit, the forged one never in it.
     kcoord = start_kcoord(upstream, offsets, events, free_port(), port=kcoord.port)
     try:
-        assert fetch_offset(kcoord.bootstrap, group, topic) == (ErrorCode.NONE, 5000)
+        assert fetch_offset(kcoord.bootstrap, group, topic) == (ErrorCode.NONE, 5001)
     finally:
         assert kcoord.stop() == 0

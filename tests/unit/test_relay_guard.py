@@ -15,10 +15,17 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
+from kcoord.storage.ownership import transactional_id, transactional_id_prefix
 
 OFFSETS, EVENTS, ORDINARY = "__kcoord_offsets", "__kcoord_events", "orders"
 OFFSETS_ID, ORDINARY_ID = uuid.uuid4(), uuid.uuid4()
-PROTECTED = ProtectedTopics(frozenset({OFFSETS, EVENTS}), {OFFSETS: OFFSETS_ID, ORDINARY: ORDINARY_ID})
+SHARD_TXN = transactional_id(OFFSETS, 17)  # the transactional id shard 17 fences its log with
+PROTECTED = ProtectedTopics(
+    frozenset({OFFSETS, EVENTS}),
+    {OFFSETS: OFFSETS_ID, ORDINARY: ORDINARY_ID},
+    transactional_id_prefix=transactional_id_prefix(OFFSETS),
+)
+TXN_AUTH = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 # Records that happen to hold a protected topic's name: only topic names count, never record bytes.
 RECORDS = b"\x00" * 12 + OFFSETS.encode() + b"\x01" * 40
 
@@ -60,7 +67,15 @@ def test_api_keys_are_kafkas() -> None:
     for key, cls in classes.items():
         assert cls.SCHEMA.api_key == key
         assert guard.GUARDED_VERSIONS[key] == (cls.SCHEMA.valid.low, cls.SCHEMA.valid.high)
-    assert set(guard.GUARDED_APIS) == {*classes, guard.PRODUCE, guard.ADD_PARTITIONS_TO_TXN}
+    assert storage_messages.InitProducerIdRequest.SCHEMA.api_key == guard.INIT_PRODUCER_ID
+    assert storage_messages.EndTxnRequest.SCHEMA.api_key == guard.END_TXN
+    assert set(guard.GUARDED_APIS) == {
+        *classes,
+        guard.PRODUCE,
+        guard.ADD_PARTITIONS_TO_TXN,
+        guard.INIT_PRODUCER_ID,
+        guard.END_TXN,
+    }
 
 
 # -- Produce ---------------------------------------------------------------------------------------
@@ -378,3 +393,64 @@ def test_requests_that_name_no_protected_topic_are_relayed_as_they_came() -> Non
 def test_bad_admin_requests_are_bad_input(api_key: int) -> None:
     with pytest.raises(CodecError):
         guard.check(api_key, 1, b"\x00\x14\x00\x01\x00\x00\x00\x07\x00\x00\xff\xff\xff", PROTECTED)
+
+
+# -- kcoord's own transactional ids ----------------------------------------------------------------
+@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+def test_produce_under_a_shards_transactional_id_is_refused_whole(version: int) -> None:
+    topics = [ORDINARY] if version >= 13 else [ORDINARY, "other"]
+    refusal = guard.check(
+        guard.PRODUCE, version, produce(version, topics, transactional_id=SHARD_TXN), PROTECTED
+    )
+    assert refusal is not None and refusal.forward is None and refusal.resources == (SHARD_TXN,)
+    answer = roundtrip(refusal, refusal.answer(None))
+    assert {p.error_code for t in answer.responses for p in t.partition_responses} == {TXN_AUTH}
+    assert sum(len(t.partition_responses) for t in answer.responses) == 2 * len(topics)
+    # Another application's transactional id that merely looks alike is its own business.
+    for other in ("kcoord:orders:17", f"x{SHARD_TXN}", "kcoord:"):
+        assert (
+            guard.check(guard.PRODUCE, version, produce(version, topics, transactional_id=other), PROTECTED)
+            is None
+        )
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_init_producer_id_under_a_shards_transactional_id_is_refused(version: int) -> None:
+    R = storage_messages.InitProducerIdRequest
+    request = R(transactional_id=SHARD_TXN, transaction_timeout_ms=60000)
+    refusal = guard.check(guard.INIT_PRODUCER_ID, version, payload(request, version), PROTECTED)
+    assert refusal is not None and refusal.forward is None and refusal.resources == (SHARD_TXN,)
+    answer = roundtrip(refusal, refusal.answer(None))
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (TXN_AUTH, -1, -1)
+    for other in ("my-app-txn", None):  # None: an idempotent producer
+        request.transactional_id = other
+        assert guard.check(guard.INIT_PRODUCER_ID, version, payload(request, version), PROTECTED) is None
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_end_txn_under_a_shards_transactional_id_is_refused(version: int) -> None:
+    R = storage_messages.EndTxnRequest
+    request = R(transactional_id=SHARD_TXN, producer_id=3, producer_epoch=1, committed=True)
+    refusal = guard.check(guard.END_TXN, version, payload(request, version), PROTECTED)
+    assert refusal is not None and refusal.forward is None
+    assert roundtrip(refusal, refusal.answer(None)).error_code == TXN_AUTH
+    request.transactional_id = "my-app-txn"
+    assert guard.check(guard.END_TXN, version, payload(request, version), PROTECTED) is None
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_add_partitions_to_txn_under_a_shards_transactional_id_is_refused(version: int) -> None:
+    R = storage_messages.AddPartitionsToTxnRequest
+    request = R(
+        v3_and_below_transactional_id=SHARD_TXN, v3_and_below_producer_id=5, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=ORDINARY, partitions=[0, 1])],
+    )  # fmt: skip
+    refusal = guard.check(guard.ADD_PARTITIONS_TO_TXN, version, payload(request, version), PROTECTED)
+    assert refusal is not None and refusal.forward is None and refusal.resources == (SHARD_TXN,)
+    answer = roundtrip(refusal, refusal.answer(None))
+    assert [
+        p.partition_error_code for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition
+    ] == [
+        TXN_AUTH,
+        TXN_AUTH,
+    ]

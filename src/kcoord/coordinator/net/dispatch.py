@@ -93,9 +93,11 @@ class ApiDispatcher:
             )
         relay = self.relay
         if api_key == ApiKey.PRODUCE:  # the hot path: the topic names read, nothing decoded
-            acks, topics_at = guard.produce_topics_start(payload, version)
+            acks, topics_at, body_at = guard.produce_topics_start(payload, version)
             protected = self.app.protected_topics
-            if guard.produce_names_protected(payload, version, protected, topics_at):
+            if guard.produce_names_protected(
+                payload, version, protected, topics_at
+            ) or guard.produce_transaction_protected(payload, version, protected, body_at):
                 self._refuse(guard.produce_refusal(payload, version, protected), correlation_id)
             else:
                 relay.produce(payload, version, acks, topics_at - 6)
@@ -149,6 +151,20 @@ class ApiDispatcher:
             return relay_messages.encode_response(upstream_correlation_id, refusal.answer(upstream), version)
 
         self.relay.forward_amended(refusal.forward, merged)
+
+    def _refuse_transactional_id(self, api_key: int, ctx: RequestContext, request: Any) -> bool:
+        """AddOffsetsToTxn and TxnOffsetCommit (answered here) under a shard's own transactional id
+        are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers a transactional id the
+        client may not use: kcoord's storage would otherwise act on its own shard's transaction."""
+        transactional_id = request.transactional_id
+        if not self.app.protected_topics.owns_transactional_id(transactional_id):
+            return False
+        self._refused(group_guard.API_NAMES[api_key], (transactional_id,))
+        answer = error_response(
+            api_key, ctx.api_version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+        self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
+        return True
 
     def _refused(self, api_name: str, resources: tuple[str, ...]) -> None:
         """Count a refusal; log it once per connection and API (a client retrying in a loop
@@ -218,6 +234,8 @@ class ApiDispatcher:
                 api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse())
             )
             return
+        if api_key == ApiKey.TXN_OFFSET_COMMIT and self._refuse_transactional_id(api_key, ctx, request):
+            return
         refusal = group_guard.check(api_key, ctx.api_version, request, self.app.cluster_group)
         if refusal is not None:
             self._refused(refusal.api_name, (self.app.cluster_group,))
@@ -254,6 +272,8 @@ class ApiDispatcher:
         transaction (coordinator/runtime/transactions.py)."""
         conn = self.conn
         api_key, version, correlation_id = ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, ctx.correlation_id
+        if self._refuse_transactional_id(api_key, ctx, request):
+            return
         refusal = group_guard.check(api_key, version, request, self.app.cluster_group)
         if refusal is not None:  # the cluster group's offsets partition joins no transaction
             self._refused(refusal.api_name, (self.app.cluster_group,))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import socket
@@ -34,6 +35,7 @@ from kcoord.protocol.frames import FrameBudget
 from kcoord.storage.base import Storage
 from kcoord.storage.kafka import KafkaStorage
 from kcoord.storage.memory import MemoryStorage
+from kcoord.storage.ownership import transactional_id_prefix
 
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
@@ -133,7 +135,8 @@ class App:
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
         # What no client may write, delete or alter through kcoord (relay/guard.py, group_guard.py).
         self.protected_topics = ProtectedTopics(
-            frozenset(n for n in (settings.internal_topic, settings.events_topic) if n)
+            frozenset(n for n in (settings.internal_topic, settings.events_topic) if n),
+            transactional_id_prefix=transactional_id_prefix(settings.internal_topic),
         )
         self.cluster_group = group_id_for(settings.internal_topic)
         self.listeners: list[Listener] = []
@@ -192,7 +195,7 @@ class App:
             ssl=self.upstream_ssl,
         )
         # Topic ids by name, live: requests naming topics by id are checked against them.
-        self.protected_topics = ProtectedTopics(self.protected_topics.names, self.cluster.topics.ids)
+        self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
         if s.cluster_enabled:
             self.cluster.group_owner = self._group_owner
             self.cluster.coordinator_nodes = self._coordinator_nodes

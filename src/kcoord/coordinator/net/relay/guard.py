@@ -16,6 +16,11 @@ becomes of it (a :class:`Refusal`, or None: relay it as it came):
   partitions TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED.
 - AlterPartitionReassignments and WriteTxnMarkers naming a protected topic are refused whole with
   CLUSTER_AUTHORIZATION_FAILED: Kafka authorizes them on the cluster, not per topic.
+- Produce, InitProducerId, AddPartitionsToTxn and EndTxn under one of the shards' own transactional
+  ids (``kcoord:<internal topic>:<shard>``) are refused whole with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED: an InitProducerId under one bumps its epoch, which fences
+  that shard until kcoord restarts. (AddOffsetsToTxn and TxnOffsetCommit, which kcoord answers
+  itself, are refused the same way in dispatch.py.)
 
 Reading (Fetch, ListOffsets, Metadata, DescribeConfigs) and ElectLeaders stay relayed.
 
@@ -47,7 +52,9 @@ from .requests import produce_acks, request_body_start
 PRODUCE = 0
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
+END_TXN = 26
 WRITE_TXN_MARKERS = 27
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
@@ -65,7 +72,9 @@ GUARDED_APIS: dict[int, str] = {
     PRODUCE: "Produce",
     DELETE_TOPICS: "DeleteTopics",
     DELETE_RECORDS: "DeleteRecords",
+    INIT_PRODUCER_ID: "InitProducerId",
     ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    END_TXN: "EndTxn",
     WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ALTER_CONFIGS: "AlterConfigs",
     CREATE_PARTITIONS: "CreatePartitions",
@@ -110,10 +119,19 @@ class ProtectedTopics:
 
     names: frozenset[str]
     ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
+    # What the shards' transactional ids start with (storage/ownership.py): a client producing,
+    # or calling InitProducerId, under one would fence that shard until kcoord restarts.
+    transactional_id_prefix: str = ""
     names_utf8: frozenset[bytes] = field(init=False)
+    prefix_utf8: bytes = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names_utf8", frozenset(n.encode() for n in self.names))
+        object.__setattr__(self, "prefix_utf8", self.transactional_id_prefix.encode())
+
+    def owns_transactional_id(self, transactional_id: str | None) -> bool:
+        prefix = self.transactional_id_prefix
+        return bool(prefix) and transactional_id is not None and transactional_id.startswith(prefix)
 
     def name_of_id(self, topic_id: uuid.UUID) -> str | None:
         """The protected topic with id ``topic_id``, or None."""
@@ -152,20 +170,43 @@ def check(api_key: int, version: int, payload: bytes, protected: ProtectedTopics
     """What becomes of relayed request ``payload`` (a frame without size prefix): None to relay it
     as it came, or a :class:`Refusal`. Raises CodecError on a request it cannot read."""
     if api_key == PRODUCE:
-        if not produce_names_protected(payload, version, protected):
-            return None
-        return produce_refusal(payload, version, protected)
+        _acks, topics_at, body_at = produce_topics_start(payload, version)
+        if produce_names_protected(payload, version, protected, topics_at) or produce_transaction_protected(
+            payload, version, protected, body_at
+        ):
+            return produce_refusal(payload, version, protected)
+        return None
     checker = _CHECKERS.get(api_key)
     if checker is None:
         return None
     return checker(payload, version, protected)
 
 
-def produce_topics_start(payload: bytes, version: int) -> tuple[int, int]:
-    """(acks, where the topics array starts) of a Produce request: what the relay reads of every
-    Produce anyway (its acks decide how the answer is paired)."""
-    acks, pos = produce_acks(payload, request_body_start(payload, version >= PRODUCE_FLEXIBLE_SINCE), version)
-    return acks, pos + 6  # acks int16, timeout_ms int32
+def produce_topics_start(payload: bytes, version: int) -> tuple[int, int, int]:
+    """(acks, where the topics array starts, where the body starts: its transactional id) of a
+    Produce request: what the relay reads of every Produce anyway (acks decide how the answer is
+    paired)."""
+    body = request_body_start(payload, version >= PRODUCE_FLEXIBLE_SINCE)
+    acks, pos = produce_acks(payload, body, version)
+    return acks, pos + 6, body  # acks int16, timeout_ms int32
+
+
+def produce_transaction_protected(
+    payload: bytes, version: int, protected: ProtectedTopics, body_at: int
+) -> bool:
+    """Whether a Produce is sent under one of kcoord's own transactional ids, read in place
+    (:func:`produce_topics_start` read past it, so it is within the frame)."""
+    prefix = protected.prefix_utf8
+    if not prefix:
+        return False
+    pos = body_at
+    if version >= PRODUCE_FLEXIBLE_SINCE:
+        size, pos = decode_uvarint(payload, pos)
+        size -= 1
+    else:
+        (size,) = _INT16.unpack_from(payload, pos)
+        pos += 2
+    return size >= len(prefix) and payload.startswith(prefix, pos)
 
 
 def produce_names_protected(
@@ -245,13 +286,19 @@ def produce_refusal(payload: bytes, version: int, protected: ProtectedTopics) ->
     assert isinstance(request, m.ProduceRequest)
     by_id = version >= PRODUCE_BY_TOPIC_ID_SINCE
     kept, refused, names = [], [], []
-    for topic in request.topic_data:
-        name = protected.name_of_id(topic.topic_id) if by_id else topic.name
-        if name is not None and name in protected.names:
-            refused.append(topic)
-            names.append(name)
-        else:
-            kept.append(topic)
+    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if protected.owns_transactional_id(request.transactional_id):
+        # Kafka refuses a Produce under a transactional id the client may not use whole.
+        refused, names = list(request.topic_data), [str(request.transactional_id)]
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        for topic in request.topic_data:
+            name = protected.name_of_id(topic.topic_id) if by_id else topic.name
+            if name is not None and name in protected.names:
+                refused.append(topic)
+                names.append(name)
+            else:
+                kept.append(topic)
     R = m.ProduceResponse
     refusals = [
         R.TopicProduceResponse(
@@ -260,7 +307,7 @@ def produce_refusal(payload: bytes, version: int, protected: ProtectedTopics) ->
             partition_responses=[
                 R.PartitionProduceResponse(
                     index=p.index,
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_code=error,
                     base_offset=-1,
                     log_append_time_ms=-1,
                     log_start_offset=-1,
@@ -422,21 +469,26 @@ def _whole(api_key: int, version: int, names: Iterable[str], response: Message) 
 
 def _add_partitions_to_txn(payload: bytes, version: int, protected: ProtectedTopics) -> Refusal | None:
     """Kafka refuses the whole request when any topic is not authorized: those partitions
-    TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED (none joins the transaction)."""
-    flexible = version in storage_messages.AddPartitionsToTxnRequest.SCHEMA.flexible
-    request = storage_messages.AddPartitionsToTxnRequest.decode_from(
-        payload, request_body_start(payload, flexible), version
-    )[0]
+    TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED (none joins the transaction); and
+    every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED under a transactional id the client may not
+    use (here: a shard's own)."""
+    request = relay_messages.decode_request_body(storage_messages.AddPartitionsToTxnRequest, payload, version)
     R = storage_messages.AddPartitionsToTxnResponse
     names: list[str] = []
 
-    def results(topics: Iterable[Any]) -> list[Any]:
+    def results(transactional_id: str | None, topics: Iterable[Any]) -> list[Any]:
+        kcoords_id = protected.owns_transactional_id(transactional_id)
+        if kcoords_id:
+            names.append(str(transactional_id))
         out = []
         for topic in topics:
-            refused = topic.name in protected.names
-            if refused:
+            if kcoords_id:
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif topic.name in protected.names:
                 names.append(topic.name)
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if refused else ErrorCode.OPERATION_NOT_ATTEMPTED
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = ErrorCode.OPERATION_NOT_ATTEMPTED
             out.append(
                 R.AddPartitionsToTxnTopicResult(
                     name=topic.name,
@@ -449,15 +501,14 @@ def _add_partitions_to_txn(payload: bytes, version: int, protected: ProtectedTop
         return out
 
     if version < ADD_PARTITIONS_BATCHED_SINCE:
-        response = R(
-            throttle_time_ms=0, results_by_topic_v3_and_below=results(request.v3_and_below_topics or ())
-        )
+        topics = results(request.v3_and_below_transactional_id, request.v3_and_below_topics or ())
+        response = R(throttle_time_ms=0, results_by_topic_v3_and_below=topics)
     else:
         response = R(
             throttle_time_ms=0,
             results_by_transaction=[
                 R.AddPartitionsToTxnResult(
-                    transactional_id=t.transactional_id, topic_results=results(t.topics)
+                    transactional_id=t.transactional_id, topic_results=results(t.transactional_id, t.topics)
                 )
                 for t in request.transactions or ()
             ],
@@ -525,7 +576,28 @@ def _write_txn_markers(payload: bytes, version: int, protected: ProtectedTopics)
     return _whole(WRITE_TXN_MARKERS, version, names, response)
 
 
+def _init_producer_id(payload: bytes, version: int, protected: ProtectedTopics) -> Refusal | None:
+    """InitProducerId under a shard's transactional id would bump its epoch: the shard is fenced."""
+    request = relay_messages.decode_request_body(storage_messages.InitProducerIdRequest, payload, version)
+    if not protected.owns_transactional_id(request.transactional_id):
+        return None
+    response = storage_messages.InitProducerIdResponse(
+        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+    )
+    return _whole(INIT_PRODUCER_ID, version, [str(request.transactional_id)], response)
+
+
+def _end_txn(payload: bytes, version: int, protected: ProtectedTopics) -> Refusal | None:
+    request = relay_messages.decode_request_body(storage_messages.EndTxnRequest, payload, version)
+    if not protected.owns_transactional_id(request.transactional_id):
+        return None
+    response = storage_messages.EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return _whole(END_TXN, version, [request.transactional_id], response)
+
+
 _CHECKERS: dict[int, Callable[[bytes, int, ProtectedTopics], Refusal | None]] = {
+    INIT_PRODUCER_ID: _init_producer_id,
+    END_TXN: _end_txn,
     DELETE_TOPICS: _delete_topics,
     DELETE_RECORDS: _delete_records,
     CREATE_PARTITIONS: _create_partitions,
