@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.relay_guard
 
 Every relayed Produce is checked for a protected topic (coordinator/net/relay/guard.py) by walking
-its topic names and skipping each partition's records by their length. This bench times that
+its topic names and skipping each partition's records by their length, and its transactional id
+compared in place with the shards' own. This bench times that
 check on Produce requests of several shapes, beside what the relay already read of every Produce
 before (its acks: ``request_body_start`` + ``produce_acks``) and a full decode of the same bytes
 (what the check would cost if it decoded), as process CPU time, best of 7 runs, in one process.
@@ -24,12 +25,16 @@ from kcoord.protocol import codec, frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 
-PROTECTED = guard.ProtectedTopics(frozenset({"__kcoord_offsets", "__kcoord_events"}))
+PROTECTED = guard.ProtectedTopics(
+    frozenset({"__kcoord_offsets", "__kcoord_events"}), transactional_id_prefix="kcoord:__kcoord_offsets:"
+)
 
 
-def produce_request(version: int, topics: int, partitions: int, record_bytes: int) -> bytes:
+def produce_request(
+    version: int, topics: int, partitions: int, record_bytes: int, transactional: bool = False
+) -> bytes:
     R = m.ProduceRequest
-    request = R(acks=1, timeout_ms=30000, topic_data=[
+    request = R(transactional_id="my-app-txn" if transactional else None, acks=1, timeout_ms=30000, topic_data=[
         R.TopicProduceData(name=f"topic-{t}", partition_data=[
             R.PartitionProduceData(index=p, records=b"r" * record_bytes) for p in range(partitions)])
         for t in range(topics)])  # fmt: skip
@@ -49,6 +54,11 @@ def main() -> None:
     cases = [
         ("Produce v9, 1 partition, 100 B", 9, produce_request(9, 1, 1, 100)),
         ("Produce v3, 1 partition, 100 B", 3, produce_request(3, 1, 1, 100)),
+        (
+            "Produce v9, 1 partition, 100 B, transactional",
+            9,
+            produce_request(9, 1, 1, 100, transactional=True),
+        ),
         ("Produce v12, 1 partition, 1 MiB", 12, produce_request(12, 1, 1, 1 << 20)),
         ("Produce v12, 5 topics x 10 partitions, 16 KiB", 12, produce_request(12, 5, 10, 16384)),
         ("Produce v8, 5 topics x 10 partitions, 16 KiB", 8, produce_request(8, 5, 10, 16384)),

@@ -34,6 +34,7 @@ from kcoord.protocol.primitives import CodecError
 from kcoord.protocol.storage_messages import CreateTopicsResponse
 
 from . import group_guard
+from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
 from .relay.addresses import rewrite_node_endpoints
@@ -236,9 +237,13 @@ class ApiDispatcher:
             return
         if api_key == ApiKey.TXN_OFFSET_COMMIT and self._refuse_transactional_id(api_key, ctx, request):
             return
-        refusal = group_guard.check(api_key, ctx.api_version, request, self.app.cluster_group)
+        cluster_group = self.app.cluster_group
+        if api_key in SINGLE_GROUP_APIS and request.group_id != cluster_group:  # type: ignore[attr-defined]
+            refusal = None  # the hot path (heartbeats, commits): one comparison, no call
+        else:
+            refusal = group_guard.check(api_key, ctx.api_version, request, cluster_group)
         if refusal is not None:
-            self._refused(refusal.api_name, (self.app.cluster_group,))
+            self._refused(refusal.api_name, (cluster_group,))
             if refusal.rest is None:
                 answer = refusal.answer(None)
                 self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
