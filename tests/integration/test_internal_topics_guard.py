@@ -10,6 +10,7 @@ committed before the attacks.
 
 from __future__ import annotations
 
+import struct
 import time
 import urllib.request
 import uuid
@@ -22,8 +23,8 @@ from kafka import KafkaAdminClient
 from kcoord.coordinator.core.records import offset_commit_record
 from kcoord.coordinator.runtime.membership import group_id_for
 from kcoord.coordinator.runtime.router import shard_for_group
+from kcoord.protocol import frames, relay_messages, storage_messages
 from kcoord.protocol import messages as m
-from kcoord.protocol import relay_messages, storage_messages
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import encode_batch
 from kcoord.protocol.records import encode_record
@@ -245,6 +246,24 @@ def test_no_client_can_write_delete_or_alter_kcoords_topics_or_use_its_cluster_g
         assert producer.flush(20) == 0
         assert len(reports) == 1 and reports[0] is not None
         assert reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        # Bad input in a guarded request closes the connection, with a log line: a DeleteTopics v1
+        # whose topic array claims more names than it holds, and a Produce cut inside its topics.
+        truncated_produce = frames.encode_request(0, 8, 1, "t", produce_request({(topic, 0): [(b"k", b"v")], (victim, 0): [(b"k", b"v")]}))[4:60]  # fmt: skip
+        for bad in (
+            struct.pack(">hhih", 20, 1, 1, -1) + struct.pack(">i", 5) + b"\x00\x01a",
+            truncated_produce,
+        ):
+            with WireClient(kcoord.bootstrap) as client:
+                client.send_bytes(frames.frame(bad))
+                assert client.is_closed_by_server()
+        closes = [
+            line
+            for line in kcoord.log_path.read_text(errors="replace").splitlines()
+            if "closing connection from" in line
+        ]
+        assert any("malformed request: array TopicNames" in line for line in closes), closes
+        assert any("malformed request: Produce v8 ends inside its topics" in line for line in closes), closes
 
         # Nothing happened to them; each refusal was counted and logged.
         assert partition_counts(kcoord.bootstrap, [offsets, events]) == internal_partitions
