@@ -51,6 +51,18 @@ STORAGE_STEMS = [
     "EndTxn",
 ]
 
+# The relayed admin and write APIs kcoord reads only to refuse what they would do to kcoord's own
+# topics (kcoord.protocol.relay_messages; coordinator/net/relay/guard.py): never served, never sent.
+RELAY_STEMS = [
+    "DeleteTopics",
+    "DeleteRecords",
+    "CreatePartitions",
+    "AlterConfigs",
+    "IncrementalAlterConfigs",
+    "AlterPartitionReassignments",
+    "WriteTxnMarkers",
+]
+
 # Record type -> spec stem (kcoord.protocol.coordinator_records): the key spec is ``<stem>Key``,
 # the value spec ``<stem>Value``.
 RECORD_STEMS: dict[int, str] = {
@@ -72,6 +84,10 @@ def message_specs() -> list[str]:
 
 def storage_specs() -> list[str]:
     return [stem + kind for stem in STORAGE_STEMS for kind in ("Request", "Response")]
+
+
+def relay_specs() -> list[str]:
+    return [stem + kind for stem in RELAY_STEMS for kind in ("Request", "Response")]
 
 
 def record_specs() -> list[str]:

@@ -57,8 +57,13 @@ FENCING_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER
 Pair = tuple[bytes, bytes | None]
 
 
+def transactional_id_prefix(topic: str) -> str:
+    """What every shard's transactional id starts with (the relay refuses it to clients)."""
+    return f"kcoord:{topic}:"
+
+
 def transactional_id(topic: str, shard: int) -> str:
-    return f"kcoord:{topic}:{shard}"
+    return f"{transactional_id_prefix(topic)}{shard}"
 
 
 class Ownership:

@@ -24,15 +24,21 @@ from typing import TYPE_CHECKING, Any
 from kcoord.coordinator.core.responses import error_response
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.runtime.router import GROUP_APIS
-from kcoord.protocol import frames, storage_messages
+from kcoord.protocol import frames, relay_messages, storage_messages
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
+from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS, ApiKey
 from kcoord.protocol.primitives import CodecError
 from kcoord.protocol.storage_messages import CreateTopicsResponse
 
+from . import group_guard
+from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
+from .relay import guard
+from .relay.addresses import rewrite_node_endpoints
+from .relay.guard import GUARDED_APIS
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -68,13 +74,14 @@ class UnsupportedApi(CodecError):
 class ApiDispatcher:
     """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
 
-    __slots__ = ("conn", "app", "relay", "_groups")
+    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged")
 
     def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
         self.conn = conn
         self.app = conn.app
         self.relay = relay
         self._groups = GroupRouting(conn)
+        self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -101,9 +108,22 @@ class ApiDispatcher:
                 f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream"
             )
         relay = self.relay
-        if api_key == ApiKey.PRODUCE:
-            relay.produce(payload, version)
-        elif api_key == ApiKey.FETCH:
+        if api_key == ApiKey.PRODUCE:  # the hot path: the topic names read, nothing decoded
+            acks, topics_at, body_at = guard.produce_topics_start(payload, version)
+            protected = self.app.protected_topics
+            if guard.produce_names_protected(
+                payload, version, protected, topics_at
+            ) or guard.produce_transaction_protected(payload, version, protected, body_at):
+                self._refuse(guard.produce_refusal(payload, version, protected), correlation_id)
+            else:
+                relay.produce(payload, version, acks, topics_at - 6)
+            return
+        if api_key in GUARDED_APIS:
+            refusal = guard.check(api_key, version, payload, self.app.protected_topics)
+            if refusal is not None:
+                self._refuse(refusal, correlation_id)
+                return
+        if api_key == ApiKey.FETCH:
             relay.fetch(payload, version)
         elif api_key == ApiKey.METADATA:
             relay.metadata(payload, version, correlation_id)
@@ -115,6 +135,72 @@ class ApiDispatcher:
             relay.forward_observed(payload, lambda raw: self._learn_created_topics(raw, version))
         else:
             relay.forward(payload)
+
+    # -- kcoord's own topics and group: refused ------------------------------------------------------
+    def _refuse(self, refusal: guard.Refusal, correlation_id: int) -> None:
+        """A relayed request naming kcoord's internal topics: those parts answered with Kafka's
+        authorization error, the rest relayed and the two answers merged (relay/guard.py)."""
+        self._refused(refusal.api_name, refusal.resources)
+        api_key, version = refusal.api_key, refusal.version
+        if not refusal.answered:
+            # An acks=0 Produce: Kafka writes what it may, then closes the connection, the only
+            # way to tell a client that expects no answer that some of its records were refused.
+            if refusal.forward is not None:
+                self.relay.produce(refusal.forward, version)  # reads the rewritten request's acks
+            self.conn.close_with(f"acks=0 Produce to kcoord's internal topic {', '.join(refusal.resources)}")
+            return
+        if refusal.forward is None:
+            response = refusal.answer(None)
+            slot = self.conn.new_slot()
+            self.app.metrics.response_sent(api_key, version, response)
+            self.conn.fill(slot, relay_messages.encode_response(correlation_id, response, version))
+            return
+        cluster = self.app.cluster
+        rewrite_endpoints = api_key == ApiKey.PRODUCE and version >= NODE_ENDPOINTS_SINCE[ApiKey.PRODUCE]
+
+        async def merged(raw: bytes) -> bytes:
+            upstream_correlation_id, upstream = storage_messages.decode_response(
+                refusal.response_cls, version, raw
+            )
+            if rewrite_endpoints and getattr(upstream, "node_endpoints", None):
+                upstream = await rewrite_node_endpoints(cluster, upstream)
+            return relay_messages.encode_response(upstream_correlation_id, refusal.answer(upstream), version)
+
+        self.relay.forward_amended(refusal.forward, merged)
+
+    def _refuse_transactional_id(self, api_key: int, ctx: RequestContext, request: Any) -> bool:
+        """AddOffsetsToTxn and TxnOffsetCommit (answered here) under a shard's own transactional id
+        are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers a transactional id the
+        client may not use: kcoord's storage would otherwise act on its own shard's transaction."""
+        transactional_id = request.transactional_id
+        if not self.app.protected_topics.owns_transactional_id(transactional_id):
+            return False
+        self._refused(group_guard.API_NAMES[api_key], (transactional_id,))
+        answer = error_response(
+            api_key, ctx.api_version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+        self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
+        return True
+
+    def _refused(self, api_name: str, resources: tuple[str, ...]) -> None:
+        """Count a refusal; log it once per connection and API (a client retrying in a loop
+        would otherwise fill the log)."""
+        metrics = self.app.metrics
+        for resource in resources:
+            metrics.relay_refused(api_name, resource)
+        logged = self._refusals_logged
+        if logged is None:
+            logged = self._refusals_logged = set()
+        if api_name in logged:
+            return
+        logged.add(api_name)
+        log.warning(
+            "%s: refused %s on %s: kcoord's internal topics and cluster group are kcoord's alone "
+            "(logged once per connection and API)",
+            self.conn.peer,
+            api_name,
+            ", ".join(dict.fromkeys(resources)),
+        )
 
     # -- answered here ------------------------------------------------------------------------------
     def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
@@ -137,7 +223,16 @@ class ApiDispatcher:
         key_type = request.key_type
         response: Message
         if key_type == 0:
-            response = self.app.cluster.group_coordinator_response(request, version)
+            refusal = group_guard.check(ApiKey.FIND_COORDINATOR, version, request, self.app.cluster_group)
+            if refusal is not None:
+                self._refused(refusal.api_name, (self.app.cluster_group,))
+                served = None
+                if refusal.rest is not None:
+                    assert isinstance(refusal.rest, m.FindCoordinatorRequest)
+                    served = self.app.cluster.group_coordinator_response(refusal.rest, version)
+                response = refusal.answer(served)
+            else:
+                response = self.app.cluster.group_coordinator_response(request, version)
         elif key_type == 1:
             self.relay.find_transaction_coordinator(payload, version)
             return
@@ -155,10 +250,25 @@ class ApiDispatcher:
                 api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, m.ListGroupsResponse())
             )
             return
+        if api_key == ApiKey.TXN_OFFSET_COMMIT and self._refuse_transactional_id(api_key, ctx, request):
+            return
+        cluster_group = self.app.cluster_group
+        if api_key in SINGLE_GROUP_APIS and request.group_id != cluster_group:  # type: ignore[attr-defined]
+            refusal = None  # the hot path (heartbeats, commits): one comparison, no call
+        else:
+            refusal = group_guard.check(api_key, ctx.api_version, request, cluster_group)
+        if refusal is not None:
+            self._refused(refusal.api_name, (cluster_group,))
+            if refusal.rest is None:
+                answer = refusal.answer(None)
+                self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
+                return
+            request = refusal.rest
         slot = conn.new_slot()
         version = ctx.api_version
         correlation_id = ctx.correlation_id
         metrics = self.app.metrics
+        merge = None if refusal is None else refusal.answer
 
         def reply(response: Any) -> None:
             # Runs inside the shard's write path (often before route() returns): never raise.
@@ -166,6 +276,8 @@ class ApiDispatcher:
                 conn.fill(slot, b"")  # nobody to answer, but the request's cost is given back
                 return
             try:
+                if merge is not None:
+                    response = merge(response)
                 metrics.response_sent(api_key, version, response)
                 field = _ANSWER_ARRAYS.get(api_key)
                 if field is not None and len(getattr(response, field, None) or ()) > ENCODE_ASIDE_ABOVE:
@@ -206,8 +318,15 @@ class ApiDispatcher:
         """Answered by kcoord, not relayed: the group's shard partition joins the client's
         transaction (coordinator/runtime/transactions.py)."""
         conn = self.conn
-        slot = conn.new_slot()
         api_key, version, correlation_id = ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version, ctx.correlation_id
+        if self._refuse_transactional_id(api_key, ctx, request):
+            return
+        refusal = group_guard.check(api_key, version, request, self.app.cluster_group)
+        if refusal is not None:  # the cluster group's offsets partition joins no transaction
+            self._refused(refusal.api_name, (self.app.cluster_group,))
+            self._reply_now(api_key, version, correlation_id, (version, refusal.answer(None)))
+            return
+        slot = conn.new_slot()
 
         def done(task: asyncio.Future[Message]) -> None:
             if conn.closed:

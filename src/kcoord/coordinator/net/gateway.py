@@ -35,6 +35,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS
 
 from .relay.addresses import ADDRESS_FREE_VERSIONS, REWRITTEN_VERSIONS
+from .relay.guard import GUARDED_VERSIONS
 from .topics import TopicCatalog
 
 log = logging.getLogger("kcoord.gateway")
@@ -251,10 +252,11 @@ class ClusterView:
                 or ADDRESS_FREE_VERSIONS.get(key)
                 or TRANSACTIONS_V1_VERSIONS.get(key)
             )
-            if limit is not None:
-                lo, hi = max(lo, limit[0]), min(hi, limit[1])
-                if lo > hi:
-                    continue
+            for bound in (limit, GUARDED_VERSIONS.get(key)):
+                if bound is not None:
+                    lo, hi = max(lo, bound[0]), min(hi, bound[1])
+            if lo > hi:
+                continue
             ranges[key] = (lo, hi)
         ranges.update(KCOORD_VERSIONS)
         self._advertised = ranges

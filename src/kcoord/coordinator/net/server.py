@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import math
 import socket
@@ -28,7 +29,7 @@ from kcoord.coordinator.ops.memory_trim import HeapTrimmer
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings
-from kcoord.coordinator.runtime.membership import ClusterMembership
+from kcoord.coordinator.runtime.membership import ClusterMembership, group_id_for
 from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
 from kcoord.coordinator.runtime.transactions import TransactionOffsets
@@ -36,10 +37,12 @@ from kcoord.protocol.frames import FrameBudget
 from kcoord.storage.base import Storage
 from kcoord.storage.kafka import KafkaStorage
 from kcoord.storage.memory import MemoryStorage
+from kcoord.storage.ownership import transactional_id_prefix
 
 from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
+from .relay.guard import ProtectedTopics
 from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
@@ -132,6 +135,12 @@ class App:
         self.fatal: str | None = None  # why this node stopped serving for good (cluster mode)
         self.fatal_event = asyncio.Event()
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set in start()
+        # What no client may write, delete or alter through kcoord (relay/guard.py, group_guard.py).
+        self.protected_topics = ProtectedTopics(
+            frozenset(n for n in (settings.internal_topic, settings.events_topic) if n),
+            transactional_id_prefix=transactional_id_prefix(settings.internal_topic),
+        )
+        self.cluster_group = group_id_for(settings.internal_topic)
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
         self._per_ip: dict[str, int] = {}
@@ -193,6 +202,8 @@ class App:
             self._open_broker_listener,
             ssl=self.upstream_ssl,
         )
+        # Topic ids by name, live: requests naming topics by id are checked against them.
+        self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
         if s.cluster_enabled:
             self.cluster.group_owner = self._group_owner
             self.cluster.coordinator_nodes = self._coordinator_nodes
@@ -202,6 +213,8 @@ class App:
         await self._start_event_topic(bootstrap)
         self._make_shards()
         await self.cluster.discover()
+        # The protected topics' ids, before any client can name them by id (DeleteTopics v6).
+        await self.cluster.topics.lookup(sorted(self.protected_topics.names))
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
         if s.cluster_enabled:
             self._join_cluster(bootstrap, port)

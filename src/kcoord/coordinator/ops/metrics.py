@@ -125,6 +125,13 @@ class Metrics:
         self.upstream_errors = Counter(
             "kcoord_upstream_errors", "Pass-through requests that failed", registry=r
         )
+        self._relay_refused = Counter(
+            "kcoord_relay_refused",
+            "Requests (or their parts) refused because they would write, delete or alter kcoord's "
+            "internal topics or act on its cluster group, by API and resource",
+            ["api", "resource"],
+            registry=r,
+        )
         closed = Counter(
             "kcoord_connections_closed",
             "Client connections closed by a limit, by reason",
@@ -192,6 +199,9 @@ class Metrics:
         )
 
     # -- connection hooks ---------------------------------------------------------------------------
+    def relay_refused(self, api: str, resource: str) -> None:
+        self._relay_refused.labels(api, resource).inc()
+
     # Every request pays these three: one tally update each (defaultdicts, no get-then-set), the
     # nested per-partition walk only for commits and leaves, labels only at scrape time.
     def request_received(self, api_key: int, version: int) -> None:

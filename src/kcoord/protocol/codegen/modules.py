@@ -51,6 +51,12 @@ MODULES: list[GeneratedModule] = [
         catalog.storage_specs,
     ),
     GeneratedModule(
+        "relay_messages.py",
+        "The classes of the relayed APIs kcoord reads to guard its own topics (served by "
+        "kcoord.protocol.relay_messages).",
+        catalog.relay_specs,
+    ),
+    GeneratedModule(
         "coordinator_records.py",
         "The record structs of __consumer_offsets (served by kcoord.protocol.coordinator_records).",
         catalog.record_specs,

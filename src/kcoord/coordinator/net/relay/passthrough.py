@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.client import Connection as UpstreamConnection
@@ -76,8 +76,10 @@ class UpstreamRelay:
         """Relay a frame whose answer comes back as it came."""
         self._relay(payload, None)
 
-    def produce(self, payload: bytes, version: int) -> None:
-        acks, offset = produce_acks(payload, request_body_start(payload, flexible=version >= 9), version)
+    def produce(self, payload: bytes, version: int, acks: int | None = None, offset: int = 0) -> None:
+        """Relay a Produce; ``acks`` and its ``offset`` in ``payload``, when the caller read them."""
+        if acks is None:
+            acks, offset = produce_acks(payload, request_body_start(payload, flexible=version >= 9), version)
         if acks == 0:
             # The client expects no response. Some brokers (tansu) answer acks=0 anyway, which
             # would shift every later response on the paired connection; asking for acks=1 and
@@ -324,6 +326,11 @@ class UpstreamRelay:
             conn.fill(slot, *frames.frame_parts(payload))
 
     def _forward_and_rewrite(self, payload: bytes, api_key: int, version: int, rewrite: Rewrite) -> None:
+        self.forward_amended(payload, lambda raw: self._rewritten(raw, api_key, version, rewrite))
+
+    def forward_amended(self, payload: bytes, amend: Callable[[bytes], Awaitable[bytes]]) -> None:
+        """Relay a frame; the client gets the whole frame ``amend`` makes of the answer's payload
+        (a failure there fails the request: the connection closes)."""
         fut = self._send_framed(payload, expect_response=True)
         if fut is None:
             return
@@ -332,7 +339,7 @@ class UpstreamRelay:
         async def run() -> bytes:
             raw = await fut
             self._relayed_bytes[1] += len(raw) + 4
-            return await self._rewritten(raw, api_key, version, rewrite)
+            return await amend(raw)
 
         task = asyncio.ensure_future(run())
         task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
