@@ -49,6 +49,8 @@ STORAGE_STEMS = [
     "DescribeConfigs",
     "AddPartitionsToTxn",
     "EndTxn",
+    "SaslHandshake",  # also read by the listeners' SASL gate (kcoord.coordinator.net.sasl)
+    "SaslAuthenticate",
 ]
 
 # Record type -> spec stem (kcoord.protocol.coordinator_records): the key spec is ``<stem>Key``,
