@@ -13,6 +13,8 @@ Invariants:
   mechanism's tokens); anything else closes the connection, as Kafka does.
 - One step is with the upstream at a time (``waiting``): the connection reads nothing meanwhile,
   so a request sent right behind the last token is judged once the answer says who the client is.
+- A re-authentication the upstream refuses at the handshake (it answers ILLEGAL_SASL_STATE when
+  its ``connections.max.reauth.ms`` is off) is relayed and the session goes on, as on Kafka.
 - A mechanism kcoord cannot name a principal for (GSSAPI, custom ones) or not in
   ``sasl.enabled.mechanisms`` is answered UNSUPPORTED_SASL_MECHANISM with the mechanisms both the
   upstream and kcoord enable, and the connection closes; so is an upstream refusal.
@@ -155,6 +157,11 @@ class SaslSession:
         self.waiting = False
         offered = [name for name in upstream_mechanisms if name in self.enabled]
         exchange = exchange_for(self.mechanism, self.oauthbearer_claim)
+        if self.reauthenticating and error_code != ErrorCode.NONE:
+            # The upstream does not re-authenticate this connection (no connections.max.reauth.ms, say):
+            # as Kafka, an answer with its error and the session goes on as it was.
+            self.reauthenticating = False
+            return HandshakeAnswer(error_code, offered, close=False)
         if error_code == ErrorCode.NONE and (exchange is None or self.mechanism not in self.enabled):
             error_code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
         if error_code != ErrorCode.NONE:
