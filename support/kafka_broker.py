@@ -24,6 +24,7 @@ import tarfile
 import tempfile
 import urllib.request
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -40,6 +41,20 @@ RELEASE_URL = f"https://archive.apache.org/dist/kafka/{KAFKA_VERSION}/{RELEASE}.
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kcoord"
 # Start-up takes ~10 s on a quiet machine and 25 s or more under load (../shared/kafka/README.md).
 START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class SaslUsers:
+    """An extra ``SASL_PLAINTEXT`` listener and who may log in on it: ``users`` (name -> password)
+    for PLAIN (the listener's JAAS config) and SCRAM-SHA-256/512 (added at format time),
+    OAUTHBEARER with Kafka's unsecured JWT validator (tests only), and with ``authorizer`` Kafka's
+    StandardAuthorizer (resources with no ACL stay open to everyone, so one ACL on a topic limits
+    only that topic; the PLAINTEXT and controller listeners' ANONYMOUS is a super user)."""
+
+    users: dict[str, str] = field(default_factory=dict)
+    authorizer: bool = False
+    mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+    reauth_ms: int = 0  # the listener's connections.max.reauth.ms (KIP-368; 0: off)
 
 
 class KafkaUnavailable(RuntimeError):
@@ -137,10 +152,13 @@ class KafkaBroker(BrokerProcess):
         cluster_id: str | None = None,
         controller: str | None = None,
         tls: Pki | None = None,
+        sasl: SaslUsers | None = None,
     ) -> None:
         super().__init__(host, log_dir, "kafka.log")
         self.tls = tls
         self.ssl_port = 0
+        self.sasl = sasl
+        self.sasl_port = 0
         self.home = kafka_home()
         self.node_id = node_id
         self.cluster_id = cluster_id or _kraft_cluster_id()
@@ -192,8 +210,59 @@ class KafkaBroker(BrokerProcess):
                 "ssl.truststore.location": str(self.tls.ca),
                 "ssl.client.auth": "requested",
             })  # fmt: skip
+        if self.sasl is not None:
+            props.update(self._sasl_properties(self.sasl))
         props.update(self.overrides)
         return props
+
+    def _sasl_properties(self, sasl: SaslUsers) -> dict[str, str]:
+        listener = f"SASL_PLAINTEXT://{self.host}:{self.sasl_port}"
+        plain_users = " ".join(f'user_{name}="{password}"' for name, password in sasl.users.items())
+        prefix = "listener.name.sasl_plaintext."
+        props = {
+            "listeners": self._properties_base_listeners() + "," + listener,
+            "advertised.listeners": self._advertised_base() + "," + listener,
+            "listener.security.protocol.map": self._protocol_map_base() + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": ",".join(sasl.mechanisms),
+            prefix + "connections.max.reauth.ms": str(sasl.reauth_ms),
+            prefix + "plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            prefix
+            + "scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            prefix
+            + "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            prefix + "oauthbearer.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            ),
+        }
+        if sasl.authorizer:
+            props.update({
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "allow.everyone.if.no.acl.found": "true",
+                "super.users": "User:ANONYMOUS",
+            })  # fmt: skip
+        return props
+
+    def _properties_base_listeners(self) -> str:
+        listen = f"PLAINTEXT://{self.host}:{self.port}"
+        listeners = listen if self.controller else f"{listen},CONTROLLER://{self.host}:{self.controller_port}"
+        if self.tls is not None:
+            listeners += f",SSL://{self.host}:{self.ssl_port}"
+        return listeners
+
+    def _advertised_base(self) -> str:
+        listen = f"PLAINTEXT://{self.host}:{self.port}"
+        return listen + (f",SSL://{self.host}:{self.ssl_port}" if self.tls is not None else "")
+
+    def _protocol_map_base(self) -> str:
+        return "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + (",SSL:SSL" if self.tls is not None else "")
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """ "127.0.0.1:PORT" of the SASL_PLAINTEXT listener (``sasl`` given)."""
+        assert self.sasl is not None, "this broker has no SASL listener"
+        return f"{self.host}:{self.sasl_port}"
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -216,9 +285,10 @@ class KafkaBroker(BrokerProcess):
         return super().start(timeout)
 
     def _pick_ports(self) -> None:
-        self.port = free_port_block(3, self.host)
+        self.port = free_port_block(4, self.host)
         self.controller_port = self.port + 1
         self.ssl_port = self.port + 2
+        self.sasl_port = self.port + 3
 
     def _prepare(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -243,6 +313,9 @@ class KafkaBroker(BrokerProcess):
         # read "-t -xyz..." as a missing value followed by an unknown option.
         args = [str(self.home / "bin" / "kafka-storage.sh"), "format", *quorum, f"--cluster-id={self.cluster_id}",
                 "-c", str(config), "--feature", "transaction.version=2", "--feature", "group.version=1"]  # fmt: skip
+        for name, password in self.sasl.users.items() if self.sasl is not None else ():
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                args += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
         done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise BrokerStartError(

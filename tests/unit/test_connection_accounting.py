@@ -28,7 +28,7 @@ ANSWER = 4 + 4 + 2 + 4 + 100 * 6  # an ApiVersions v0 answer of the stub cluster
 
 
 class StubCluster:
-    def api_versions_response(self, error: int = 0) -> Any:
+    def api_versions_response(self, error: int = 0, *, sasl: bool = False) -> Any:
         R = m.ApiVersionsResponse
         return R(
             error_code=error,

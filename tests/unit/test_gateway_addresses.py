@@ -128,9 +128,9 @@ def test_a_relayed_api_is_served_exactly_in_the_versions_offered() -> None:
     assert not cluster.supports(52, 0)  # controller-only
 
 
-def test_sasl_is_neither_offered_nor_relayed() -> None:
-    """kcoord authenticates nobody, so it must not offer SASL on an upstream's
-    word: a client would start a handshake that kcoord cannot complete for it."""
+def test_sasl_is_offered_only_on_sasl_listeners() -> None:
+    """On a plaintext or TLS listener nobody logs in, so kcoord must not offer SASL on an
+    upstream's word; a SASL listener offers the versions both kcoord and the upstream speak."""
     cluster = ClusterView([("upstream", 9092)], "kcoord", 9092, 1_000_000, _no_listener)
     cluster.upstream_versions = {ApiKey.PRODUCE: (3, 11), 17: (0, 1), 36: (0, 2)}
     cluster._compute_advertised()
@@ -139,6 +139,12 @@ def test_sasl_is_neither_offered_nor_relayed() -> None:
     assert not {17, 36} & offered
     assert not cluster.supports(17, 1) and not cluster.supports(36, 2)
     assert {17, 36} <= NOT_RELAYED
+    on_sasl = {api: (lo, hi) for api, lo, hi in cluster.api_versions(sasl=True)}
+    assert on_sasl[17] == (0, 1) and on_sasl[36] == (0, 2) and ApiKey.PRODUCE in on_sasl
+    cluster.upstream_versions = {ApiKey.PRODUCE: (3, 11), 17: (1, 1), 36: (0, 1)}
+    cluster._compute_advertised()
+    on_sasl = {api: (lo, hi) for api, lo, hi in cluster.api_versions(sasl=True)}
+    assert on_sasl[17] == (1, 1) and on_sasl[36] == (0, 1)
 
 
 # -- kcoord.protocol.endpoints ------------------------------------------------------------------------------

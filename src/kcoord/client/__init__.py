@@ -13,6 +13,7 @@ from .errors import (
     RequestTimedOut,
     UnsupportedVersion,
 )
+from .sasl import SaslAuthenticationFailed, SaslCredentials
 from .tls import ClientTls, client_context
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "KafkaClientError",
     "Observer",
     "RequestTimedOut",
+    "SaslAuthenticationFailed",
+    "SaslCredentials",
     "StreamingTarget",
     "UnsupportedVersion",
     "client_context",

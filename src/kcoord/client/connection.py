@@ -40,6 +40,7 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
 
 from .errors import BrokerError, ConnectionLost, CorrelationMismatch, RequestTimedOut, UnsupportedVersion
+from .sasl import SaslCredentials, authenticate
 
 log = logging.getLogger("kcoord.client")
 
@@ -155,16 +156,25 @@ class Connection(asyncio.Protocol):
         timeout: float | None = 10.0,
         *,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
         **options: Any,
     ) -> Connection:
         """Connect (no ApiVersions: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits
         as long as TCP does. ``ssl``: speak TLS (kcoord.client.tls.client_context), the handshake
-        within ``timeout``; the server's name checked against ``address``'s host if the context says so."""
+        within ``timeout``; the server's name checked against ``address``'s host if the context says so.
+        ``sasl``: log in as these credentials before anything else (kcoord.client.sasl); a refusal
+        raises :class:`~kcoord.client.sasl.SaslAuthenticationFailed` and closes the connection."""
         loop = asyncio.get_running_loop()
         opening = loop.create_connection(
             lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=ssl
         )
         _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
+        if sasl is not None:
+            try:
+                await authenticate(proto, sasl, timeout)
+            except BaseException:
+                proto.close()
+                raise
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

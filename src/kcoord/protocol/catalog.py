@@ -49,6 +49,8 @@ STORAGE_STEMS = [
     "DescribeConfigs",
     "AddPartitionsToTxn",
     "EndTxn",
+    "SaslHandshake",  # also read by the listeners' SASL gate (kcoord.coordinator.net.sasl)
+    "SaslAuthenticate",
 ]
 
 # The relayed admin and write APIs kcoord reads only to refuse what they would do to kcoord's own

@@ -1,7 +1,9 @@
 """The client-side messages kcoord's Kafka storage speaks to the upstream cluster.
 
 These are the APIs kcoord *sends* (never serves): Produce, Fetch, ListOffsets, InitProducerId,
-CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, plus Produce/Fetch/Metadata/
+CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, SaslHandshake and SaslAuthenticate (its
+own login; its SASL listeners also read the clients' and relay them: :func:`decode_request`,
+:func:`encode_response`), plus Produce/Fetch/Metadata/
 FindCoordinator/ApiVersions reused from :mod:`kcoord.protocol.messages` (the gateway reads those too). They are kept out of
 ``kcoord.protocol.messages.REQUESTS`` on purpose: that registry is what the gateway decodes and
 serves, and a storage-only class there would change what the server claims to understand.
@@ -19,7 +21,7 @@ from typing import TypeVar
 
 from .catalog import STORAGE_STEMS as STORAGE_STEMS  # the APIs only storage speaks
 from .codec import Message
-from .frames import skip_tagged_fields
+from .frames import parse_request_header, skip_tagged_fields
 from .generated.storage_messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -33,6 +35,10 @@ from .generated.storage_messages import (
     InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 from .messages import (  # reused: the gateway reads these too; the rest are generated for storage
     ApiVersionsRequest,
@@ -72,6 +78,10 @@ __all__ = [
     "MetadataResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
 ]
 
 _M = TypeVar("_M", bound=Message)
@@ -90,6 +100,8 @@ RESPONSE_OF: dict[type[Message], type[Message]] = {
     MetadataRequest: MetadataResponse,
     FindCoordinatorRequest: FindCoordinatorResponse,
     ApiVersionsRequest: ApiVersionsResponse,
+    SaslHandshakeRequest: SaslHandshakeResponse,
+    SaslAuthenticateRequest: SaslAuthenticateResponse,
 }
 
 _INT32 = struct.Struct(">i")
@@ -109,3 +121,23 @@ def decode_response(response_cls: type[_M], version: int, payload: bytes) -> tup
     if end != len(payload):
         raise CodecError(f"{response_cls.__name__} v{version}: {len(payload) - end} trailing bytes")
     return correlation_id, body
+
+
+def encode_response(version: int, correlation_id: int, response: Message) -> bytes:
+    """A whole response frame (size prefix included) of one of these APIs; kcoord answers the SASL
+    APIs on its SASL listeners. Header v1 iff the version is flexible (none is ApiVersions)."""
+    out = bytearray(_INT32.pack(0) + _INT32.pack(correlation_id))
+    if version in response.SCHEMA.flexible:
+        out.append(0)  # no tagged fields in the header
+    response.encode_into(out, version)
+    _INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_request(request_cls: type[_M], version: int, payload: bytes) -> _M:
+    """Decode a request frame (without size prefix) of one of these APIs; trailing bytes are an error."""
+    header = parse_request_header(payload, flexible=version in request_cls.SCHEMA.flexible)
+    body, end = request_cls.decode_from(payload, header.size, version)
+    if end != len(payload):
+        raise CodecError(f"{request_cls.__name__} v{version}: {len(payload) - end} trailing bytes")
+    return body

@@ -23,6 +23,7 @@ import ssl as _ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
+from kcoord.client import SaslCredentials
 from kcoord.protocol.records import EndTxnMarker, LogEntry, Record, encode_record
 
 from .base import FencedError, LogLostError, LostCallback, StorageError, transactional_pairs
@@ -65,11 +66,12 @@ class KafkaStorage:
         fetch_max_bytes: int = 8 << 20,
         refence_interval: float | None = None,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.settings = settings
         self.topic: str = getattr(settings, "internal_topic", "__kcoord_offsets")
         self.cluster = KafkaCluster(
-            bootstrap, settings.max_frame_size, request_timeout=request_timeout, ssl=ssl
+            bootstrap, settings.max_frame_size, request_timeout=request_timeout, ssl=ssl, sasl=sasl
         )
         self.request_timeout = request_timeout
         self.append_timeout = append_timeout

@@ -22,6 +22,7 @@ from kcoord.client import (
     ConnectionLost,
     KafkaClientError,
     RequestTimedOut,
+    SaslCredentials,
     UnsupportedVersion,
     connect,
 )
@@ -98,6 +99,7 @@ class KafkaCluster:
         request_timeout: float = 30.0,
         *,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         if not bootstrap:
             raise StorageError("no bootstrap servers for the Kafka storage")
@@ -106,6 +108,7 @@ class KafkaCluster:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.ssl = ssl  # TLS to the brokers (kcoord.client.tls)
+        self.sasl = sasl  # kcoord's own SASL login (kcoord.client.sasl)
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}  # partition -> leader node id (-1: none)
         self.partition_count: int | None = None
@@ -133,6 +136,7 @@ class KafkaCluster:
                     request_timeout=self.request_timeout,
                     limits=VERSION_RANGES,
                     ssl=self.ssl,
+                    sasl=self.sasl,
                 )
             except (OSError, TimeoutError, KafkaClientError) as exc:
                 raise StorageError(f"cannot connect to broker {address[0]}:{address[1]}: {exc}") from exc

@@ -43,6 +43,7 @@ from kcoord.protocol.primitives import CodecError
 from .dispatch import ApiDispatcher, UnsupportedApi
 from .relay import UpstreamRelay
 from .request_cost import request_cost
+from .sasl import SaslGate
 from .slot import Slot
 from .tls import looks_like_tls, principal_of_transport
 
@@ -58,7 +59,8 @@ _TOTAL = 4  # all connections' unsent output over queued.max.response.bytes
 _MEMORY = 8  # a large request waits for queued.max.request.bytes
 _REQUEST_MEMORY = 16  # a costly request waits for queued.max.request.bytes before its dispatch
 _INFLIGHT_BYTES = 32  # its requests in flight cost over connection.inflight.max.bytes
-_CLOSED = 64
+_SASL = 64  # a SASL step is with the upstream (sasl.py)
+_CLOSED = 128
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
@@ -78,7 +80,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         # Who the client is (Kafka's KafkaPrincipal as text): User:ANONYMOUS but on TLS with a client
-        # certificate (tls.py). Kept for authorization.
+        # certificate (tls.py) or once SASL authenticated it (sasl.py). Kept for authorization.
         self.principal = "User:ANONYMOUS"
         self.ip = ""
         self.client_host = ""
@@ -128,6 +130,11 @@ class ClientConnection(asyncio.Protocol):
         # What to do with each request (dispatch.py) and the paired upstream connection (relay/).
         self.relay = UpstreamRelay(self)
         self._dispatch = ApiDispatcher(self, self.relay).dispatch
+        # On a SASL listener the SASL exchange comes first (sasl.py), in front of the dispatcher.
+        self.sasl: SaslGate | None = None
+        if listener.sasl:
+            self.sasl = SaslGate(self, self.relay, self._dispatch)
+            self._dispatch = self.sasl.dispatch
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -137,7 +144,8 @@ class ClientConnection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
             self.ip = str(peer[0])
             self.client_host = "/" + self.ip
-        self.principal = principal_of_transport(transport)
+        if self.sasl is None:
+            self.principal = principal_of_transport(transport)  # on SASL_SSL, SASL names the client
         log.debug("connection from %s: principal %s", self.peer, self.principal)
         if not self.app.connection_opened(self):  # over max.connections(.per.ip): logged and counted there
             self.closed = True
@@ -194,12 +202,15 @@ class ClientConnection(asyncio.Protocol):
             frames_left = iter(payloads)
             for payload in frames_left:
                 try:
-                    api_key, version, correlation_id = frames.peek_header(payload)
-                    if not self._admit(payload, api_key, version):
-                        rest = [payload, *frames_left]  # it waits for memory, and the rest behind it
-                        break
-                    self._frame_api = api_key
-                    dispatch(payload, api_key, version, correlation_id)
+                    if self.sasl is not None and self.sasl.expects_raw_token:  # no request header
+                        self.sasl.raw_token(payload)
+                    else:
+                        api_key, version, correlation_id = frames.peek_header(payload)
+                        if not self._admit(payload, api_key, version):
+                            rest = [payload, *frames_left]  # it waits for memory, and the rest behind it
+                            break
+                        self._frame_api = api_key
+                        dispatch(payload, api_key, version, correlation_id)
                 except UnsupportedApi as exc:
                     self.close_with(str(exc))
                     return
@@ -569,6 +580,17 @@ class ClientConnection(asyncio.Protocol):
     @property
     def held(self) -> int:
         return self._held
+
+    def pause_for_sasl(self) -> None:
+        self._pause(_SASL)
+
+    def resume_for_sasl(self) -> None:
+        self._resume(_SASL)
+
+    def limit_frames(self, size: int | None) -> None:
+        """Accept frames of at most ``size`` bytes (None: max.frame.size again): SASL's limit before
+        authentication."""
+        self._decoder.max_frame_size = self.app.settings.max_frame_size if size is None else size
 
     def pause_for_total(self) -> None:
         self._pause(_TOTAL)

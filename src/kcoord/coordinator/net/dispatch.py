@@ -211,10 +211,11 @@ class ApiDispatcher:
 
     def _api_versions(self, version: int) -> tuple[int, Any]:
         cluster = self.app.cluster
+        sasl = self.conn.listener.sasl
         if version > KCOORD_VERSIONS[ApiKey.API_VERSIONS][1]:
             # Kafka answers an ApiVersions it cannot parse with a v0 body: error 35 and its ranges.
-            return 0, cluster.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
-        return version, cluster.api_versions_response()
+            return 0, cluster.api_versions_response(ErrorCode.UNSUPPORTED_VERSION, sasl=sasl)
+        return version, cluster.api_versions_response(sasl=sasl)
 
     def _find_coordinator(
         self, payload: bytes, ctx: RequestContext, request: m.FindCoordinatorRequest

@@ -12,8 +12,9 @@ ApiVersions is answered by kcoord: for each API, the range both kcoord and the u
 for the group APIs kcoord serves, kcoord's own ranges; group-coordinator APIs kcoord does not
 serve yet (KIP-848, share and streams groups) are left out so clients fall back to the classic
 protocol instead of reaching a coordinator that does not know their group. An API whose
-responses carry addresses is advertised only in the versions kcoord can rewrite. SASL is never
-advertised (kcoord cannot authenticate anyone). What is not advertised is not relayed either.
+responses carry addresses is advertised only in the versions kcoord can rewrite. SaslHandshake and
+SaslAuthenticate are advertised on SASL listeners only, where the client's login is relayed to the
+upstream (sasl.py). What is not advertised is not relayed either.
 
 :attr:`ClusterView.topics` is kcoord's view of which topics exist upstream, for the offset-commit
 APIs (:mod:`kcoord.coordinator.net.topics`): fed by every Metadata answer relayed here and by its
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import BrokerError, Connection, connect
+from kcoord.client import BrokerError, Connection, SaslCredentials, connect
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS
@@ -51,10 +52,11 @@ UNSERVED_GROUP_APIS = frozenset({76, 77, 78, 79, 88, 89, 90, 91, 92})
 # brokers do not serve them to clients, and their answers name controllers by address.
 CONTROLLER_APIS = frozenset({52, 53, 54, 59, 82})
 
-# SaslHandshake and SaslAuthenticate: kcoord authenticates nobody, and relaying them would
-# authenticate kcoord's paired upstream connection, not the client. Offering them only starts a
-# handshake that cannot work, so a request for them closes the connection like any API not offered.
-SASL_APIS = frozenset({17, 36})
+# SaslHandshake and SaslAuthenticate: on a SASL listener the client's login is relayed on its own
+# upstream connection (sasl.py), up to these versions (v0: raw tokens; SaslAuthenticate v1 session
+# lifetimes, v2 flexible). Elsewhere never offered: a SASL client there is refused, not half-served.
+SASL_VERSIONS: dict[int, tuple[int, int]] = {17: (0, 1), 36: (0, 2)}
+SASL_APIS = frozenset(SASL_VERSIONS)
 
 NOT_RELAYED = UNSERVED_GROUP_APIS | CONTROLLER_APIS | SASL_APIS
 
@@ -96,9 +98,11 @@ class ClusterView:
         open_listener: Callable[[Broker], Awaitable[int]],
         *,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.ssl = ssl  # TLS to the upstream (upstream.security.protocol=SSL), for every connection there
+        self.sasl = sasl  # kcoord's own SASL login there (upstream.sasl.*), on its own connections
         self.advertised_host = advertised_host
         self.coordinator_port = coordinator_port
         self.coordinator_node_id = coordinator_node_id
@@ -109,6 +113,7 @@ class ClusterView:
         self.supported_features: list[Any] = []
         self.cluster_id: str | None = None
         self._advertised: dict[int, tuple[int, int]] = dict(KCOORD_VERSIONS)
+        self._sasl_advertised: dict[int, tuple[int, int]] = {}  # added on SASL listeners
         self._lock = asyncio.Lock()
         self.topics = TopicCatalog(
             self._fetch_topics, fetch_ids=self._fetch_topic_ids, fetch_all=self._fetch_all_topics
@@ -130,7 +135,7 @@ class ClusterView:
         last_error: Exception | None = None
         for address in self.bootstrap:
             try:
-                conn = await Connection.open(address, ssl=self.ssl)
+                conn = await Connection.open(address, ssl=self.ssl, sasl=self.sasl)
             except (TimeoutError, OSError) as exc:
                 last_error = exc
                 continue
@@ -167,7 +172,11 @@ class ClusterView:
             conn = self._metadata_conn
             if conn is None or conn.closed:
                 conn = self._metadata_conn = await connect(
-                    self.upstream_address(None), timeout=5.0, request_timeout=10.0, ssl=self.ssl
+                    self.upstream_address(None),
+                    timeout=5.0,
+                    request_timeout=10.0,
+                    ssl=self.ssl,
+                    sasl=self.sasl,
                 )
             return conn
 
@@ -260,16 +269,25 @@ class ClusterView:
             ranges[key] = (lo, hi)
         ranges.update(KCOORD_VERSIONS)
         self._advertised = ranges
+        sasl: dict[int, tuple[int, int]] = {}
+        for key, (lo, hi) in SASL_VERSIONS.items():
+            theirs = self.upstream_versions.get(key)
+            if theirs is not None and max(lo, theirs[0]) <= min(hi, theirs[1]):
+                sasl[key] = (max(lo, theirs[0]), min(hi, theirs[1]))
+        self._sasl_advertised = sasl
 
-    def api_versions(self) -> list[tuple[int, int, int]]:
-        return sorted((k, lo, hi) for k, (lo, hi) in self._advertised.items())
+    def api_versions(self, sasl: bool = False) -> list[tuple[int, int, int]]:
+        advertised = {**self._advertised, **self._sasl_advertised} if sasl else self._advertised
+        return sorted((k, lo, hi) for k, (lo, hi) in advertised.items())
 
-    def api_versions_response(self, error: int = 0) -> Any:
+    def api_versions_response(self, error: int = 0, *, sasl: bool = False) -> Any:
+        """What kcoord's ApiVersions answer says; ``sasl``: on a SASL listener (the SASL APIs too)."""
         R = m.ApiVersionsResponse
         return R(
             error_code=error,
             api_keys=[
-                R.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in self.api_versions()
+                R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in self.api_versions(sasl)
             ],
             supported_features=self.supported_features,
             finalized_features=self.finalized_features,

@@ -22,13 +22,13 @@ import ssl
 import time
 from typing import Any
 
-from kcoord.client import ClientTls, client_context
+from kcoord.client import ClientTls, SaslCredentials, client_context
 from kcoord.coordinator.core.clock import Clock, SystemClock
 from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.memory_trim import HeapTrimmer
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
-from kcoord.coordinator.ops.settings import Settings
+from kcoord.coordinator.ops.settings import Settings, read_password_file
 from kcoord.coordinator.runtime.membership import ClusterMembership, group_id_for
 from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
@@ -64,6 +64,8 @@ class Listener:
         self.server: asyncio.base_events.Server | None = None
         self.acceptor: TlsAcceptor | None = None
         self.port = 0
+        # Clients log in (SASL_PLAINTEXT, SASL_SSL) before anything but ApiVersions (sasl.py).
+        self.sasl = app.settings.listener_security_protocol.startswith("SASL_")
 
     @property
     def is_coordinator(self) -> bool:
@@ -163,11 +165,14 @@ class App:
         # TLS contexts (tls.py, kcoord.client.tls), made in start(): bad files stop start-up there.
         self.listener_ssl: ssl.SSLContext | None = None
         self.upstream_ssl: ssl.SSLContext | None = None
+        # kcoord's own SASL login on the upstream (upstream.sasl.*), for its own connections there.
+        self.upstream_sasl: SaslCredentials | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
         self._make_tls_contexts()
+        self._make_upstream_sasl()
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
@@ -201,6 +206,7 @@ class App:
             s.coordinator_node_id,
             self._open_broker_listener,
             ssl=self.upstream_ssl,
+            sasl=self.upstream_sasl,
         )
         # Topic ids by name, live: requests naming topics by id are checked against them.
         self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
@@ -234,9 +240,9 @@ class App:
 
     def _make_tls_contexts(self) -> None:
         s = self.settings
-        if s.listener_security_protocol == "SSL":
+        if s.listener_security_protocol in ("SSL", "SASL_SSL"):
             self.listener_ssl = server_context(s)
-        if s.upstream_security_protocol == "SSL":
+        if s.upstream_security_protocol in ("SSL", "SASL_SSL"):
             self.upstream_ssl = client_context(
                 ClientTls(
                     truststore=s.upstream_ssl_truststore_location,
@@ -244,6 +250,25 @@ class App:
                     key_password=s.upstream_ssl_key_password,
                     endpoint_identification=s.upstream_ssl_endpoint_identification_algorithm,
                 )
+            )
+
+    def _make_upstream_sasl(self) -> None:
+        s = self.settings
+        if not s.upstream_security_protocol.startswith("SASL_"):
+            return
+        password = s.upstream_sasl_password
+        if s.upstream_sasl_password_file:
+            password = read_password_file(s.upstream_sasl_password_file)
+        self.upstream_sasl = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
+        if not s.listener_security_protocol.startswith("SASL_"):
+            # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
+            # their own to run as upstream: they run as kcoord's, which an operator must know.
+            log.warning(
+                "listeners are %s and the upstream is %s: relayed requests of every client run as "
+                "kcoord's principal %s (use a SASL listener to give each client its own)",
+                s.listener_security_protocol,
+                s.upstream_security_protocol,
+                self.upstream_sasl.principal,
             )
 
     # -- cluster mode -------------------------------------------------------------------------------
@@ -261,6 +286,7 @@ class App:
             apply=self.router.apply_ownership,
             on_fatal=self._cluster_fatal,
             ssl=self.upstream_ssl,
+            sasl=self.upstream_sasl,
         )
         self.router.follow_membership(
             self.membership.lease, self.membership.lease_lapsed, self.membership.shard_fenced
@@ -324,6 +350,7 @@ class App:
             registry=self.metrics.registry,
             max_frame_size=s.max_frame_size,
             ssl=self.upstream_ssl,
+            sasl=self.upstream_sasl,
         )
         await self.event_writer.start()
         self.observer.sink = self.event_writer
@@ -332,7 +359,7 @@ class App:
         if self.settings.storage == "memory":
             return MemoryStorage()
         if self.settings.storage == "kafka":
-            return KafkaStorage(bootstrap, self.settings, ssl=self.upstream_ssl)
+            return KafkaStorage(bootstrap, self.settings, ssl=self.upstream_ssl, sasl=self.upstream_sasl)
         raise ValueError(f"unknown storage {self.settings.storage!r}")
 
     def _make_shards(self) -> None:

@@ -30,7 +30,15 @@ from typing import Any
 from kcoord.coordinator.core.consumer.commit_fencing import OffsetCommitFencing
 from kcoord.coordinator.core.group_config import GroupConfig
 
-from .settings import INT32_MAX, Settings, parse_host_port
+from .settings import (
+    INT32_MAX,
+    SASL_CLIENT_MECHANISMS,
+    SASL_OWN_MECHANISMS,
+    SECURITY_PROTOCOLS,
+    Settings,
+    parse_host_port,
+    read_password_file,
+)
 
 INT64_MAX = 2**63 - 1
 ENV_PREFIX = "KCOORD_"
@@ -107,6 +115,13 @@ def _text(raw: Any) -> str:
     return raw.strip()
 
 
+def _nonempty_text(raw: Any) -> str:
+    value = _text(raw)
+    if not value:
+        raise ValueError("expected a non-empty value")
+    return value
+
+
 def _choice(*choices: str, upper: bool = False) -> Parser:
     def parse(raw: Any) -> str:
         value = _text(raw)
@@ -155,6 +170,19 @@ def _assignor_list(raw: Any) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError(f"{raw!r} names an assignor twice")
     return names
+
+
+def _sasl_mechanism_list(raw: Any) -> list[str]:
+    """``sasl.enabled.mechanisms``: mechanisms kcoord can name a client's principal for, at least one."""
+    names = [_text(x).upper() for x in _items(raw)]
+    if not names:
+        raise ValueError("expected at least one mechanism")
+    for name in names:
+        if name not in SASL_CLIENT_MECHANISMS:
+            raise ValueError(
+                f"{name!r}: kcoord names a client's principal only for {', '.join(SASL_CLIENT_MECHANISMS)}"
+            )
+    return list(dict.fromkeys(names))
 
 
 def _host_port_list(raw: Any) -> list[tuple[str, int]]:
@@ -479,9 +507,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "listener.security.protocol",
         "settings.listener_security_protocol",
-        _choice("PLAINTEXT", "SSL", upper=True),
-        "security protocol of every kcoord listener (the bootstrap/coordinator port and each broker's)",
-        "{PLAINTEXT,SSL}",
+        _choice(*SECURITY_PROTOCOLS, upper=True),
+        "security protocol of every kcoord listener (the bootstrap/coordinator port and each broker's); "
+        "SASL_*: clients log in with the upstream's credentials, checked by the upstream",
+        "{PLAINTEXT,SSL,SASL_PLAINTEXT,SASL_SSL}",
     ),
     Option(
         "ssl.keystore.location",
@@ -524,10 +553,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "upstream.security.protocol",
         "settings.upstream_security_protocol",
-        _choice("PLAINTEXT", "SSL", upper=True),
+        _choice(*SECURITY_PROTOCOLS, upper=True),
         "security protocol of kcoord's connections to the upstream cluster (relay, storage, metadata, "
         "cluster membership); the bootstrap.server addresses must be the cluster's listener of that protocol",
-        "{PLAINTEXT,SSL}",
+        "{PLAINTEXT,SSL,SASL_PLAINTEXT,SASL_SSL}",
     ),
     Option(
         "upstream.ssl.truststore.location",
@@ -559,6 +588,52 @@ OPTIONS: tuple[Option, ...] = (
         _endpoint_identification,
         "https: a broker's certificate must name the host kcoord connects to; empty: not checked",
         "{https,}",
+    ),
+    # SASL
+    Option(
+        "sasl.enabled.mechanisms",
+        "settings.sasl_enabled_mechanisms",
+        _sasl_mechanism_list,
+        "the SASL mechanisms clients may log in with on SASL_* listeners (the upstream must offer them too)",
+        "NAME[,NAME]",
+        to_field=tuple,
+        from_field=list,
+    ),
+    Option(
+        "sasl.oauthbearer.sub.claim.name",
+        "settings.sasl_oauthbearer_sub_claim_name",
+        _nonempty_text,
+        "the claim of an OAUTHBEARER client's token that names its principal (set it as the upstream does)",
+        "CLAIM",
+    ),
+    Option(
+        "upstream.sasl.mechanism",
+        "settings.upstream_sasl_mechanism",
+        _choice(*SASL_OWN_MECHANISMS, upper=True),
+        "the mechanism kcoord logs in to a SASL_* upstream with",
+        "{" + ",".join(SASL_OWN_MECHANISMS) + "}",
+    ),
+    Option(
+        "upstream.sasl.username",
+        "settings.upstream_sasl_username",
+        _text,
+        "kcoord's own user on a SASL_* upstream (its principal there: User:NAME)",
+        "NAME",
+    ),
+    Option(
+        "upstream.sasl.password",
+        "settings.upstream_sasl_password",
+        _secret,
+        "that user's password (prefer the environment variable or upstream.sasl.password.file)",
+        "PASSWORD",
+        secret=True,
+    ),
+    Option(
+        "upstream.sasl.password.file",
+        "settings.upstream_sasl_password_file",
+        _pem_file,
+        "a file holding that password (one line; a trailing newline is dropped)",
+        "FILE",
     ),
     # observability
     Option(
@@ -692,6 +767,7 @@ def _sections(*starts: tuple[str, str]) -> tuple[tuple[str, tuple[Option, ...]],
 SECTIONS = _sections(
     ("server", "listen"),
     ("TLS", "listener.security.protocol"),
+    ("SASL", "sasl.enabled.mechanisms"),
     ("observability", "metrics"),
     ("group coordinator (Kafka's names and defaults)", "group.min.session.timeout.ms"),
 )
@@ -847,6 +923,7 @@ def resolve(
             f"= {settings.cluster_session_timeout_ms}"
         )
     _check_tls(settings, sources)
+    _check_sasl(settings, sources)
     if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
         raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")
     return Resolved(settings, sources, warnings)
@@ -858,23 +935,58 @@ def _check_tls(settings: Settings, sources: Mapping[str, str]) -> None:
     def refuse(name: str, why: str) -> None:
         raise ConfigError(f"invalid value for {name} ({sources[name]}): {why}")
 
-    if settings.listener_security_protocol == "SSL":
-        if not settings.ssl_keystore_location:
-            refuse(
-                "listener.security.protocol",
-                "SSL needs ssl.keystore.location (the listeners' key and certificate)",
-            )
-        if settings.cluster_enabled:
-            # The nodes forward group requests to each other's coordinator listener in plaintext.
-            refuse("listener.security.protocol", "SSL listeners are not supported with cluster.enabled yet")
+    if settings.listener_security_protocol in ("SSL", "SASL_SSL") and not settings.ssl_keystore_location:
+        refuse(
+            "listener.security.protocol",
+            f"{settings.listener_security_protocol} needs ssl.keystore.location "
+            "(the listeners' key and certificate)",
+        )
+    if settings.listener_security_protocol != "PLAINTEXT" and settings.cluster_enabled:
+        # The nodes forward group requests to each other's coordinator listener in plaintext.
+        refuse(
+            "listener.security.protocol",
+            f"{settings.listener_security_protocol} listeners are not supported with cluster.enabled yet",
+        )
     if settings.ssl_client_auth != "none" and not settings.ssl_truststore_location:
         refuse(
             "ssl.client.auth",
             "client certificates need ssl.truststore.location (the CAs to check them against)",
         )
-    if settings.upstream_security_protocol == "SSL" and not settings.bootstrap_servers:
+    if settings.upstream_security_protocol != "PLAINTEXT" and not settings.bootstrap_servers:
         refuse(
-            "upstream.security.protocol", "SSL needs bootstrap.server (the embedded broker speaks plaintext)"
+            "upstream.security.protocol",
+            f"{settings.upstream_security_protocol} needs bootstrap.server (the embedded broker speaks plaintext)",
+        )
+
+
+def _check_sasl(settings: Settings, sources: Mapping[str, str]) -> None:
+    """The SASL settings that only work together."""
+
+    def refuse(name: str, why: str) -> None:
+        raise ConfigError(f"invalid value for {name} ({sources[name]}): {why}")
+
+    upstream_sasl = settings.upstream_security_protocol.startswith("SASL_")
+    if settings.listener_security_protocol.startswith("SASL_") and not upstream_sasl:
+        refuse(
+            "listener.security.protocol",
+            "SASL listeners need a SASL upstream (upstream.security.protocol=SASL_PLAINTEXT or SASL_SSL): "
+            "the upstream checks the clients' credentials",
+        )
+    if not upstream_sasl:
+        return
+    if not settings.upstream_sasl_username:
+        refuse("upstream.sasl.username", "a SASL upstream needs kcoord's own user name")
+    if settings.upstream_sasl_password and settings.upstream_sasl_password_file:
+        refuse("upstream.sasl.password.file", "set upstream.sasl.password or this file, not both")
+    if settings.upstream_sasl_password_file:
+        try:
+            read_password_file(settings.upstream_sasl_password_file)
+        except (OSError, ValueError) as exc:
+            refuse("upstream.sasl.password.file", str(exc))
+    elif not settings.upstream_sasl_password:
+        refuse(
+            "upstream.sasl.password",
+            "a SASL upstream needs kcoord's password (or upstream.sasl.password.file)",
         )
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from kcoord.client import SaslCredentials
 from kcoord.coordinator.core import events as ev
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
@@ -229,6 +230,7 @@ class EventTopicWriter:
         max_frame_size: int = 100 << 20,
         request_timeout: float = 10.0,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -239,7 +241,12 @@ class EventTopicWriter:
         self.linger = linger
         self.request_timeout = request_timeout
         self.cluster = KafkaCluster(
-            bootstrap, max_frame_size, client_id="kcoord-events", request_timeout=request_timeout, ssl=ssl
+            bootstrap,
+            max_frame_size,
+            client_id="kcoord-events",
+            request_timeout=request_timeout,
+            ssl=ssl,
+            sasl=sasl,
         )
         self.encoder = EventEncoder(consumer_fencing)
         self.queue: deque[tuple[int, int, Any]] = deque()  # (ts ms, shard, event or encoded dict)

@@ -21,6 +21,23 @@ def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
     return host, int(port)
 
 
+# The SASL mechanisms whose exchange tells kcoord who the client is (kcoord.coordinator.net.sasl_tokens):
+# others (GSSAPI, custom ones) are refused, never admitted without a principal.
+SASL_CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# The ones kcoord logs in to the upstream with itself (kcoord.client.sasl).
+SASL_OWN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def read_password_file(path: str) -> str:
+    """A password from a file of one line (the trailing newline dropped); ValueError if empty."""
+    with open(path, encoding="utf-8") as f:
+        password = f.read().rstrip("\r\n")
+    if not password:
+        raise ValueError(f"{path!r} holds no password")
+    return password
+
+
 @dataclass
 class Settings:
     listen: tuple[str, int] = ("127.0.0.1", 9092)
@@ -72,7 +89,8 @@ class Settings:
     queued_max_response_bytes: int = (
         512 * 1024 * 1024
     )  # unsent output of all connections before reading pauses
-    # TLS on every kcoord listener (the coordinator's and each broker's): PLAINTEXT or SSL, and the
+    # TLS on every kcoord listener (the coordinator's and each broker's): PLAINTEXT, SSL, SASL_PLAINTEXT
+    # or SASL_SSL, and the
     # listener's PEM files, Kafka's names (docs/configuration.md "TLS").
     listener_security_protocol: str = "PLAINTEXT"
     ssl_keystore_location: str = ""  # PEM: the listener's private key and certificate chain
@@ -86,6 +104,15 @@ class Settings:
     upstream_ssl_keystore_location: str = ""  # PEM key + certificate chain kcoord presents; empty: none
     upstream_ssl_key_password: str = ""
     upstream_ssl_endpoint_identification_algorithm: str = "https"  # "": the broker's name is not checked
+    # SASL (docs/configuration.md "SASL"): on SASL_* listeners a client logs in through kcoord to
+    # the upstream, which checks its credentials; kcoord names its principal for these mechanisms.
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_CLIENT_MECHANISMS
+    sasl_oauthbearer_sub_claim_name: str = "sub"  # the JWT claim that names an OAUTHBEARER client
+    # kcoord's own SASL identity on a SASL_* upstream (its storage, metadata and membership connections).
+    upstream_sasl_mechanism: str = "PLAIN"
+    upstream_sasl_username: str = ""
+    upstream_sasl_password: str = ""  # or read from upstream_sasl_password_file
+    upstream_sasl_password_file: str = ""
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event

@@ -60,7 +60,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import Connection, KafkaClientError, connect
+from kcoord.client import Connection, KafkaClientError, SaslCredentials, connect
 from kcoord.coordinator.core.shard_assignment import NO_OWNER, NodeClaim, assign_shards
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
@@ -156,9 +156,11 @@ class ClusterMembership:
         apply: Callable[[Ownership], Awaitable[None]],
         on_fatal: Callable[[str], None],
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.ssl = ssl  # TLS to the upstream brokers
+        self.sasl = sasl  # kcoord's own SASL login there
         self.node_id = node_id
         self.advertised = advertised
         self.topic = internal_topic
@@ -255,7 +257,12 @@ class ClusterMembership:
         for address in self.bootstrap:
             try:
                 conn = await connect(
-                    address, timeout=5.0, request_timeout=10.0, limits=VERSION_LIMITS, ssl=self.ssl
+                    address,
+                    timeout=5.0,
+                    request_timeout=10.0,
+                    limits=VERSION_LIMITS,
+                    ssl=self.ssl,
+                    sasl=self.sasl,
                 )
             except (KafkaClientError, OSError, TimeoutError) as exc:
                 last = exc
@@ -274,6 +281,7 @@ class ClusterMembership:
                 request_timeout=self.session_timeout_ms / 1000 + 30,
                 limits=VERSION_LIMITS,
                 ssl=self.ssl,
+                sasl=self.sasl,
             )
             self._conn = coordinator
             self._coordinator_address = (resp.host, resp.port)
@@ -440,6 +448,7 @@ class ClusterMembership:
                         request_timeout=self.heartbeat_interval * 4,
                         limits=VERSION_LIMITS,
                         ssl=self.ssl,
+                        sasl=self.sasl,
                     )
                 sent_at = self._now()
                 resp = await conn.request(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.client import Connection as UpstreamConnection
 from kcoord.client import ConnectionLost as UpstreamClosed
-from kcoord.client import StreamingTarget
+from kcoord.client import KafkaClientError, StreamingTarget
 from kcoord.protocol import frames
 from kcoord.protocol.codec import DECODER_BACKEND
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints, without_node_endpoints
@@ -118,6 +118,12 @@ class UpstreamRelay:
         slot = self.conn.new_slot()
         fut.add_done_callback(lambda f: self._passthrough_done(slot, f))
 
+    def exchange(self, payload: bytes) -> asyncio.Future[bytes] | None:
+        """Relay a frame, taking no slot: the future resolves with its answer's payload (the SASL
+        steps of a client on a SASL listener, whose answers kcoord reads first: sasl.py). None: the
+        upstream connection is gone and the client connection closed."""
+        return self._send_framed(payload, expect_response=True)
+
     # -- the client connection's lifecycle ----------------------------------------------------------
     def flush(self) -> None:
         """Send the frames of this read upstream in one write, now."""
@@ -186,11 +192,14 @@ class UpstreamRelay:
     async def _open_upstream(self) -> None:
         conn = self.conn
         address = conn.app.cluster.upstream_address(conn.listener.node_id)
+        # On a SASL listener the client logs this connection in itself (sasl.py); elsewhere, on a
+        # SASL upstream, it is kcoord's own login (the only principal such a client can have there).
+        sasl = None if conn.sasl is not None else conn.app.cluster.sasl
         try:
             up = await UpstreamConnection.open(
-                address, conn.app.settings.max_frame_size, ssl=conn.app.cluster.ssl
+                address, conn.app.settings.max_frame_size, ssl=conn.app.cluster.ssl, sasl=sasl
             )
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError, KafkaClientError) as exc:
             outbox, self._outbox = self._outbox, []
             for _, _, proxy in outbox:
                 if proxy is None:
@@ -223,9 +232,15 @@ class UpstreamRelay:
             self.upstream = None
 
     def _upstream_lost(self, up: UpstreamConnection) -> None:
-        if up is self.upstream and self.conn.has_slots:
+        if up is not self.upstream:
+            return
+        if self.conn.has_slots:
             # Responses owed by the broker will never come: the client must reconnect and retry.
             self.conn.close_with(f"upstream {up.address[0]}:{up.address[1]} closed with requests in flight")
+        elif self.conn.sasl is not None:
+            # The client's authenticated session was that connection (a session lifetime ran out,
+            # say): it must log in again, as it would to a broker.
+            self.conn.close_with(f"upstream {up.address[0]}:{up.address[1]} closed the client's SASL session")
 
     # -- answers ------------------------------------------------------------------------------------
     def _stream(self, slot: Slot, size: int, pieces: list[bytes]) -> None:
