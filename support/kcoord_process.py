@@ -69,6 +69,20 @@ class KcoordProcess:
         except OSError:
             return "(no log)"
 
+    def log_lines(self, text: str) -> list[str]:
+        """The lines of kcoord's log that contain ``text``."""
+        return [line for line in self.log_path.read_text(errors="replace").splitlines() if text in line]
+
+    def wait_for_log(self, text: str, timeout: float = 5.0) -> list[str]:
+        """The log lines containing ``text``, once there is one; AssertionError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.log_lines(text)
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"no log line with {text!r}:\n{self.log_tail()}")
+
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait; returns the exit code."""
         if self.process is None or self.process.poll() is not None:

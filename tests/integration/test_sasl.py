@@ -116,20 +116,6 @@ def sasl_client(
     }
 
 
-def log_lines(proc: KcoordProcess, text: str) -> list[str]:
-    return [line for line in proc.log_path.read_text(errors="replace").splitlines() if text in line]
-
-
-def wait_for_log(proc: KcoordProcess, text: str, timeout: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = log_lines(proc, text)
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no log line with {text!r}:\n{proc.log_tail()}")
-
-
 # -- clients in groups ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_clients_consume_in_groups_over_sasl(kcoord_sasl: KcoordProcess, mechanism: str) -> None:
@@ -169,9 +155,9 @@ def test_clients_consume_in_groups_over_sasl(kcoord_sasl: KcoordProcess, mechani
         reader.close()
     assert got == records
     # kcoord named each client's principal from its own tokens, once Kafka said the login succeeded.
-    assert wait_for_log(kcoord_sasl, f"authenticated as User:alice ({mechanism})")
-    assert wait_for_log(kcoord_sasl, f"authenticated as User:bob ({mechanism})")
-    assert log_lines(kcoord_sasl, "Traceback") == []
+    assert kcoord_sasl.wait_for_log(f"authenticated as User:alice ({mechanism})")
+    assert kcoord_sasl.wait_for_log(f"authenticated as User:bob ({mechanism})")
+    assert kcoord_sasl.log_lines("Traceback") == []
 
 
 def test_relayed_requests_run_as_the_clients_principal(kcoord_sasl: KcoordProcess) -> None:
@@ -249,7 +235,7 @@ class Wire:
 
 
 def closing_lines(proc: KcoordProcess, wire: Wire) -> list[str]:
-    return wait_for_log(proc, f"closing connection from 127.0.0.1:{wire.port}:")
+    return proc.wait_for_log(f"closing connection from 127.0.0.1:{wire.port}:")
 
 
 def test_wrong_password_gets_58_and_the_connection_closes(kcoord_sasl: KcoordProcess) -> None:
@@ -314,7 +300,7 @@ def test_oversized_and_lying_frames_close_the_connection(kcoord_sasl: KcoordProc
     liar.sock.sendall(frames.frame(header + struct.pack(">i", 1000) + b"\0alice\0x"))  # says 1000, has 8
     assert liar.closed_by_server()
     assert "malformed request" in closing_lines(kcoord_sasl, liar)[0]
-    assert kcoord_sasl.alive and log_lines(kcoord_sasl, "Traceback") == []
+    assert kcoord_sasl.alive and kcoord_sasl.log_lines("Traceback") == []
 
 
 def test_reauthentication_keeps_the_connection_and_its_principal(kcoord_sasl: KcoordProcess) -> None:
@@ -381,7 +367,7 @@ def test_sasl_ssl_listener(sasl_kafka: KafkaBroker, tmp_path_factory: pytest.Tem
                 got = message.value()
         consumer.close()
         assert got == b"over SASL_SSL"
-        assert wait_for_log(proc, "authenticated as User:alice (SCRAM-SHA-256)")
+        assert proc.wait_for_log("authenticated as User:alice (SCRAM-SHA-256)")
         assert USERS["kcoord"] not in proc.log_path.read_text()
     finally:
         proc.stop()

@@ -88,21 +88,7 @@ def closed_by_server(sock: socket.socket | ssl.SSLSocket, timeout: float) -> boo
 
 def lines_about(proc: KcoordProcess, client_port: int, timeout: float = 5.0) -> list[str]:
     """The log lines about the connection from ``client_port``, once there is one."""
-    return wait_for_log(proc, f"closing connection from 127.0.0.1:{client_port}:", timeout)
-
-
-def log_lines(proc: KcoordProcess, text: str) -> list[str]:
-    return [line for line in proc.log_path.read_text(errors="replace").splitlines() if text in line]
-
-
-def wait_for_log(proc: KcoordProcess, text: str, timeout: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = log_lines(proc, text)
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no log line with {text!r}:\n{proc.log_tail()}")
+    return proc.wait_for_log(f"closing connection from 127.0.0.1:{client_port}:", timeout)
 
 
 # -- end to end: clients on TLS, kcoord on TLS to Kafka --------------------------------------------------
@@ -135,7 +121,7 @@ def test_groups_over_tls_through_kcoord_to_kafka_over_tls(
     kafka_tls: KafkaBroker, kcoord_over_tls: KcoordProcess, pki: Pki
 ) -> None:
     # Every broker kcoord relays to is Kafka's SSL listener (the one it bootstrapped from).
-    assert wait_for_log(kcoord_over_tls, f"({kafka_tls.ssl_bootstrap}) is served on")
+    assert kcoord_over_tls.wait_for_log(f"({kafka_tls.ssl_bootstrap}) is served on")
     client = {"bootstrap.servers": kcoord_over_tls.bootstrap, **client_ssl(pki)}
     topic, records = unique("tls"), 40
     admin = AdminClient(client)  # kept: the futures fail once the client is collected
@@ -192,7 +178,7 @@ def test_groups_over_tls_through_kcoord_to_kafka_over_tls(
     finally:
         reader.close()
     assert sum(o or 0 for o in offsets) == records
-    assert log_lines(kcoord_over_tls, "Traceback") == []
+    assert kcoord_over_tls.log_lines("Traceback") == []
 
 
 # -- the TLS listener on its own (embedded upstream) -------------------------------------------------------
@@ -206,7 +192,7 @@ def mtls_kcoord(pki: Pki) -> Iterator[KcoordProcess]:
 def test_client_certificate_subject_is_the_principal(mtls_kcoord: KcoordProcess, pki: Pki) -> None:
     admin = AdminClient({"bootstrap.servers": mtls_kcoord.bootstrap, **client_ssl(pki)})
     assert admin.list_topics(timeout=10).brokers  # served over TLS
-    assert wait_for_log(mtls_kcoord, f"principal {ALICE_PRINCIPAL}")
+    assert mtls_kcoord.wait_for_log(f"principal {ALICE_PRINCIPAL}")
 
 
 def test_client_without_certificate_is_refused_when_required(mtls_kcoord: KcoordProcess, pki: Pki) -> None:
@@ -228,7 +214,7 @@ def test_client_without_certificate_is_refused_when_required(mtls_kcoord: Kcoord
     )
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
-    assert log_lines(mtls_kcoord, "Traceback") == []
+    assert mtls_kcoord.log_lines("Traceback") == []
 
 
 def test_client_not_trusting_kcoord_is_closed_with_one_line(
@@ -243,7 +229,7 @@ def test_client_not_trusting_kcoord_is_closed_with_one_line(
             context.wrap_socket(raw, server_hostname="127.0.0.1")
         lines = lines_about(mtls_kcoord, client_port)
     assert len(lines) == 1 and "TLS handshake failed" in lines[0]
-    assert log_lines(mtls_kcoord, "Traceback") == []
+    assert mtls_kcoord.log_lines("Traceback") == []
 
 
 def test_plaintext_on_a_tls_listener_is_closed_with_one_line(mtls_kcoord: KcoordProcess) -> None:
@@ -264,8 +250,8 @@ def test_half_open_handshakes_are_closed_after_the_timeout(mtls_kcoord: KcoordPr
         assert closed_by_server(silent, 5)
         assert closed_by_server(started, 5)
     assert time.monotonic() - began < 4 * HANDSHAKE_TIMEOUT_MS / 1000
-    assert wait_for_log(mtls_kcoord, "no TLS handshake within")
-    assert log_lines(mtls_kcoord, "Traceback") == []
+    assert mtls_kcoord.wait_for_log("no TLS handshake within")
+    assert mtls_kcoord.log_lines("Traceback") == []
 
 
 def test_tls_on_a_plaintext_listener_is_named(pki: Pki) -> None:
@@ -276,5 +262,5 @@ def test_tls_on_a_plaintext_listener_is_named(pki: Pki) -> None:
             pytest.raises((ssl.SSLError, ConnectionError)),
         ):
             context.wrap_socket(raw, server_hostname="127.0.0.1")
-        lines = wait_for_log(proc, "TLS handshake on a plaintext listener")
+        lines = proc.wait_for_log("TLS handshake on a plaintext listener")
         assert len(lines) == 1 and "oversized frame" not in lines[0]

@@ -22,25 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcoord.coordinator.core.responses import error_response
+from kcoord.coordinator.runtime.router import SINGLE_GROUP_APIS as ROUTED_SINGLE_GROUP_APIS
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 
-# APIs whose request names one group, in ``group_id`` (OffsetFetch below v8 too).
-SINGLE_GROUP_APIS = frozenset(
-    {
-        ApiKey.JOIN_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.LEAVE_GROUP,
-        ApiKey.OFFSET_COMMIT,
-        ApiKey.TXN_OFFSET_COMMIT,
-        ApiKey.OFFSET_DELETE,
-        ApiKey.CONSUMER_GROUP_HEARTBEAT,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-    }
-)
+# APIs whose request names one group, in ``group_id`` (OffsetFetch below v8 too): those the shards
+# serve, and AddOffsetsToTxn, which kcoord answers itself.
+SINGLE_GROUP_APIS = ROUTED_SINGLE_GROUP_APIS | {ApiKey.ADD_OFFSETS_TO_TXN}
 OFFSET_FETCH_GROUPS_SINCE = 8
 FIND_COORDINATOR_BATCHED_SINCE = 4
 GROUP_KEY = 0  # FindCoordinator key type: a group (1 is a transactional id)

@@ -45,8 +45,9 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError, decode_uvarint
+from kcoord.protocol.relay_messages import body_start
 
-from .requests import produce_acks, request_body_start
+from .requests import produce_acks
 
 # Kafka's API keys (the specs' apiKey; tests/unit/test_relay_guard.py checks them against the classes).
 PRODUCE = 0
@@ -186,7 +187,7 @@ def produce_topics_start(payload: bytes, version: int) -> tuple[int, int, int]:
     """(acks, where the topics array starts, where the body starts: its transactional id) of a
     Produce request: what the relay reads of every Produce anyway (acks decide how the answer is
     paired)."""
-    body = request_body_start(payload, version >= PRODUCE_FLEXIBLE_SINCE)
+    body = body_start(payload, version >= PRODUCE_FLEXIBLE_SINCE)
     acks, pos = produce_acks(payload, body, version)
     return acks, pos + 6, body  # acks int16, timeout_ms int32
 

@@ -30,6 +30,7 @@ from kcoord.protocol.codec import DECODER_BACKEND
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints, without_node_endpoints
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.primitives import CodecError
+from kcoord.protocol.relay_messages import body_start
 
 from ..slot import Slot
 from .addresses import (
@@ -39,7 +40,7 @@ from .addresses import (
     rewrite_metadata,
     rewrite_node_endpoints,
 )
-from .requests import ACKS_ONE, METADATA_BY_ID_SINCE, metadata_asked_by_id, produce_acks, request_body_start
+from .requests import ACKS_ONE, METADATA_BY_ID_SINCE, metadata_asked_by_id, produce_acks
 
 if TYPE_CHECKING:
     from ..connection import ClientConnection
@@ -79,7 +80,7 @@ class UpstreamRelay:
     def produce(self, payload: bytes, version: int, acks: int | None = None, offset: int = 0) -> None:
         """Relay a Produce; ``acks`` and its ``offset`` in ``payload``, when the caller read them."""
         if acks is None:
-            acks, offset = produce_acks(payload, request_body_start(payload, flexible=version >= 9), version)
+            acks, offset = produce_acks(payload, body_start(payload, flexible=version >= 9), version)
         if acks == 0:
             # The client expects no response. Some brokers (tansu) answer acks=0 anyway, which
             # would shift every later response on the paired connection; asking for acks=1 and

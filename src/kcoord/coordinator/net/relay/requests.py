@@ -37,19 +37,6 @@ def metadata_asked_by_id(payload: bytes, version: int, correlation_id: int) -> b
     return frames.encode_request(ApiKey.METADATA, version, correlation_id, client_id, request)[4:]
 
 
-def request_body_start(frame_bytes: bytes, flexible: bool) -> int:
-    """Where a request's body starts: past the client id (not decoded: a relay has no use for it)
-    and, when ``flexible``, the header's tagged fields. A truncated header raises CodecError."""
-    end = len(frame_bytes)
-    if end < 10:
-        raise CodecError("request header truncated before client id")
-    (n,) = _INT16.unpack_from(frame_bytes, 8)
-    pos = 10 + max(n, 0)
-    if pos > end:
-        raise CodecError("client id runs past end of frame")
-    return frames.skip_tagged_fields(frame_bytes, pos) if flexible else pos
-
-
 def produce_acks(frame_bytes: bytes, header_size: int, version: int) -> tuple[int, int]:
     """The ``acks`` of a Produce request (v3+: after the nullable transactional id) and its offset.
 
