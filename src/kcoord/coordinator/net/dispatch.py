@@ -26,6 +26,7 @@ from kcoord.coordinator.core.result import RequestContext
 from kcoord.coordinator.runtime.router import GROUP_APIS
 from kcoord.protocol import frames, relay_messages, storage_messages
 from kcoord.protocol import messages as m
+from kcoord.protocol.array_steps import SteppedResponse, steppable
 from kcoord.protocol.codec import Message
 from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE
 from kcoord.protocol.errors import ErrorCode
@@ -51,12 +52,10 @@ CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not 
 END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
 END_TXN_FLEXIBLE_SINCE = 3
 
-# Group answers whose top-level array holds more than ENCODE_ASIDE_ABOVE entries are encoded on the
-# App's encoder thread, not on the event loop: encoding a DescribeGroups answer of 20,000 groups
-# takes ~18 ms of pure Python, all of which every other client would wait for. In a thread the
-# interpreter hands the loop the GIL back every switch interval (5 ms), so the loop keeps turning.
-# The answer's objects are not touched by anything else once built, so the thread may read them.
-ENCODE_ASIDE_ABOVE = 1000
+# Group answers whose top-level array holds more than STEP_ANSWERS_ABOVE entries are encoded on the
+# loop in steps (stepped_answers.py), not at once: encoding a DescribeGroups answer of 20,000 groups
+# takes ~18 ms of pure Python, all of which every other client would wait for.
+STEP_ANSWERS_ABOVE = 1000
 _ANSWER_ARRAYS: dict[int, str] = {
     ApiKey.DESCRIBE_GROUPS: "groups",
     ApiKey.LIST_GROUPS: "groups",
@@ -281,8 +280,14 @@ class ApiDispatcher:
                     response = merge(response)
                 metrics.response_sent(api_key, version, response)
                 field = _ANSWER_ARRAYS.get(api_key)
-                if field is not None and len(getattr(response, field, None) or ()) > ENCODE_ASIDE_ABOVE:
-                    self._encode_aside(slot, api_key, version, correlation_id, response)
+                if (
+                    field is not None
+                    and len(getattr(response, field, None) or ()) > STEP_ANSWERS_ABOVE
+                    and steppable(response, version, field)
+                ):
+                    self._encode_in_steps(
+                        slot, SteppedResponse(api_key, version, correlation_id, response, field)
+                    )
                     return
                 data = frames.encode_response(api_key, version, correlation_id, response)
             except Exception as exc:
@@ -293,27 +298,22 @@ class ApiDispatcher:
 
         self._groups.route(api_key, ctx, request, reply)
 
-    def _encode_aside(
-        self, slot: Slot, api_key: int, version: int, correlation_id: int, response: Any
-    ) -> None:
-        """Encode a large answer on the App's encoder thread, then fill its slot (on the loop)."""
+    def _encode_in_steps(self, slot: Slot, encoding: SteppedResponse) -> None:
+        """Encode a large answer a step per loop iteration (the App's stepped answers), then fill
+        its slot; dropped unencoded if the client leaves first."""
         conn = self.conn
-        loop = asyncio.get_running_loop()
-        encoded = loop.run_in_executor(
-            self.app.encoder, frames.encode_response, api_key, version, correlation_id, response
-        )
+        api_key, version = slot.api_key, encoding.version
 
-        def done(fut: asyncio.Future[bytes]) -> None:
-            failed = None if fut.cancelled() else fut.exception()
-            if fut.cancelled() or failed is not None:
+        def done(frame: bytes | None, failed: Exception | None) -> None:
+            if frame is None:
                 log.error(
                     "%s: cannot encode the response to api=%d v%d: %r", conn.peer, api_key, version, failed
                 )
                 conn.fail(slot, f"cannot encode a response: {failed!r}")
                 return
-            conn.fill(slot, fut.result())
+            conn.fill(slot, frame)
 
-        encoded.add_done_callback(done)
+        self.app.stepped_answers.submit(encoding, lambda: conn.closed, done)
 
     def _add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> None:
         """Answered by kcoord, not relayed: the group's shard partition joins the client's

@@ -12,7 +12,6 @@ receive timeouts (no timer per connection or per request).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -43,6 +42,7 @@ from .connection import ClientConnection
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
 from .relay.guard import ProtectedTopics
+from .stepped_answers import SteppedAnswers
 from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
@@ -157,8 +157,8 @@ class App:
         self._output_paused: set[ClientConnection] = set()
         self.writes = WriteCoalescer()
         self.heap_trimmer = HeapTrimmer()  # memory freed by connections goes back to the OS (sweep)
-        # Large group answers are encoded here, off the event loop (dispatch.py, ENCODE_ASIDE_ABOVE).
-        self.encoder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kcoord-encode")
+        # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
+        self.stepped_answers = SteppedAnswers()
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
@@ -481,7 +481,7 @@ class App:
             await self.embedded.stop_async()
         if self.metrics_server is not None:
             await self.metrics_server.close()
-        self.encoder.shutdown(wait=False, cancel_futures=True)
+        self.stepped_answers.close()
         self.stopped.set()
 
     # -- connection bookkeeping -----------------------------------------------------------------------

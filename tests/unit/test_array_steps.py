@@ -1,0 +1,131 @@
+"""Large group answers encoded in steps: the same bytes as at once, in queue order, a step per
+loop iteration, dropped once their client left (protocol/array_steps.py, net/stepped_answers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kcoord.coordinator.net import stepped_answers
+from kcoord.coordinator.net.dispatch import _ANSWER_ARRAYS
+from kcoord.coordinator.net.stepped_answers import SteppedAnswers
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.array_steps import SteppedResponse, steppable
+from kcoord.protocol.codec import Message
+from kcoord.protocol.messages import KCOORD_VERSIONS, RESPONSES
+from tests.unit.test_codec_roundtrip import message_strategy
+
+# Every (api, version) kcoord serves whose answer has the array dispatch.py may encode in steps.
+CASES = [
+    (api_key, version)
+    for api_key, field in _ANSWER_ARRAYS.items()
+    for version in range(KCOORD_VERSIONS[api_key][0], KCOORD_VERSIONS[api_key][1] + 1)
+    if any(f.name == field and f.present_in(version) for f in RESPONSES[api_key].SCHEMA.fields)
+]
+
+
+def encode_in_steps(api_key: int, version: int, response: Message, field: str, count: int) -> bytes:
+    encoding = SteppedResponse(api_key, version, 42, response, field)
+    while not encoding.done:
+        encoding.step(count)
+    return encoding.frame()
+
+
+@pytest.mark.parametrize(("api_key", "version"), CASES, ids=lambda v: str(v))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), count=st.sampled_from([1, 7, 100, 5000]), repeat=st.sampled_from([1, 50, 400]))
+def test_stepped_frame_is_the_frame_encoded_at_once(
+    api_key: int, version: int, data: st.DataObject, count: int, repeat: int
+) -> None:
+    field = _ANSWER_ARRAYS[api_key]
+    response = data.draw(message_strategy(RESPONSES[api_key], version, unknown_tags=False))
+    # Repeated so that the array's length takes more than one byte (compact lengths over 127).
+    setattr(response, field, (getattr(response, field) or []) * repeat)
+    assert steppable(response, version, field)
+    before = frames.encode_response(api_key, version, 42, response)
+    assert encode_in_steps(api_key, version, response, field, count) == before
+    assert frames.encode_response(api_key, version, 42, response) == before  # the response is unchanged
+
+
+def test_unknown_tagged_fields_of_the_message_are_encoded_at_once() -> None:
+    response = m.DescribeGroupsResponse(groups=[], unknown_tagged=[(7, b"x")])
+    assert not steppable(response, 5, "groups")
+    assert steppable(m.DescribeGroupsResponse(groups=[]), 5, "groups")
+
+
+def describe_answer(groups: int, prefix: str) -> m.DescribeGroupsResponse:
+    return m.DescribeGroupsResponse(
+        groups=[
+            m.DescribeGroupsResponse.DescribedGroup(error_code=16, group_id=f"{prefix}-{i}", members=[])
+            for i in range(groups)
+        ]
+    )
+
+
+def test_answers_come_out_in_queue_order_a_step_per_loop_iteration() -> None:
+    answers = SteppedAnswers()
+    got: list[tuple[str, bytes | None, Exception | None]] = []
+    iterations = 0
+
+    async def run() -> None:
+        nonlocal iterations
+        responses = {name: describe_answer(3000, name) for name in ("a", "b", "c")}
+        for name, response in responses.items():
+            encoding = SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 1, response, "groups")
+            answers.submit(encoding, lambda: False, lambda f, e, name=name: got.append((name, f, e)))
+        while len(got) < 3:
+            iterations += 1
+            await asyncio.sleep(0)
+        for name, frame, error in got:
+            assert error is None
+            assert frame == frames.encode_response(m.ApiKey.DESCRIBE_GROUPS, 5, 1, responses[name])
+
+    stepped_answers.STEP_SECONDS, saved = 0.0, stepped_answers.STEP_SECONDS
+    try:
+        asyncio.run(run())
+    finally:
+        stepped_answers.STEP_SECONDS = saved
+    assert [name for name, _, _ in got] == ["a", "b", "c"]
+    # No time at all per step: one slice of ENTRIES_PER_CHECK entries per loop iteration, for all.
+    assert iterations >= 3 * 3000 // stepped_answers.ENTRIES_PER_CHECK
+    assert len(answers) == 0
+
+
+def test_an_abandoned_answer_is_dropped_and_a_failing_one_reported() -> None:
+    answers = SteppedAnswers()
+    got: dict[str, tuple[bytes | None, Exception | None]] = {}
+    bad = describe_answer(2000, "bad")
+    bad.groups[1500].error_code = 2**20  # not an int16: encoding fails when that slice is reached
+    left = {"gone": False}
+
+    async def run() -> None:
+        def done(name: str) -> Any:
+            return lambda frame, error: got.__setitem__(name, (frame, error))
+
+        answers.submit(
+            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 1, describe_answer(5000, "x"), "groups"),
+            lambda: left["gone"],
+            done("gone"),
+        )
+        answers.submit(
+            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 2, bad, "groups"), lambda: False, done("bad")
+        )
+        good = describe_answer(1500, "ok")
+        answers.submit(
+            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good, "groups"), lambda: False, done("ok")
+        )
+        await asyncio.sleep(0)
+        left["gone"] = True
+        while len(got) < 3:
+            await asyncio.sleep(0)
+        assert got["ok"] == (frames.encode_response(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good), None)
+
+    asyncio.run(run())
+    assert got["gone"] == (b"", None)
+    frame, error = got["bad"]
+    assert frame is None and isinstance(error, Exception)
