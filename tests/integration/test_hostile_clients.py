@@ -8,7 +8,9 @@ same run. Then, in turn:
 - one connection pipelines such requests back to back and reads every answer.
 Each time: kcoord's RSS stays under the bound docs/configuration.md states for that many
 connections (plus a margin for what is not connection memory), the probe's p99 stays within
-max(2 x idle, idle + 50 ms) with no timeout, and RSS comes back down after the attackers close.
+max(2 x idle, idle + 20 ms) with no timeout (20 ms: a floor for a loaded 2-core machine; the bench
+measures 5-12 ms, 25-51 ms before large answers were encoded in steps), and RSS comes back down
+after the attackers close.
 
 The default run takes ~40 s (5 s attacks, 100 pipelined requests); KCOORD_TEST_HOSTILE_FULL=1 runs
 the measured shape (20 s attacks, 1,000 pipelined requests: several minutes).
@@ -80,7 +82,7 @@ def pid(proc: KcoordProcess) -> int:
 
 
 def check_latency(idle: Latencies, attacked: Latencies, what: str) -> None:
-    allowed = max(2 * idle.quantile(0.99), idle.quantile(0.99) + 0.050)
+    allowed = max(2 * idle.quantile(0.99), idle.quantile(0.99) + 0.020)
     assert attacked.failures == 0, f"{what}: the probe timed out ({attacked.summary()})"
     assert len(attacked.seconds) > 20, f"{what}: the probe was hardly answered ({attacked.summary()})"
     assert attacked.quantile(0.99) <= allowed, (

@@ -369,6 +369,7 @@ async def test_closing_a_connection_waiting_for_request_memory_gives_everything_
     first, _ = connect(app)
     second, _ = connect(app)
     first.data_received(padded_api_versions(1, 40 * 1024))
+    await settle()  # costly requests are dispatched one per loop iteration (dispatch_turns.py)
     second.data_received(padded_api_versions(1, 40 * 1024))
     assert budget.waiters == 2
     first.connection_lost(None)  # waiting: leaves the queue

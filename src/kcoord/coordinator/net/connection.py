@@ -19,7 +19,9 @@ Limits. Reading from a connection pauses, and requests already read wait undispa
   ``_out``) plus what the transport holds; the transport's write-buffer limits are 0, so
   pause_writing/resume_writing say exactly when it holds any;
 - the unsent output of all connections passes ``queued.max.response.bytes`` (App; it holds some);
-- a large request waits for ``queued.max.request.bytes`` memory (protocol.frames.FrameBudget).
+- a large request waits for ``queued.max.request.bytes`` memory (protocol.frames.FrameBudget);
+- a costly request waits for its loop iteration: one is dispatched per iteration across all
+  connections (dispatch_turns.py).
 A connection whose unsent output passes ``connection.output.max.bytes`` is closed. The App's sweep
 closes connections idle for ``connections.max.idle.ms`` (no complete request, no answer written,
 nothing in flight) and those whose frame has been arriving for ``request.receive.timeout.ms``
@@ -61,6 +63,7 @@ _REQUEST_MEMORY = 16  # a costly request waits for queued.max.request.bytes befo
 _INFLIGHT_BYTES = 32  # its requests in flight cost over connection.inflight.max.bytes
 _SASL = 64  # a SASL step is with the upstream (sasl.py)
 _CLOSED = 128
+_TURN = 256  # a costly request waits for its loop iteration (dispatch_turns.py)
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
@@ -101,6 +104,9 @@ class ClientConnection(asyncio.Protocol):
         self._granted = 0
         self._memory_waiter = frames.MemoryWaiter()
         self._memory_waiter.on_ready = self._request_memory_granted
+        # Costly requests are dispatched one per loop iteration across connections (dispatch_turns.py).
+        self._turns = self.app.dispatch_turns
+        self._has_turn = False
         self._slots: deque[Slot] = deque()
         self._frame_api = -1
         self._frame_received = 0.0
@@ -240,8 +246,16 @@ class ClientConnection(asyncio.Protocol):
         """Whether this frame may be dispatched now: a request costing more than RESERVE_ABOVE
         first reserves its cost from queued.max.request.bytes, or waits for it (reading pauses)."""
         cost = self._frame_cost = request_cost(payload, api_key, version)
+        if cost <= RESERVE_ABOVE:
+            return True
+        if self._has_turn:
+            self._has_turn = False
+        elif not self._turns.take(self._turn_came):
+            self._frame_cost = 0
+            self._pause(_TURN)
+            return False
         budget = self._budget
-        if cost <= RESERVE_ABOVE or budget is None:
+        if budget is None:
             return True
         if self._granted:  # reserved while it waited
             self._frame_reserved, self._granted = self._granted, 0
@@ -253,6 +267,18 @@ class ClientConnection(asyncio.Protocol):
         self._frame_cost = 0
         self._pause(_REQUEST_MEMORY)
         return False
+
+    def _turn_came(self) -> bool:
+        """This connection's costly request may be dispatched now (DispatchTurns)."""
+        if self.closed:
+            return False
+        if self._pause_reasons & ~_TURN:  # paused for more than its turn: it asks again once resumed
+            self._pause_reasons &= ~_TURN
+            return False
+        self._has_turn = True
+        self._resume(_TURN)
+        self._continue()  # in this iteration, which is its turn
+        return True
 
     def _request_memory_granted(self) -> None:
         """The FrameBudget reserved what the first frame of _backlog waits for."""

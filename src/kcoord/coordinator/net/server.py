@@ -39,6 +39,7 @@ from kcoord.storage.memory import MemoryStorage
 from kcoord.storage.ownership import transactional_id_prefix
 
 from .connection import ClientConnection
+from .dispatch_turns import DispatchTurns
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
 from .relay.guard import ProtectedTopics
@@ -159,6 +160,7 @@ class App:
         self.heap_trimmer = HeapTrimmer()  # memory freed by connections goes back to the OS (sweep)
         # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
         self.stepped_answers = SteppedAnswers()
+        self.dispatch_turns = DispatchTurns()  # costly requests: one dispatched per loop iteration
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
