@@ -8,7 +8,7 @@ same run. Then, in turn:
 - one connection pipelines such requests back to back and reads every answer.
 Each time: kcoord's RSS stays under the bound docs/configuration.md states for that many
 connections (plus a margin for what is not connection memory), the probe's p99 stays within
-max(2 x idle, idle + 20 ms) with no timeout (20 ms: a floor for a loaded 2-core machine; the bench
+max(2 x idle, idle + 30 ms) with no timeout (30 ms: a floor for a loaded 2-core machine; the bench
 measures 5-12 ms, 25-51 ms before large answers were encoded in steps), and RSS comes back down
 after the attackers close.
 
@@ -82,7 +82,7 @@ def pid(proc: KcoordProcess) -> int:
 
 
 def check_latency(idle: Latencies, attacked: Latencies, what: str) -> None:
-    allowed = max(2 * idle.quantile(0.99), idle.quantile(0.99) + 0.020)
+    allowed = max(2 * idle.quantile(0.99), idle.quantile(0.99) + 0.030)
     assert attacked.failures == 0, f"{what}: the probe timed out ({attacked.summary()})"
     assert len(attacked.seconds) > 20, f"{what}: the probe was hardly answered ({attacked.summary()})"
     assert attacked.quantile(0.99) <= allowed, (
