@@ -481,6 +481,11 @@ class _ConsumerGroups:
                     )
 
 
+def _bad_row(group: str | None, ts: Any, reason: str) -> tuple[Any, ...]:
+    """A row of the offsets topic that could not be read: counted, with a sample of why."""
+    return ("bad", group, None, None, None, ts, None, None, None, None, None, None, reason)
+
+
 def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     from kcoord.coordinator.core.classic.parts import GroupPartRecords, MissingPartError
     from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
@@ -497,21 +502,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         try:
             rec = decode_record(bytes(key), None if value is None else bytes(value))
         except Exception as exc:  # corrupt bytes: counted, a sample kept
-            yield (
-                "bad",
-                None,
-                None,
-                None,
-                None,
-                ts,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                f"{type(exc).__name__}: {bytes(key)[:40].hex()}",
-            )
+            yield _bad_row(None, ts, f"{type(exc).__name__}: {bytes(key)[:40].hex()}")
             continue
         if rec is None:
             continue  # a record type kcoord does not read
@@ -545,21 +536,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
             try:
                 v = group_parts.whole_value(rec.key.group, rec.value)
             except MissingPartError as exc:  # a part this read did not see: counted, a sample kept
-                yield (
-                    "bad",
-                    rec.key.group,
-                    None,
-                    None,
-                    None,
-                    ts,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    str(exc),
-                )
+                yield _bad_row(rec.key.group, ts, str(exc))
                 continue
             when = (
                 v.current_state_timestamp
