@@ -1,5 +1,5 @@
 """Large group answers encoded in steps: the same bytes as at once, in queue order, a step per
-loop iteration, dropped once their client left (protocol/array_steps.py, net/stepped_answers.py)."""
+loop iteration, dropped once their client left (protocol/array_steps.py, net/loop_steps.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcoord.coordinator.net import stepped_answers
-from kcoord.coordinator.net.dispatch import _ANSWER_ARRAYS
-from kcoord.coordinator.net.stepped_answers import SteppedAnswers
+from kcoord.coordinator.net import loop_steps
+from kcoord.coordinator.net.dispatch import _ANSWER_ARRAYS, ENCODE_ENTRIES_PER_STEP
+from kcoord.coordinator.net.loop_steps import LoopSteps
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.array_steps import SteppedResponse, steppable
@@ -67,8 +67,27 @@ def describe_answer(groups: int, prefix: str) -> m.DescribeGroupsResponse:
     )
 
 
+def submit_encoding(
+    steps: LoopSteps,
+    encoding: SteppedResponse,
+    abandoned: Any,
+    done: Any,
+) -> None:
+    """Submit as dispatch.py does; ``done(frame, error)``: the frame, b"" if abandoned, or the error."""
+
+    def finished(failed: Exception | None) -> None:
+        if failed is not None:
+            done(None, failed)
+        elif abandoned():
+            done(b"", None)
+        else:
+            done(encoding.frame(), None)
+
+    steps.submit(encoding, ENCODE_ENTRIES_PER_STEP, abandoned, finished)
+
+
 def test_answers_come_out_in_queue_order_a_step_per_loop_iteration() -> None:
-    answers = SteppedAnswers()
+    answers = LoopSteps()
     got: list[tuple[str, bytes | None, Exception | None]] = []
     iterations = 0
 
@@ -81,7 +100,7 @@ def test_answers_come_out_in_queue_order_a_step_per_loop_iteration() -> None:
         }
         for name, response in responses.items():
             encoding = SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 1, response, "groups")
-            answers.submit(encoding, lambda: False, lambda f, e, name=name: got.append((name, f, e)))
+            submit_encoding(answers, encoding, lambda: False, lambda f, e, name=name: got.append((name, f, e)))
         while len(got) < 3:
             iterations += 1
             await asyncio.sleep(0)
@@ -89,19 +108,19 @@ def test_answers_come_out_in_queue_order_a_step_per_loop_iteration() -> None:
             assert error is None
             assert frame == expected[name]
 
-    stepped_answers.STEP_SECONDS, saved = 0.0, stepped_answers.STEP_SECONDS
+    loop_steps.STEP_SECONDS, saved = 0.0, loop_steps.STEP_SECONDS
     try:
         asyncio.run(run())
     finally:
-        stepped_answers.STEP_SECONDS = saved
+        loop_steps.STEP_SECONDS = saved
     assert [name for name, _, _ in got] == ["a", "b", "c"]
-    # No time at all per step: one slice of ENTRIES_PER_CHECK entries per loop iteration, for all.
-    assert iterations >= 3 * 3000 // stepped_answers.ENTRIES_PER_CHECK
+    # No time at all per step: one slice of ENTRIES_PER_STEP entries per loop iteration, for all.
+    assert iterations >= 3 * 3000 // ENCODE_ENTRIES_PER_STEP
     assert len(answers) == 0
 
 
 def test_an_abandoned_answer_is_dropped_and_a_failing_one_reported() -> None:
-    answers = SteppedAnswers()
+    answers = LoopSteps()
     got: dict[str, tuple[bytes | None, Exception | None]] = {}
     bad = describe_answer(2000, "bad")
     bad.groups[1500].error_code = 2**20  # not an int16: encoding fails when that slice is reached
@@ -111,18 +130,19 @@ def test_an_abandoned_answer_is_dropped_and_a_failing_one_reported() -> None:
         def done(name: str) -> Any:
             return lambda frame, error: got.__setitem__(name, (frame, error))
 
-        answers.submit(
+        submit_encoding(
+            answers,
             SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 1, describe_answer(5000, "x"), "groups"),
             lambda: left["gone"],
             done("gone"),
         )
-        answers.submit(
-            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 2, bad, "groups"), lambda: False, done("bad")
+        submit_encoding(
+            answers, SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 2, bad, "groups"), lambda: False, done("bad")
         )
         good = describe_answer(1500, "ok")
         expected = frames.encode_response(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good)
-        answers.submit(
-            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good, "groups"), lambda: False, done("ok")
+        submit_encoding(
+            answers, SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good, "groups"), lambda: False, done("ok")
         )
         await asyncio.sleep(0)
         left["gone"] = True

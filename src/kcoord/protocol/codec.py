@@ -78,6 +78,23 @@ _cdecode = _load_cdecode()
 DECODER_BACKEND: str = "c" if _cdecode is not None else "python"
 
 
+def c_decoder_of(spec: tuple[Any, ...]) -> Decoder | None:
+    """A C decoder for the struct program ``spec`` (format: codegen; None without the extension)."""
+    if _cdecode is None:
+        return None
+
+    def python_buffers(buf: bytes, pos: int, blen: int) -> tuple[Any, int]:
+        raise CodecError("only exact bytes are decoded here")
+
+    decoder: Decoder = _cdecode.compile(spec, python_buffers)
+    return decoder
+
+
+def c_programs(cls: type[Message]) -> dict[int, tuple[Any, ...]]:
+    """``cls``'s C decoder programs by version (empty without the extension)."""
+    return cls._PROGRAMS(_cdecode) if _cdecode is not None else {}
+
+
 class Struct:
     """Base class of every generated message and nested struct.
 
@@ -119,6 +136,7 @@ class Message(Struct):
     _DECODERS: ClassVar[dict[int, Decoder]]  # the active backend's
     _PY_DECODERS: ClassVar[dict[int, Decoder]]
     _C_DECODERS: ClassVar[dict[int, Decoder]]
+    _PROGRAMS: ClassVar[ProgramsOf]
 
     def encode(self, version: int) -> bytes:
         # encode_into's body, inlined (one call less on every response).
@@ -214,6 +232,7 @@ def install_codecs(
 ) -> None:
     """Give a generated message class its schema and codec tables; compile its C decoders if active."""
     cls.SCHEMA = schema
+    cls._PROGRAMS = programs
     cls._ENCODERS = encoders
     cls._PY_DECODERS = decoders
     cls._C_DECODERS = {}

@@ -347,7 +347,7 @@ def skip_tagged_fields(frame_bytes: bytes, pos: int) -> int:
     return pos
 
 
-def _client_id_and_body_start(frame_bytes: bytes, flexible: bool) -> tuple[str | None, int]:
+def client_id_and_body_start(frame_bytes: bytes, flexible: bool) -> tuple[str | None, int]:
     """The nullable client id after the fixed request header, and where the body starts."""
     end = len(frame_bytes)
     if end < 10:
@@ -373,7 +373,7 @@ def parse_request_header(frame_bytes: bytes, flexible: bool | None = None) -> Re
     api_key, api_version, correlation_id = peek_header(frame_bytes)
     if flexible is None:
         flexible = request_is_flexible(api_key, api_version)
-    client_id, pos = _client_id_and_body_start(frame_bytes, flexible)
+    client_id, pos = client_id_and_body_start(frame_bytes, flexible)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
@@ -384,7 +384,7 @@ def peek_first_array_length(frame_bytes: bytes, api_key: int, api_version: int) 
     if cls is None:
         raise CodecError(f"unknown api key {api_key}")
     flexible = api_version in cls.SCHEMA.flexible
-    _client_id, pos = _client_id_and_body_start(frame_bytes, flexible)
+    _client_id, pos = client_id_and_body_start(frame_bytes, flexible)
     end = len(frame_bytes)
     if flexible:
         if pos >= end:
@@ -417,7 +417,7 @@ def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> t
     cls = REQUESTS.get(api_key)
     if cls is None:
         raise CodecError(f"unknown api key {api_key}")
-    client_id, pos = _client_id_and_body_start(frame_bytes, api_version in cls.SCHEMA.flexible)
+    client_id, pos = client_id_and_body_start(frame_bytes, api_version in cls.SCHEMA.flexible)
     return client_id, cls.decode_from(frame_bytes, pos, api_version)[0]
 
 

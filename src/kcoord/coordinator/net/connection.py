@@ -37,7 +37,8 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 from kcoord.protocol import frames
 from kcoord.protocol.primitives import CodecError
@@ -64,6 +65,7 @@ _INFLIGHT_BYTES = 32  # its requests in flight cost over connection.inflight.max
 _SASL = 64  # a SASL step is with the upstream (sasl.py)
 _CLOSED = 128
 _TURN = 256  # a costly request waits for its loop iteration (dispatch_turns.py)
+_DECODING = 512  # a large request is decoded in steps (dispatch.py): the frames behind it wait
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
@@ -72,6 +74,15 @@ _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
 # they are dispatched (and wait for it); cheaper ones are only counted, so a heartbeat never waits
 # behind a costly request for memory (connection.inflight.max.bytes bounds them per connection).
 RESERVE_ABOVE = frames.LARGE_FRAME
+
+
+class DeferredFrame(NamedTuple):
+    """What the frame being dispatched carries while its request is decoded in steps."""
+
+    api_key: int
+    received: float
+    cost: int
+    reserved: int
 
 
 class ClientConnection(asyncio.Protocol):
@@ -304,6 +315,43 @@ class ClientConnection(asyncio.Protocol):
             self._run(backlog)
 
     # -- pausing ------------------------------------------------------------------------------------
+    def defer_dispatch(self) -> DeferredFrame:
+        """The frame being dispatched is dispatched again later (its request is decoded in steps):
+        the frames behind it wait, and it keeps its cost and reservation until
+        :meth:`resume_dispatch`, which must follow."""
+        deferred = DeferredFrame(
+            self._frame_api, self._frame_received, self._frame_cost, self._frame_reserved
+        )
+        self._frame_cost = self._frame_reserved = 0
+        self._pause(_DECODING)
+        return deferred
+
+    def resume_dispatch(
+        self, deferred: DeferredFrame, serve: Callable[[], None] | None, failed: Exception | None = None
+    ) -> None:
+        """Finish a deferred frame: ``serve()`` dispatches its request (it may take a slot, as
+        dispatching does); ``failed``: the request could not be decoded, so the connection closes.
+        Then the frames behind it go on."""
+        if self.closed or serve is None:
+            if failed is not None and not self.closed:
+                self.close_with(f"malformed request: {failed}")
+            if deferred.reserved:
+                self._unreserve(deferred.reserved)
+            return
+        self._frame_api, self._frame_received = deferred.api_key, deferred.received
+        self._frame_cost, self._frame_reserved = deferred.cost, deferred.reserved
+        try:
+            serve()
+        except CodecError as exc:
+            self.close_with(f"malformed request: {exc}")
+        finally:
+            if self._frame_reserved:  # no slot took it
+                self._unreserve(self._frame_reserved)
+            self._frame_cost = self._frame_reserved = 0
+        if not self.closed:
+            self._resume(_DECODING)
+            self.write_out()
+
     def _pause(self, reason: int) -> None:
         if not self._pause_reasons and self.transport is not None:
             self.transport.pause_reading()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from kcoord.coordinator.core.responses import error_response
@@ -35,14 +36,16 @@ OFFSET_FETCH_GROUPS_SINCE = 8
 FIND_COORDINATOR_BATCHED_SINCE = 4
 GROUP_KEY = 0  # FindCoordinator key type: a group (1 is a transactional id)
 
-# Multi-group APIs: (request list field, its entry's group id, response list field, its entry's group id).
+# Multi-group APIs: (request list field, the attribute of its entries holding the group id (None: the
+# entries are the ids), response list field, its entry's group id). The check runs on every such
+# request, over each of up to tens of thousands of entries, so it is a C-level ``in``, not a call per entry.
 _Picker = Callable[[Any], str | None]
-_MULTI: dict[int, tuple[str, _Picker, str, _Picker]] = {
-    ApiKey.OFFSET_FETCH: ("groups", lambda g: g.group_id, "groups", lambda g: g.group_id),
-    ApiKey.DESCRIBE_GROUPS: ("groups", lambda g: g, "groups", lambda g: g.group_id),
-    ApiKey.DELETE_GROUPS: ("groups_names", lambda g: g, "results", lambda r: r.group_id),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: ("group_ids", lambda g: g, "groups", lambda g: g.group_id),
-    ApiKey.FIND_COORDINATOR: ("coordinator_keys", lambda k: k, "coordinators", lambda c: c.key),
+_MULTI: dict[int, tuple[str, str | None, str, _Picker]] = {
+    ApiKey.OFFSET_FETCH: ("groups", "group_id", "groups", lambda g: g.group_id),
+    ApiKey.DESCRIBE_GROUPS: ("groups", None, "groups", lambda g: g.group_id),
+    ApiKey.DELETE_GROUPS: ("groups_names", None, "results", lambda r: r.group_id),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("group_ids", None, "groups", lambda g: g.group_id),
+    ApiKey.FIND_COORDINATOR: ("coordinator_keys", None, "coordinators", lambda c: c.key),
 }
 
 API_NAMES: dict[int, str] = {
@@ -61,6 +64,10 @@ API_NAMES: dict[int, str] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",
 }
+
+
+def _identity(entry: Any) -> Any:
+    return entry
 
 
 @dataclass(frozen=True)
@@ -99,10 +106,12 @@ def check(api_key: int, version: int, request: Message, group: str) -> GroupRefu
     shape = _MULTI.get(api_key)
     if shape is None:
         return None
-    request_field, request_group, response_field, _response_group = shape
+    request_field, group_attribute, response_field, _response_group = shape
     entries = getattr(request, request_field) or []
-    if not any(request_group(e) == group for e in entries):
+    ids = entries if group_attribute is None else map(attrgetter(group_attribute), entries)
+    if group not in ids:
         return None
+    request_group = _identity if group_attribute is None else attrgetter(group_attribute)
     cls = type(request)
     refused_part = cls(**{n: getattr(request, n) for n in cls.FIELDS})
     setattr(refused_part, request_field, [e for e in entries if request_group(e) == group])

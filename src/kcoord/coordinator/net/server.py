@@ -42,8 +42,8 @@ from .connection import ClientConnection
 from .dispatch_turns import DispatchTurns
 from .embedded import EmbeddedBroker
 from .gateway import Broker, ClusterView
+from .loop_steps import LoopSteps
 from .relay.guard import ProtectedTopics
-from .stepped_answers import SteppedAnswers
 from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
@@ -159,7 +159,7 @@ class App:
         self.writes = WriteCoalescer()
         self.heap_trimmer = HeapTrimmer()  # memory freed by connections goes back to the OS (sweep)
         # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
-        self.stepped_answers = SteppedAnswers()
+        self.loop_steps = LoopSteps()
         self.dispatch_turns = DispatchTurns()  # costly requests: one dispatched per loop iteration
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
@@ -483,7 +483,7 @@ class App:
             await self.embedded.stop_async()
         if self.metrics_server is not None:
             await self.metrics_server.close()
-        self.stepped_answers.close()
+        self.loop_steps.close()
         self.stopped.set()
 
     # -- connection bookkeeping -----------------------------------------------------------------------
