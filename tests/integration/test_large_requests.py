@@ -13,8 +13,8 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from support.hostile_clients import connect, read_frame
-from support.loadgen.admin import create_topic
 from support.kcoord_process import KcoordProcess
+from support.loadgen.admin import create_topic
 from tests.support.wire import WireClient, commit_offset
 
 pytestmark = pytest.mark.integration

@@ -100,7 +100,9 @@ def test_answers_come_out_in_queue_order_a_step_per_loop_iteration() -> None:
         }
         for name, response in responses.items():
             encoding = SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 1, response, "groups")
-            submit_encoding(answers, encoding, lambda: False, lambda f, e, name=name: got.append((name, f, e)))
+            submit_encoding(
+                answers, encoding, lambda: False, lambda f, e, name=name: got.append((name, f, e))
+            )
         while len(got) < 3:
             iterations += 1
             await asyncio.sleep(0)
@@ -137,12 +139,18 @@ def test_an_abandoned_answer_is_dropped_and_a_failing_one_reported() -> None:
             done("gone"),
         )
         submit_encoding(
-            answers, SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 2, bad, "groups"), lambda: False, done("bad")
+            answers,
+            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 2, bad, "groups"),
+            lambda: False,
+            done("bad"),
         )
         good = describe_answer(1500, "ok")
         expected = frames.encode_response(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good)
         submit_encoding(
-            answers, SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good, "groups"), lambda: False, done("ok")
+            answers,
+            SteppedResponse(m.ApiKey.DESCRIBE_GROUPS, 5, 3, good, "groups"),
+            lambda: False,
+            done("ok"),
         )
         await asyncio.sleep(0)
         left["gone"] = True

@@ -77,7 +77,9 @@ def test_stepped_request_is_the_request_decoded_at_once(
 
 @pytest.mark.parametrize("cut", [1, 2, 7, 100, 5000])
 def test_truncated_and_malformed_frames_are_refused_as_at_once(cut: int) -> None:
-    request = m.DescribeGroupsRequest(groups=[f"group-{i}" for i in range(3000)], include_authorized_operations=True)
+    request = m.DescribeGroupsRequest(
+        groups=[f"group-{i}" for i in range(3000)], include_authorized_operations=True
+    )
     frame = request_frame(request, 5)
     short = frame[: len(frame) - cut]
     with pytest.raises(CodecError):
