@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as _ssl
 import struct
 import time
 from collections import deque
@@ -40,7 +39,8 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
 
 from .errors import BrokerError, ConnectionLost, CorrelationMismatch, RequestTimedOut, UnsupportedVersion
-from .sasl import SaslCredentials, authenticate
+from .sasl import authenticate
+from .security import PLAINTEXT, UpstreamSecurity
 
 log = logging.getLogger("kcoord.client")
 
@@ -155,23 +155,23 @@ class Connection(asyncio.Protocol):
         max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
         timeout: float | None = 10.0,
         *,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
         **options: Any,
     ) -> Connection:
         """Connect (no ApiVersions: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits
-        as long as TCP does. ``ssl``: speak TLS (kcoord.client.tls.client_context), the handshake
-        within ``timeout``; the server's name checked against ``address``'s host if the context says so.
-        ``sasl``: log in as these credentials before anything else (kcoord.client.sasl); a refusal
-        raises :class:`~kcoord.client.sasl.SaslAuthenticationFailed` and closes the connection."""
+        as long as TCP does. ``security.ssl``: speak TLS (kcoord.client.tls.client_context), the
+        handshake within ``timeout``; the server's name checked against ``address``'s host if the
+        context says so. ``security.sasl``: log in as these credentials before anything else
+        (kcoord.client.sasl); a refusal raises :class:`~kcoord.client.sasl.SaslAuthenticationFailed`
+        and closes the connection."""
         loop = asyncio.get_running_loop()
         opening = loop.create_connection(
-            lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=ssl
+            lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=security.ssl
         )
         _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
-        if sasl is not None:
+        if security.sasl is not None:
             try:
-                await authenticate(proto, sasl, timeout)
+                await authenticate(proto, security.sasl, timeout)
             except BaseException:
                 proto.close()
                 raise

@@ -54,13 +54,12 @@ import contextlib
 import json
 import logging
 import math
-import ssl as _ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import Connection, KafkaClientError, SaslCredentials, connect
+from kcoord.client import PLAINTEXT, Connection, KafkaClientError, UpstreamSecurity, connect
 from kcoord.coordinator.core.shard_assignment import NO_OWNER, NodeClaim, assign_shards
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
@@ -155,12 +154,10 @@ class ClusterMembership:
         static_membership: bool = True,
         apply: Callable[[Ownership], Awaitable[None]],
         on_fatal: Callable[[str], None],
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
-        self.ssl = ssl  # TLS to the upstream brokers
-        self.sasl = sasl  # kcoord's own SASL login there
+        self.security = security  # TLS and kcoord's own SASL login to the upstream brokers
         self.node_id = node_id
         self.advertised = advertised
         self.topic = internal_topic
@@ -261,8 +258,7 @@ class ClusterMembership:
                     timeout=5.0,
                     request_timeout=10.0,
                     limits=VERSION_LIMITS,
-                    ssl=self.ssl,
-                    sasl=self.sasl,
+                    security=self.security,
                 )
             except (KafkaClientError, OSError, TimeoutError) as exc:
                 last = exc
@@ -280,8 +276,7 @@ class ClusterMembership:
                 timeout=5.0,
                 request_timeout=self.session_timeout_ms / 1000 + 30,
                 limits=VERSION_LIMITS,
-                ssl=self.ssl,
-                sasl=self.sasl,
+                security=self.security,
             )
             self._conn = coordinator
             self._coordinator_address = (resp.host, resp.port)
@@ -447,8 +442,7 @@ class ClusterMembership:
                         timeout=5.0,
                         request_timeout=self.heartbeat_interval * 4,
                         limits=VERSION_LIMITS,
-                        ssl=self.ssl,
-                        sasl=self.sasl,
+                        security=self.security,
                     )
                 sent_at = self._now()
                 resp = await conn.request(
