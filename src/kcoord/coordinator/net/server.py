@@ -294,6 +294,7 @@ class App:
         self.router.follow_membership(
             self.membership.lease, self.membership.lease_lapsed, self.membership.shard_fenced
         )
+        self.router.peer_security = self._peer_security()
         self.membership.start()
         log.info(
             "cluster: node %d (%s:%d) joining group %s on the upstream",
@@ -302,6 +303,28 @@ class App:
             port,
             self.membership.group_id,
         )
+
+    def _peer_security(self) -> UpstreamSecurity:
+        """How this node reaches the other nodes' coordinator listeners (forwarded AddOffsetsToTxn).
+
+        Every node of a cluster has the same listener.security.protocol. As Kafka's brokers do on
+        their inter-broker listener, a node checks a peer's certificate against its own
+        ssl.truststore.location (and the peer's name), shows its own certificate as its client
+        certificate, and on a SASL listener logs in as kcoord's upstream user: the peer relays that
+        login to the upstream like any client's.
+        """
+        s = self.settings
+        context = None
+        if s.listener_security_protocol in ("SSL", "SASL_SSL"):
+            context = client_context(
+                ClientTls(
+                    truststore=s.ssl_truststore_location,
+                    keystore=s.ssl_keystore_location,
+                    key_password=s.ssl_key_password,
+                )
+            )
+        login = self.upstream.sasl if s.listener_security_protocol.startswith("SASL_") else None
+        return UpstreamSecurity(ssl=context, sasl=login)
 
     def _cluster_fatal(self, why: str) -> None:
         self.fatal = why
