@@ -416,9 +416,7 @@ class ClusterMembership:
         try:
             return await answer
         finally:
-            keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await keepalive
+            await _end(keepalive)
 
     async def _keep_alive_while_parked(self) -> None:
         """Heartbeats with the latest generation this member joined, every heartbeat interval.
@@ -703,6 +701,26 @@ class ClusterMembership:
                 # The coordinator may not have expired this member (the lease ends first): its
                 # assignment would still name this node for the shards it no longer serves.
                 self._rejoin_requested.set()
+
+
+async def _end(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling it again while it runs.
+
+    Once is not enough on Python 3.11: ``asyncio.wait_for`` (under ``connect``) drops a cancellation
+    that arrives as the operation it waits for completes (fixed in 3.12), and the task goes on. The
+    keep-alive then heartbeated on while the member loop waited for it, with a JoinGroup's answer
+    in hand: a SASL_SSL cluster test saw a node's rebalance stall that way for a minute. The
+    caller's own cancellation still propagates (``asyncio.wait`` does not swallow it).
+    """
+    try:
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.1)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("cluster: heartbeat while parked ended with %r", task.exception())
 
 
 CLOCK_JUMP_REPORT_MS = 1000  # a wall clock that moves this much more (or less) than the monotonic one jumped
