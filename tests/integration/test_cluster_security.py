@@ -78,6 +78,7 @@ def cluster(kafka_sasl_ssl: KafkaBroker, pki: Pki) -> Iterator[KcoordCluster]:
         "--upstream-sasl-mechanism", "SCRAM-SHA-256",
         "--upstream-sasl-username", "kcoord",
         "--group-initial-rebalance-delay-ms", "0",
+        "--log-level", "DEBUG",
     )  # fmt: skip
     os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"] = USERS["kcoord"]  # the nodes inherit it at start
     nodes = KcoordCluster(
@@ -106,6 +107,14 @@ def alice(bootstrap: str, pki: Pki) -> dict[str, str]:
     }
 
 
+def create_topic(kafka: KafkaBroker, topic: str, partitions: int) -> None:
+    """On Kafka's PLAINTEXT listener: CreateTopics relayed through a just-settled kcoord cluster
+    failed now and then with librdkafka's "Broker transport failure" (unexplained so far, and not
+    what this module tests)."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # kept: futures fail once collected
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
+
+
 def group_served_by(cluster: KcoordCluster, node: int, prefix: str) -> str:
     shards = cluster.latest_view()[node][1]
     return next(g for g in (unique(prefix) for _ in range(10_000)) if shard_for_group(g, SHARDS) in shards)
@@ -128,12 +137,13 @@ def consume(consumer: Consumer, count: int, timeout: float = 30.0) -> list[int]:
     return got
 
 
-def test_forwarded_txn_offsets_reach_the_group_node_over_sasl_ssl(cluster: KcoordCluster, pki: Pki) -> None:
+def test_forwarded_txn_offsets_reach_the_group_node_over_sasl_ssl(
+    kafka_sasl_ssl: KafkaBroker, cluster: KcoordCluster, pki: Pki
+) -> None:
     group = group_served_by(cluster, SERVED, "eos-secure")
     client = alice(cluster.bootstrap, pki)
     source, records = unique("eos-secure"), 10
-    admin = AdminClient(client)  # kept: the futures fail once the client is collected
-    admin.create_topics([NewTopic(source, num_partitions=1)])[source].result(30)
+    create_topic(kafka_sasl_ssl, source, 1)
     produce(client, source, 0, records)
     consumer = Consumer({**client, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})  # fmt: skip
@@ -162,12 +172,13 @@ def test_forwarded_txn_offsets_reach_the_group_node_over_sasl_ssl(cluster: Kcoor
     assert "forwarding" not in cluster.nodes[OTHER].log_path.read_text()  # no forward failed
 
 
-def test_a_group_moves_to_the_other_node_when_its_node_stops(cluster: KcoordCluster, pki: Pki) -> None:
+def test_a_group_moves_to_the_other_node_when_its_node_stops(
+    kafka_sasl_ssl: KafkaBroker, cluster: KcoordCluster, pki: Pki
+) -> None:
     group = group_served_by(cluster, SERVED, "failover-secure")
     client = alice(cluster.bootstrap, pki)
     topic, half = unique("failover-secure"), 10
-    admin = AdminClient(client)  # kept: the futures fail once the client is collected
-    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(30)
+    create_topic(kafka_sasl_ssl, topic, 2)
     produce(client, topic, 0, half)
     consumer = Consumer({**client, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000})  # fmt: skip

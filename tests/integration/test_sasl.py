@@ -56,8 +56,8 @@ pytestmark = [
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "kcoord": "kcoord-secret"}
 ACL_TOPIC = "sasl-only-alice-writes"
-# Sessions last this long (KIP-368): long enough that kcoord's own connections, which do not
-# re-authenticate, outlive the module; re-authentication is allowed only with a lifetime.
+# Sessions last this long (KIP-368): re-authentication is allowed only with a lifetime. kcoord's
+# own connections re-authenticating is test_upstream_reauth.py's subject, with short sessions.
 REAUTH_MS = 600_000
 
 
