@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kcoord.client import ClientTls, Connection, client_context
+from kcoord.client import ClientTls, Connection, UpstreamSecurity, client_context
 from kcoord.protocol import messages as m
 from support import procs
 from support.certs import Pki, make_pki
@@ -104,7 +104,10 @@ async def commit_load(
 ) -> int:
     """Commits answered in ``seconds`` by a closed loop of ``connections`` x ``depth`` OffsetCommits."""
     host, port = address.rsplit(":", 1)
-    conns = [await Connection.open((host, int(port)), ssl=context) for _ in range(connections)]
+    conns = [
+        await Connection.open((host, int(port)), security=UpstreamSecurity(ssl=context))
+        for _ in range(connections)
+    ]
     for conn in conns:
         await conn.negotiate()
     done = 0

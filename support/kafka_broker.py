@@ -45,7 +45,8 @@ START_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class SaslUsers:
-    """An extra ``SASL_PLAINTEXT`` listener and who may log in on it: ``users`` (name -> password)
+    """An extra ``SASL_PLAINTEXT`` listener (``SASL_SSL`` with ``over_tls``: the broker's ``tls``
+    certificates) and who may log in on it: ``users`` (name -> password)
     for PLAIN (the listener's JAAS config) and SCRAM-SHA-256/512 (added at format time),
     OAUTHBEARER with Kafka's unsecured JWT validator (tests only), and with ``authorizer`` Kafka's
     StandardAuthorizer (resources with no ACL stay open to everyone, so one ACL on a topic limits
@@ -55,6 +56,11 @@ class SaslUsers:
     authorizer: bool = False
     mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     reauth_ms: int = 0  # the listener's connections.max.reauth.ms (KIP-368; 0: off)
+    over_tls: bool = False  # SASL_SSL rather than SASL_PLAINTEXT (needs the broker's ``tls``)
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_SSL" if self.over_tls else "SASL_PLAINTEXT"
 
 
 class KafkaUnavailable(RuntimeError):
@@ -216,13 +222,16 @@ class KafkaBroker(BrokerProcess):
         return props
 
     def _sasl_properties(self, sasl: SaslUsers) -> dict[str, str]:
-        listener = f"SASL_PLAINTEXT://{self.host}:{self.sasl_port}"
+        if sasl.over_tls and self.tls is None:
+            raise ValueError("a SASL_SSL listener needs the broker's tls certificates")
+        protocol = sasl.protocol
+        listener = f"{protocol}://{self.host}:{self.sasl_port}"
         plain_users = " ".join(f'user_{name}="{password}"' for name, password in sasl.users.items())
-        prefix = "listener.name.sasl_plaintext."
+        prefix = f"listener.name.{protocol.lower()}."
         props = {
             "listeners": self._properties_base_listeners() + "," + listener,
             "advertised.listeners": self._advertised_base() + "," + listener,
-            "listener.security.protocol.map": self._protocol_map_base() + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "listener.security.protocol.map": self._protocol_map_base() + f",{protocol}:{protocol}",
             "sasl.enabled.mechanisms": ",".join(sasl.mechanisms),
             prefix + "connections.max.reauth.ms": str(sasl.reauth_ms),
             prefix + "plain.sasl.jaas.config": (
@@ -260,7 +269,7 @@ class KafkaBroker(BrokerProcess):
 
     @property
     def sasl_bootstrap(self) -> str:
-        """ "127.0.0.1:PORT" of the SASL_PLAINTEXT listener (``sasl`` given)."""
+        """ "127.0.0.1:PORT" of the SASL listener (``sasl`` given; SASL_SSL if ``sasl.over_tls``)."""
         assert self.sasl is not None, "this broker has no SASL listener"
         return f"{self.host}:{self.sasl_port}"
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -36,7 +36,6 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka import KafkaConsumer
 
 from kcoord.protocol import frames
 from kcoord.protocol import storage_messages as sm
@@ -46,6 +45,7 @@ from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
 from support.kcoord_process import KcoordProcess
 from support.workload import unique
 from tests.support.fixtures import UPSTREAMS
+from tests.support.group_round_trip import produce_and_consume_in_two_groups
 
 pytestmark = [
     pytest.mark.integration,
@@ -56,8 +56,8 @@ pytestmark = [
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "kcoord": "kcoord-secret"}
 ACL_TOPIC = "sasl-only-alice-writes"
-# Sessions last this long (KIP-368): long enough that kcoord's own connections, which do not
-# re-authenticate, outlive the module; re-authentication is allowed only with a lifetime.
+# Sessions last this long (KIP-368): re-authentication is allowed only with a lifetime. kcoord's
+# own connections re-authenticating is test_upstream_reauth.py's subject, with short sessions.
 REAUTH_MS = 600_000
 
 
@@ -119,41 +119,13 @@ def sasl_client(
 # -- clients in groups ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_clients_consume_in_groups_over_sasl(kcoord_sasl: KcoordProcess, mechanism: str) -> None:
-    client = sasl_client(kcoord_sasl, mechanism, "alice")
-    topic, records = unique("sasl"), 20
-    admin = AdminClient(client)  # kept: the futures fail once the client is collected
-    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(30)
-    producer = Producer(client)
-    for i in range(records):
-        producer.produce(topic, key=str(i), value=f"record {i}")
-    assert producer.flush(30) == 0
-
-    consumer = Consumer({**client, "group.id": unique("sasl-confluent"), "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe([topic])
-    seen, deadline = 0, time.monotonic() + 30
-    while seen < records and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen += 1
-    consumer.commit(asynchronous=False)
-    committed = consumer.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)
-    consumer.close()
-    assert seen == records
-    assert sum(tp.offset for tp in committed) == records
-
-    reader = KafkaConsumer(topic, bootstrap_servers=kcoord_sasl.bootstrap, security_protocol="SASL_PLAINTEXT",
-                           sasl_mechanism=mechanism, sasl_plain_username="bob",
-                           sasl_plain_password=USERS["bob"], group_id=unique("sasl-kafka-python"),
-                           auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
-    try:
-        got, deadline = 0, time.monotonic() + 30
-        while got < records and time.monotonic() < deadline:
-            got += sum(len(batch) for batch in reader.poll(timeout_ms=500).values())
-        reader.commit()
-    finally:
-        reader.close()
-    assert got == records
+    kafka_python = {
+        "bootstrap_servers": kcoord_sasl.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism, "sasl_plain_username": "bob", "sasl_plain_password": USERS["bob"],
+    }  # fmt: skip
+    produce_and_consume_in_two_groups(
+        sasl_client(kcoord_sasl, mechanism, "alice"), kafka_python, name="sasl", records=20
+    )
     # kcoord named each client's principal from its own tokens, once Kafka said the login succeeded.
     assert kcoord_sasl.wait_for_log(f"authenticated as User:alice ({mechanism})")
     assert kcoord_sasl.wait_for_log(f"authenticated as User:bob ({mechanism})")

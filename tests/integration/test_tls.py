@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from support.certs import OpensslUnavailable, Pki, make_pki
 from support.kafka_broker import KafkaBroker
 from support.kcoord_process import KcoordProcess
 from support.workload import unique
+from tests.support.group_round_trip import produce_and_consume_in_two_groups
 
 pytestmark = pytest.mark.integration
 
@@ -122,62 +122,20 @@ def test_groups_over_tls_through_kcoord_to_kafka_over_tls(
 ) -> None:
     # Every broker kcoord relays to is Kafka's SSL listener (the one it bootstrapped from).
     assert kcoord_over_tls.wait_for_log(f"({kafka_tls.ssl_bootstrap}) is served on")
-    client = {"bootstrap.servers": kcoord_over_tls.bootstrap, **client_ssl(pki)}
-    topic, records = unique("tls"), 40
-    admin = AdminClient(client)  # kept: the futures fail once the client is collected
-    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(30)
-    producer = Producer(client)
-    for i in range(records):
-        producer.produce(topic, key=str(i), value=f"record {i}")
-    assert producer.flush(30) == 0
-
-    # confluent-kafka (librdkafka) in a group, committing.
-    group = unique("tls-confluent")
-    consumer = Consumer(
-        {**client, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    )
-    consumer.subscribe([topic])
-    seen = 0
-    deadline = time.monotonic() + 40
-    while seen < records and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            seen += 1
-    assert seen == records
-    consumer.commit(asynchronous=False)
-    committed = consumer.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)
-    consumer.close()
-    assert sum(tp.offset for tp in committed) == records
-
-    # kafka-python in another group, committing; its committed offsets read back through kcoord.
-    group = unique("tls-kafka-python")
-    tls = {
+    kafka_python = {
+        "bootstrap_servers": kcoord_over_tls.bootstrap,
+        "security_protocol": "SSL",
         "ssl_cafile": str(pki.ca),
         "ssl_certfile": str(pki.cert("alice")),
         "ssl_keyfile": str(pki.key("alice")),
     }
-    reader = KafkaConsumer(
-        topic,
-        bootstrap_servers=kcoord_over_tls.bootstrap,
-        security_protocol="SSL",
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **tls,
+    produce_and_consume_in_two_groups(
+        {"bootstrap.servers": kcoord_over_tls.bootstrap, **client_ssl(pki)},
+        kafka_python,
+        name="tls",
+        records=40,
+        timeout=40,
     )
-    try:
-        got = 0
-        deadline = time.monotonic() + 40
-        while got < records and time.monotonic() < deadline:
-            got += sum(len(batch) for batch in reader.poll(timeout_ms=500).values())
-        assert got == records
-        reader.commit()
-        from kafka import TopicPartition as KafkaTopicPartition
-
-        offsets = [reader.committed(KafkaTopicPartition(topic, p)) for p in range(2)]
-    finally:
-        reader.close()
-    assert sum(o or 0 for o in offsets) == records
     assert kcoord_over_tls.log_lines("Traceback") == []
 
 

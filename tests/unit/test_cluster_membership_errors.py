@@ -46,3 +46,34 @@ def test_a_moved_coordinator_is_found_again(error: int) -> None:
 def test_fenced_instance_id_is_fatal() -> None:
     with pytest.raises(_Fatal, match="FENCED_INSTANCE_ID"):
         membership()._check(ErrorCode.FENCED_INSTANCE_ID, "Heartbeat")
+
+
+def test_a_keepalive_that_loses_its_cancellation_is_still_ended() -> None:
+    """On Python 3.11 ``asyncio.wait_for`` returns the result of an operation that completes as the
+    task is cancelled, and the cancellation is lost: the keep-alive's loop would go on. ``_end``
+    cancels until the task has ended, and lets the caller's own cancellation through."""
+    import asyncio
+
+    from kcoord.coordinator.runtime.membership import _end
+
+    async def scenario() -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[int] = loop.create_future()
+        rounds = 0
+
+        async def keepalive() -> None:
+            nonlocal rounds
+            await asyncio.wait_for(answered, 5)  # completes as it is cancelled: the cancel is dropped
+            while True:
+                rounds += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.ensure_future(keepalive())
+        await asyncio.sleep(0)
+        answered.set_result(1)
+        await asyncio.wait_for(_end(task), 2)
+        return rounds, task.cancelled()
+
+    rounds, cancelled = asyncio.run(scenario())
+    assert cancelled
+    assert rounds >= 1  # the first cancellation was lost indeed: the loop ran

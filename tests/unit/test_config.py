@@ -235,6 +235,19 @@ def test_tls_settings_that_only_work_together(tmp_path: Path) -> None:
             resolve(argv)
 
 
+def test_a_cluster_may_have_tls_and_sasl_listeners(tmp_path: Path) -> None:
+    pem = tmp_path / "kcoord.pem"
+    pem.write_text("not read here: the files are loaded at start-up")
+    for protocol in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        s = resolve([
+            "--cluster-enabled", "true", "--bootstrap-server", "b:9094",
+            "--listener-security-protocol", protocol, "--ssl-keystore-location", str(pem),
+            "--upstream-security-protocol", "SASL_SSL", "--upstream-sasl-username", "kcoord",
+            "--upstream-sasl-password", "secret",
+        ]).settings  # fmt: skip
+        assert (s.cluster_enabled, s.listener_security_protocol) == (True, protocol)
+
+
 def test_key_passwords_are_not_in_the_startup_log(tmp_path: Path) -> None:
     r = resolve(["--ssl-key-password", "hunter2", "--upstream-ssl-key-password", "s3cret", "--shards", "3"])
     line = config.describe(r)

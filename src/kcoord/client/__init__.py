@@ -14,6 +14,7 @@ from .errors import (
     UnsupportedVersion,
 )
 from .sasl import SaslAuthenticationFailed, SaslCredentials
+from .security import PLAINTEXT, UpstreamSecurity
 from .tls import ClientTls, client_context
 
 __all__ = [
@@ -24,12 +25,14 @@ __all__ = [
     "ConnectionLost",
     "CorrelationMismatch",
     "KafkaClientError",
+    "PLAINTEXT",
     "Observer",
     "RequestTimedOut",
     "SaslAuthenticationFailed",
     "SaslCredentials",
     "StreamingTarget",
     "UnsupportedVersion",
+    "UpstreamSecurity",
     "client_context",
     "connect",
     "prepare",

@@ -13,6 +13,12 @@ Invariants:
   share few connections, and a syscall per frame was a hot spot in both.
 - When the connection goes away, every in-flight request fails with
   :class:`~kcoord.client.errors.ConnectionLost`; nothing waits for a response that cannot come.
+- A connection kcoord logged in on itself re-authenticates (KIP-368) before the session the broker
+  gave it runs out, at 85-95% of its lifetime as Kafka's clients do. From its SaslHandshake to its
+  last SaslAuthenticate answer the broker takes nothing else on the connection, so requests sent
+  meanwhile are held back, in order, and go out once the login is over; the ones already in flight
+  are answered as usual. Nothing is lost: a failed re-authentication closes the connection, and the
+  held requests fail with :class:`~kcoord.client.errors.ConnectionLost` like the in-flight ones.
 
 Bytes ↔ messages is :mod:`protocol`'s job (``frames.encode_request`` and
 ``decode_response``: request header v1/v2, response header v0/v1, ApiVersions' header v0 rule);
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as _ssl
+import random
 import struct
 import time
 from collections import deque
@@ -41,6 +47,7 @@ from kcoord.protocol.primitives import CodecError
 
 from .errors import BrokerError, ConnectionLost, CorrelationMismatch, RequestTimedOut, UnsupportedVersion
 from .sasl import SaslCredentials, authenticate
+from .security import PLAINTEXT, UpstreamSecurity
 
 log = logging.getLogger("kcoord.client")
 
@@ -55,6 +62,14 @@ API_VERSIONS_VERSION = 3
 _I32 = struct.Struct(">i")
 _CORRELATION_OFFSET = 8  # size(4) + api key(2) + api version(2)
 _UNCHECKED = -1  # correlation id of a raw frame: the sender's own, not ours to check
+# When to re-authenticate, as a share of the session lifetime: Kafka's clients pick at random in
+# this window (SaslClientAuthenticator), early enough for latency and clock drift, spread so that
+# connections opened together do not all log in again at once.
+REAUTHENTICATE_WITHIN = (0.85, 0.95)
+
+# A request waiting for its response: (correlation id, api key, response class or None for the raw
+# payload, version, queued at, target: a future or a callback).
+_Entry = tuple[int, int, "type[Message] | None", int, float, Any]
 
 
 class Observer(Protocol):
@@ -133,8 +148,7 @@ class Connection(asyncio.Protocol):
         self.closed_by_peer = False
         self._loop = asyncio.get_running_loop()
         self._decoder = frames.FrameDecoder(max_frame_size)
-        # (correlation id, api key, response class or None for the raw payload, version, queued at, target)
-        self._pending: deque[tuple[int, int, type[Message] | None, int, float, Any]] = deque()
+        self._pending: deque[_Entry] = deque()
         self._next_id = 1
         self._wbuf: list[bytes] = []
         # The large answer whose pieces went to a StreamingTarget (the decoder's list), and how many.
@@ -146,6 +160,14 @@ class Connection(asyncio.Protocol):
         self._lost: ConnectionLost | None = None
         self._close_when_idle = False
         self._closed_fut: asyncio.Future[None] = self._loop.create_future()
+        # KIP-368: kcoord's own login on this connection, and the timer that renews it.
+        self._login: SaslCredentials | None = None
+        self._reauthentication: asyncio.TimerHandle | asyncio.Task[None] | None = None
+        # While re-authenticating: what was sent meanwhile, (entry or None, frame, rest of a large
+        # frame), held back until the login is over. None: not re-authenticating.
+        self._held: list[tuple[_Entry | None, bytes, bytes | None]] | None = None
+        self.reauthentications = 0
+        self.reauthentication_seconds = 0.0  # the total time requests were held back by them
 
     # -- opening and closing --------------------------------------------------------------------------
     @classmethod
@@ -155,35 +177,40 @@ class Connection(asyncio.Protocol):
         max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
         timeout: float | None = 10.0,
         *,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
         **options: Any,
     ) -> Connection:
         """Connect (no ApiVersions: see :meth:`negotiate` and :func:`connect`); ``timeout`` None waits
-        as long as TCP does. ``ssl``: speak TLS (kcoord.client.tls.client_context), the handshake
-        within ``timeout``; the server's name checked against ``address``'s host if the context says so.
-        ``sasl``: log in as these credentials before anything else (kcoord.client.sasl); a refusal
-        raises :class:`~kcoord.client.sasl.SaslAuthenticationFailed` and closes the connection."""
+        as long as TCP does. ``security.ssl``: speak TLS (kcoord.client.tls.client_context), the
+        handshake within ``timeout``; the server's name checked against ``address``'s host if the
+        context says so. ``security.sasl``: log in as these credentials before anything else
+        (kcoord.client.sasl); a refusal raises :class:`~kcoord.client.sasl.SaslAuthenticationFailed`
+        and closes the connection."""
         loop = asyncio.get_running_loop()
         opening = loop.create_connection(
-            lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=ssl
+            lambda: cls(address, max_frame_size, **options), address[0], address[1], ssl=security.ssl
         )
         _, proto = await (asyncio.wait_for(opening, timeout) if timeout is not None else opening)
-        if sasl is not None:
+        if security.sasl is not None:
             try:
-                await authenticate(proto, sasl, timeout)
+                lifetime_ms = await authenticate(proto, security.sasl, timeout)
             except BaseException:
                 proto.close()
                 raise
+            proto._logged_in(security.sasl, lifetime_ms)
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(self._reauthentication, asyncio.TimerHandle):
+            self._reauthentication.cancel()
         if self._lost is None:
             self.closed_by_peer = not self._closing
             reason = f": {exc}" if exc is not None else ""
+            if self.closed_by_peer:
+                log.debug("%s closed the connection%s", self.name, reason)
             self._lost = ConnectionLost(f"connection to {self.name} closed{reason}")
         self._fail_pending(self._lost)
         if not self._closed_fut.done():
@@ -198,7 +225,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._held or ())
 
     def close(self) -> None:
         """Close after writing what was already sent; in-flight requests then fail."""
@@ -216,7 +243,7 @@ class Connection(asyncio.Protocol):
         A client that disconnects has still sent its requests; a broker may abandon requests whose
         connection closes under them, so the connection stays until they are answered.
         """
-        if not self._pending:
+        if not self._pending and not self._held:
             self.close()
             return
         self._close_when_idle = True
@@ -232,7 +259,11 @@ class Connection(asyncio.Protocol):
 
     def _fail_pending(self, error: ConnectionLost) -> None:
         pending, self._pending = self._pending, deque()
-        for _cid, api_key, _cls, _version, _sent, target in pending:
+        held, self._held = self._held or [], None
+        for _cid, api_key, _cls, _version, _sent, target in [
+            *pending,
+            *(e for e, _, _ in held if e is not None),
+        ]:
             # One exception object each: an exception raised in many tasks would collect all their tracebacks.
             self._fail(target, api_key, ConnectionLost(str(error)))
 
@@ -285,9 +316,15 @@ class Connection(asyncio.Protocol):
         if self._closing or self._lost is not None:
             raise self._closed_error()
         fut: asyncio.Future[bytes] | None = None
+        entry: _Entry | None = None
         if expect_response:
             fut = self._loop.create_future()
-            self._pending.append((_UNCHECKED, -1, None, 0, 0.0, fut))
+            entry = (_UNCHECKED, -1, None, 0, 0.0, fut)
+        if self._held is not None:
+            self._held.append((entry, framed, None))
+            return fut
+        if entry is not None:
+            self._pending.append(entry)
         self._write(framed)
         return fut
 
@@ -302,6 +339,9 @@ class Connection(asyncio.Protocol):
         """
         if self._closing or self._lost is not None:
             raise self._closed_error()
+        if self._held is not None:
+            self._held.append(((_UNCHECKED, -1, None, 0, 0.0, callback), framed, rest))
+            return
         self._pending.append((_UNCHECKED, -1, None, 0, 0.0, callback))
         if rest is None:
             self._write(framed)
@@ -309,7 +349,8 @@ class Connection(asyncio.Protocol):
             self._write_parts(framed, rest)
 
     # The three senders below are the load generator's per-request path: checks and calls inlined.
-    def _queue(self, request: Message, version: int, decode: bool, target: Any) -> None:
+    def _queue(self, request: Message, version: int, decode: bool, target: Any, ahead: bool = False) -> None:
+        """``ahead``: a re-authentication's own request, sent while the others are held back."""
         if self._closing or self._lost is not None:
             raise self._closed_error()
         api_key, response_cls = _RESPONSES.get(type(request)) or response_of(type(request))
@@ -317,7 +358,11 @@ class Connection(asyncio.Protocol):
         self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
         frame = frames.encode_request(api_key, version, cid, self.client_id, request)
         sent = time.perf_counter() if self.observer is not None else 0.0
-        self._pending.append((cid, api_key, response_cls if decode else None, version, sent, target))
+        entry = (cid, api_key, response_cls if decode else None, version, sent, target)
+        if self._held is not None and not ahead:
+            self._held.append((entry, frame, None))
+            return
+        self._pending.append(entry)
         if not self._wbuf:
             self._loop.call_soon(self._write_out)
         self._wbuf.append(frame)
@@ -347,6 +392,9 @@ class Connection(asyncio.Protocol):
         self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
         _I32.pack_into(frame, _CORRELATION_OFFSET, cid)
         sent = time.perf_counter() if self.observer is not None else 0.0
+        if self._held is not None:
+            self._held.append(((cid, api_key, response_cls, version, sent, callback), bytes(frame), None))
+            return
         self._pending.append((cid, api_key, response_cls, version, sent, callback))
         if not self._wbuf:
             self._loop.call_soon(self._write_out)
@@ -368,6 +416,78 @@ class Connection(asyncio.Protocol):
         limit = self.request_timeout if timeout is None else timeout
         timer = self._loop.call_later(limit, _expire, fut, self.name, type(request).__name__, limit)
         fut.add_done_callback(lambda _: timer.cancel())
+
+    # -- re-authentication (KIP-368) ------------------------------------------------------------------
+    def _logged_in(self, login: SaslCredentials, lifetime_ms: int) -> None:
+        """A login (or re-login) as ``login`` succeeded; renew it before ``lifetime_ms`` runs out."""
+        self._login = login
+        self._reauthentication = None
+        if lifetime_ms > 0 and not self.closed:
+            share = random.uniform(*REAUTHENTICATE_WITHIN)
+            self._reauthentication = self._loop.call_later(
+                lifetime_ms / 1000 * share, self._start_reauthentication
+            )
+
+    def _start_reauthentication(self) -> None:
+        self._reauthentication = None
+        if not self.closed:
+            self._reauthentication = self._loop.create_task(self.reauthenticate())
+
+    async def reauthenticate(self) -> None:
+        """Log in again on this connection as it logged in first, holding back what is sent meanwhile.
+
+        Closes the connection if the login fails (its in-flight and held requests fail with
+        :class:`ConnectionLost`): a broker would close it anyway once the session ran out.
+        """
+        login = self._login
+        if login is None or self.closed or self._held is not None:
+            return
+        began = time.monotonic()
+        self._held = []
+        try:
+            lifetime_ms = await authenticate(self, login, self.request_timeout, send=self._request_ahead)
+        except Exception as exc:  # whatever it was, the connection would not outlive its session
+            if not self.closed:
+                log.warning("%s: re-authentication failed (%s); closing the connection", self.name, exc)
+                self.close()
+            return
+        held = self._release_held()
+        took = time.monotonic() - began
+        self.reauthentications += 1
+        self.reauthentication_seconds += took
+        log.debug(
+            "%s (%s): re-authenticated as %s in %.1f ms (%d requests held meanwhile); session %d ms",
+            self.name,
+            self.client_id,
+            login.principal,
+            took * 1000,
+            held,
+            lifetime_ms,
+        )
+        self._logged_in(login, lifetime_ms)
+
+    def _request_ahead(
+        self, request: Message, version: int | None = None, *, timeout: float | None = None
+    ) -> asyncio.Future[Any]:
+        """:meth:`request` for the re-authentication's own requests: sent now, past the held ones."""
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._queue(request, self.version_for(type(request)) if version is None else version, True, fut, True)
+        self._expire_after(fut, request, timeout)
+        self.flush()  # also on a corked connection: nobody else flushes while the others are held
+        return fut
+
+    def _release_held(self) -> int:
+        """Send what was held back during a re-authentication, in the order it was sent; how many."""
+        held, self._held = self._held or [], None
+        for entry, frame, rest in held:
+            if entry is not None:
+                self._pending.append(entry)
+            if rest is None:
+                self._write(frame)
+            else:
+                self._write_parts(frame, rest)
+        self.flush()
+        return len(held)
 
     # -- receiving ------------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -432,7 +552,7 @@ class Connection(asyncio.Protocol):
             self._streamed_frame = None  # that frame is complete: let go of its pieces
         if self.after_read is not None:  # also after an abort: what was handed out before it goes on
             self.after_read()
-        if self._close_when_idle and not pending and self._lost is None:
+        if self._close_when_idle and not pending and not self._held and self._lost is None:
             self.close()
 
     def _stream_partial(self, size: int, pieces: list[bytes]) -> None:

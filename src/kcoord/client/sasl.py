@@ -15,10 +15,12 @@ import base64
 import hashlib
 import hmac
 import os
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 from .errors import KafkaClientError
@@ -62,9 +64,30 @@ class SaslCredentials:
         return f"User:{self.username}"
 
 
-async def authenticate(conn: Connection, credentials: SaslCredentials, timeout: float | None = None) -> None:
-    """Log ``conn`` in as ``credentials``; raises :class:`SaslAuthenticationFailed` if refused."""
-    handshake = await conn.request(
+class SaslRequest(Protocol):
+    """How a login sends its requests: :meth:`Connection.request`'s shape (re-authentication sends
+    them ahead of the requests it holds back, :meth:`Connection.reauthenticate`)."""
+
+    def __call__(
+        self, request: Message, version: int | None = None, *, timeout: float | None = None
+    ) -> Awaitable[Any]: ...
+
+
+async def authenticate(
+    conn: Connection,
+    credentials: SaslCredentials,
+    timeout: float | None = None,
+    *,
+    send: SaslRequest | None = None,
+) -> int:
+    """Log ``conn`` in as ``credentials``; raises :class:`SaslAuthenticationFailed` if refused.
+
+    Returns the session lifetime the broker gave the login (``session_lifetime_ms`` of the last
+    SaslAuthenticate answer, KIP-368; 0: none). ``send``: how to send each request (default
+    ``conn.request``).
+    """
+    request = send or conn.request
+    handshake = await request(
         sm.SaslHandshakeRequest(mechanism=credentials.mechanism), HANDSHAKE_VERSION, timeout=timeout
     )
     if handshake.error_code != ErrorCode.NONE:
@@ -75,16 +98,21 @@ async def authenticate(conn: Connection, credentials: SaslCredentials, timeout: 
             handshake.error_code,
         )
     if credentials.mechanism == PLAIN:
-        await _exchange(conn, plain_token(credentials.username, credentials.password), timeout)
-        return
+        _, lifetime_ms = await _exchange(
+            conn, request, plain_token(credentials.username, credentials.password), timeout
+        )
+        return lifetime_ms
     scram = ScramClient(credentials.mechanism, credentials.username, credentials.password)
-    server_first = await _exchange(conn, scram.client_first(), timeout)
-    server_final = await _exchange(conn, scram.client_final(server_first), timeout)
+    server_first, _ = await _exchange(conn, request, scram.client_first(), timeout)
+    server_final, lifetime_ms = await _exchange(conn, request, scram.client_final(server_first), timeout)
     scram.verify_server_final(server_final)
+    return lifetime_ms
 
 
-async def _exchange(conn: Connection, token: bytes, timeout: float | None) -> bytes:
-    response = await conn.request(
+async def _exchange(
+    conn: Connection, request: SaslRequest, token: bytes, timeout: float | None
+) -> tuple[bytes, int]:
+    response = await request(
         sm.SaslAuthenticateRequest(auth_bytes=token), AUTHENTICATE_VERSION, timeout=timeout
     )
     if response.error_code != ErrorCode.NONE:
@@ -93,7 +121,7 @@ async def _exchange(conn: Connection, token: bytes, timeout: float | None) -> by
             f"{response.error_message or 'no message'})",
             response.error_code,
         )
-    return bytes(response.auth_bytes or b"")
+    return bytes(response.auth_bytes or b""), int(response.session_lifetime_ms or 0)
 
 
 def plain_token(username: str, password: str) -> bytes:

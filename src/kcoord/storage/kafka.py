@@ -19,11 +19,10 @@ wires the parts together; each part's module says what it guarantees:
 from __future__ import annotations
 
 import logging
-import ssl as _ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kcoord.client import SaslCredentials
+from kcoord.client import PLAINTEXT, UpstreamSecurity
 from kcoord.protocol.records import EndTxnMarker, LogEntry, Record, encode_record
 
 from .base import FencedError, LogLostError, LostCallback, StorageError, transactional_pairs
@@ -65,13 +64,12 @@ class KafkaStorage:
         max_batch_bytes: int | None = None,
         fetch_max_bytes: int = 8 << 20,
         refence_interval: float | None = None,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.settings = settings
         self.topic: str = getattr(settings, "internal_topic", "__kcoord_offsets")
         self.cluster = KafkaCluster(
-            bootstrap, settings.max_frame_size, request_timeout=request_timeout, ssl=ssl, sasl=sasl
+            bootstrap, settings.max_frame_size, request_timeout=request_timeout, security=security
         )
         self.request_timeout = request_timeout
         self.append_timeout = append_timeout

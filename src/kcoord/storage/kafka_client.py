@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as _ssl
 from typing import Any
 
 from kcoord.client import (
+    PLAINTEXT,
     Connection,
     ConnectionLost,
     KafkaClientError,
     RequestTimedOut,
-    SaslCredentials,
     UnsupportedVersion,
+    UpstreamSecurity,
     connect,
 )
 from kcoord.protocol import storage_messages as sm
@@ -98,8 +98,7 @@ class KafkaCluster:
         client_id: str = "kcoord-storage",
         request_timeout: float = 30.0,
         *,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         if not bootstrap:
             raise StorageError("no bootstrap servers for the Kafka storage")
@@ -107,8 +106,7 @@ class KafkaCluster:
         self.max_frame_size = max_frame_size
         self.client_id = client_id
         self.request_timeout = request_timeout
-        self.ssl = ssl  # TLS to the brokers (kcoord.client.tls)
-        self.sasl = sasl  # kcoord's own SASL login (kcoord.client.sasl)
+        self.security = security  # TLS and kcoord's own SASL login to the brokers
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[int, int] = {}  # partition -> leader node id (-1: none)
         self.partition_count: int | None = None
@@ -135,8 +133,7 @@ class KafkaCluster:
                     client_id=self.client_id,
                     request_timeout=self.request_timeout,
                     limits=VERSION_RANGES,
-                    ssl=self.ssl,
-                    sasl=self.sasl,
+                    security=self.security,
                 )
             except (OSError, TimeoutError, KafkaClientError) as exc:
                 raise StorageError(f"cannot connect to broker {address[0]}:{address[1]}: {exc}") from exc

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as _ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import BrokerError, Connection, SaslCredentials, connect
+from kcoord.client import PLAINTEXT, BrokerError, Connection, UpstreamSecurity, connect
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import KCOORD_VERSIONS
@@ -97,12 +96,12 @@ class ClusterView:
         coordinator_node_id: int,
         open_listener: Callable[[Broker], Awaitable[int]],
         *,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
-        self.ssl = ssl  # TLS to the upstream (upstream.security.protocol=SSL), for every connection there
-        self.sasl = sasl  # kcoord's own SASL login there (upstream.sasl.*), on its own connections
+        # TLS to the upstream (upstream.security.protocol, upstream.ssl.*) for every connection there,
+        # and kcoord's own SASL login (upstream.sasl.*) on its own connections.
+        self.security = security
         self.advertised_host = advertised_host
         self.coordinator_port = coordinator_port
         self.coordinator_node_id = coordinator_node_id
@@ -135,7 +134,7 @@ class ClusterView:
         last_error: Exception | None = None
         for address in self.bootstrap:
             try:
-                conn = await Connection.open(address, ssl=self.ssl, sasl=self.sasl)
+                conn = await Connection.open(address, security=self.security)
             except (TimeoutError, OSError) as exc:
                 last_error = exc
                 continue
@@ -175,8 +174,7 @@ class ClusterView:
                     self.upstream_address(None),
                     timeout=5.0,
                     request_timeout=10.0,
-                    ssl=self.ssl,
-                    sasl=self.sasl,
+                    security=self.security,
                 )
             return conn
 

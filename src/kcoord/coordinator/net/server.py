@@ -21,7 +21,7 @@ import ssl
 import time
 from typing import Any
 
-from kcoord.client import ClientTls, SaslCredentials, client_context
+from kcoord.client import PLAINTEXT, ClientTls, SaslCredentials, UpstreamSecurity, client_context
 from kcoord.coordinator.core.clock import Clock, SystemClock
 from kcoord.coordinator.ops.gc_pauses import GcPauseWatch
 from kcoord.coordinator.ops.memory_trim import HeapTrimmer
@@ -166,15 +166,14 @@ class App:
         self.stopped = asyncio.Event()
         # TLS contexts (tls.py, kcoord.client.tls), made in start(): bad files stop start-up there.
         self.listener_ssl: ssl.SSLContext | None = None
-        self.upstream_ssl: ssl.SSLContext | None = None
-        # kcoord's own SASL login on the upstream (upstream.sasl.*), for its own connections there.
-        self.upstream_sasl: SaslCredentials | None = None
+        # TLS to the upstream and kcoord's own SASL login there (upstream.*), for its own connections.
+        self.upstream = PLAINTEXT
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
         self._make_tls_contexts()
-        self._make_upstream_sasl()
+        self.upstream = self._make_upstream_security()
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
@@ -207,8 +206,7 @@ class App:
             port,
             s.coordinator_node_id,
             self._open_broker_listener,
-            ssl=self.upstream_ssl,
-            sasl=self.upstream_sasl,
+            security=self.upstream,
         )
         # Topic ids by name, live: requests naming topics by id are checked against them.
         self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
@@ -244,8 +242,14 @@ class App:
         s = self.settings
         if s.listener_security_protocol in ("SSL", "SASL_SSL"):
             self.listener_ssl = server_context(s)
+
+    def _make_upstream_security(self) -> UpstreamSecurity:
+        """The upstream's TLS context and kcoord's login there, from ``upstream.*`` (bad files and
+        unreadable passwords stop start-up here)."""
+        s = self.settings
+        context = None
         if s.upstream_security_protocol in ("SSL", "SASL_SSL"):
-            self.upstream_ssl = client_context(
+            context = client_context(
                 ClientTls(
                     truststore=s.upstream_ssl_truststore_location,
                     keystore=s.upstream_ssl_keystore_location,
@@ -253,15 +257,12 @@ class App:
                     endpoint_identification=s.upstream_ssl_endpoint_identification_algorithm,
                 )
             )
-
-    def _make_upstream_sasl(self) -> None:
-        s = self.settings
         if not s.upstream_security_protocol.startswith("SASL_"):
-            return
+            return UpstreamSecurity(ssl=context)
         password = s.upstream_sasl_password
         if s.upstream_sasl_password_file:
             password = read_password_file(s.upstream_sasl_password_file)
-        self.upstream_sasl = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
+        login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
         if not s.listener_security_protocol.startswith("SASL_"):
             # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
             # their own to run as upstream: they run as kcoord's, which an operator must know.
@@ -270,8 +271,9 @@ class App:
                 "kcoord's principal %s (use a SASL listener to give each client its own)",
                 s.listener_security_protocol,
                 s.upstream_security_protocol,
-                self.upstream_sasl.principal,
+                login.principal,
             )
+        return UpstreamSecurity(ssl=context, sasl=login)
 
     # -- cluster mode -------------------------------------------------------------------------------
     def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:
@@ -287,12 +289,12 @@ class App:
             static_membership=s.cluster_static_membership,
             apply=self.router.apply_ownership,
             on_fatal=self._cluster_fatal,
-            ssl=self.upstream_ssl,
-            sasl=self.upstream_sasl,
+            security=self.upstream,
         )
         self.router.follow_membership(
             self.membership.lease, self.membership.lease_lapsed, self.membership.shard_fenced
         )
+        self.router.peer_security = self._peer_security()
         self.membership.start()
         log.info(
             "cluster: node %d (%s:%d) joining group %s on the upstream",
@@ -301,6 +303,28 @@ class App:
             port,
             self.membership.group_id,
         )
+
+    def _peer_security(self) -> UpstreamSecurity:
+        """How this node reaches the other nodes' coordinator listeners (forwarded AddOffsetsToTxn).
+
+        Every node of a cluster has the same listener.security.protocol. As Kafka's brokers do on
+        their inter-broker listener, a node checks a peer's certificate against its own
+        ssl.truststore.location (and the peer's name), shows its own certificate as its client
+        certificate, and on a SASL listener logs in as kcoord's upstream user: the peer relays that
+        login to the upstream like any client's.
+        """
+        s = self.settings
+        context = None
+        if s.listener_security_protocol in ("SSL", "SASL_SSL"):
+            context = client_context(
+                ClientTls(
+                    truststore=s.ssl_truststore_location,
+                    keystore=s.ssl_keystore_location,
+                    key_password=s.ssl_key_password,
+                )
+            )
+        login = self.upstream.sasl if s.listener_security_protocol.startswith("SASL_") else None
+        return UpstreamSecurity(ssl=context, sasl=login)
 
     def _cluster_fatal(self, why: str) -> None:
         self.fatal = why
@@ -351,8 +375,7 @@ class App:
             consumer_fencing=s.group.consumer_offset_commit_fencing,
             registry=self.metrics.registry,
             max_frame_size=s.max_frame_size,
-            ssl=self.upstream_ssl,
-            sasl=self.upstream_sasl,
+            security=self.upstream,
         )
         await self.event_writer.start()
         self.observer.sink = self.event_writer
@@ -361,7 +384,7 @@ class App:
         if self.settings.storage == "memory":
             return MemoryStorage()
         if self.settings.storage == "kafka":
-            return KafkaStorage(bootstrap, self.settings, ssl=self.upstream_ssl, sasl=self.upstream_sasl)
+            return KafkaStorage(bootstrap, self.settings, security=self.upstream)
         raise ValueError(f"unknown storage {self.settings.storage!r}")
 
     def _make_shards(self) -> None:

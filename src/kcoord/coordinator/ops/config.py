@@ -941,12 +941,6 @@ def _check_tls(settings: Settings, sources: Mapping[str, str]) -> None:
             f"{settings.listener_security_protocol} needs ssl.keystore.location "
             "(the listeners' key and certificate)",
         )
-    if settings.listener_security_protocol != "PLAINTEXT" and settings.cluster_enabled:
-        # The nodes forward group requests to each other's coordinator listener in plaintext.
-        refuse(
-            "listener.security.protocol",
-            f"{settings.listener_security_protocol} listeners are not supported with cluster.enabled yet",
-        )
     if settings.ssl_client_auth != "none" and not settings.ssl_truststore_location:
         refuse(
             "ssl.client.auth",

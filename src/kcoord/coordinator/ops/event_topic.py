@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import ssl as _ssl
 import struct
 import time
 import zlib
@@ -35,7 +34,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from kcoord.client import SaslCredentials
+from kcoord.client import PLAINTEXT, UpstreamSecurity
 from kcoord.coordinator.core import events as ev
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
@@ -229,8 +228,7 @@ class EventTopicWriter:
         registry: CollectorRegistry | None = None,
         max_frame_size: int = 100 << 20,
         request_timeout: float = 10.0,
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -245,8 +243,7 @@ class EventTopicWriter:
             max_frame_size,
             client_id="kcoord-events",
             request_timeout=request_timeout,
-            ssl=ssl,
-            sasl=sasl,
+            security=security,
         )
         self.encoder = EventEncoder(consumer_fencing)
         self.queue: deque[tuple[int, int, Any]] = deque()  # (ts ms, shard, event or encoded dict)

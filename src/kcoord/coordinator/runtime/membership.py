@@ -54,13 +54,12 @@ import contextlib
 import json
 import logging
 import math
-import ssl as _ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcoord.client import Connection, KafkaClientError, SaslCredentials, connect
+from kcoord.client import PLAINTEXT, Connection, KafkaClientError, UpstreamSecurity, connect
 from kcoord.coordinator.core.shard_assignment import NO_OWNER, NodeClaim, assign_shards
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import Message
@@ -155,12 +154,10 @@ class ClusterMembership:
         static_membership: bool = True,
         apply: Callable[[Ownership], Awaitable[None]],
         on_fatal: Callable[[str], None],
-        ssl: _ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
-        self.ssl = ssl  # TLS to the upstream brokers
-        self.sasl = sasl  # kcoord's own SASL login there
+        self.security = security  # TLS and kcoord's own SASL login to the upstream brokers
         self.node_id = node_id
         self.advertised = advertised
         self.topic = internal_topic
@@ -261,8 +258,7 @@ class ClusterMembership:
                     timeout=5.0,
                     request_timeout=10.0,
                     limits=VERSION_LIMITS,
-                    ssl=self.ssl,
-                    sasl=self.sasl,
+                    security=self.security,
                 )
             except (KafkaClientError, OSError, TimeoutError) as exc:
                 last = exc
@@ -280,8 +276,7 @@ class ClusterMembership:
                 timeout=5.0,
                 request_timeout=self.session_timeout_ms / 1000 + 30,
                 limits=VERSION_LIMITS,
-                ssl=self.ssl,
-                sasl=self.sasl,
+                security=self.security,
             )
             self._conn = coordinator
             self._coordinator_address = (resp.host, resp.port)
@@ -421,9 +416,7 @@ class ClusterMembership:
         try:
             return await answer
         finally:
-            keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await keepalive
+            await _end(keepalive)
 
     async def _keep_alive_while_parked(self) -> None:
         """Heartbeats with the latest generation this member joined, every heartbeat interval.
@@ -447,8 +440,7 @@ class ClusterMembership:
                         timeout=5.0,
                         request_timeout=self.heartbeat_interval * 4,
                         limits=VERSION_LIMITS,
-                        ssl=self.ssl,
-                        sasl=self.sasl,
+                        security=self.security,
                     )
                 sent_at = self._now()
                 resp = await conn.request(
@@ -709,6 +701,26 @@ class ClusterMembership:
                 # The coordinator may not have expired this member (the lease ends first): its
                 # assignment would still name this node for the shards it no longer serves.
                 self._rejoin_requested.set()
+
+
+async def _end(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling it again while it runs.
+
+    Once is not enough on Python 3.11: ``asyncio.wait_for`` (under ``connect``) drops a cancellation
+    that arrives as the operation it waits for completes (fixed in 3.12), and the task goes on. The
+    keep-alive then heartbeated on while the member loop waited for it, with a JoinGroup's answer
+    in hand: a SASL_SSL cluster test saw a node's rebalance stall that way for a minute. The
+    caller's own cancellation still propagates (``asyncio.wait`` does not swallow it).
+    """
+    try:
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.1)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("cluster: heartbeat while parked ended with %r", task.exception())
 
 
 CLOCK_JUMP_REPORT_MS = 1000  # a wall clock that moves this much more (or less) than the monotonic one jumped

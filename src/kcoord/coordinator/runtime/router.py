@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from kcoord.client import Connection, KafkaClientError, connect
+from kcoord.client import PLAINTEXT, Connection, KafkaClientError, connect
 from kcoord.coordinator.core.responses import error_response, loading_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
@@ -134,6 +134,8 @@ class Router:
         self.node_id: int | None = None
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._peers: dict[tuple[str, int], Connection] = {}  # other nodes, for forward()
+        # How forward() reaches other nodes' coordinator listeners: their listener.security.protocol.
+        self.peer_security = PLAINTEXT
         # Cluster mode: the membership's lease, and whom to tell when it ran out or a shard was fenced.
         self.lease: Lease | None = None
         self._lease_lapsed: Callable[[], None] = _nobody
@@ -242,7 +244,9 @@ class Router:
         try:
             conn = self._peers.get(address)
             if conn is None or conn.closed:
-                conn = self._peers[address] = await connect(address, timeout=5.0, request_timeout=30.0)
+                conn = self._peers[address] = await connect(
+                    address, timeout=5.0, request_timeout=30.0, security=self.peer_security
+                )
             response: Message = await conn.request(request, ctx.api_version, timeout=30.0)
             return response
         except (KafkaClientError, OSError, TimeoutError) as exc:

@@ -134,6 +134,10 @@ class ProtectedTopics:
         prefix = self.transactional_id_prefix
         return bool(prefix) and transactional_id is not None and transactional_id.startswith(prefix)
 
+    def protected_name(self, name: str | None) -> str | None:
+        """``name`` if it is a protected topic's, else None (what the refusals below key on)."""
+        return name if name in self.names else None
+
     def name_of_id(self, topic_id: uuid.UUID) -> str | None:
         """The protected topic with id ``topic_id``, or None."""
         for name in self.names:
@@ -369,6 +373,11 @@ def _split(
     return Refusal(api_key, version, tuple(names), forward, answer, response_cls)
 
 
+def _by_topic_name(protected: ProtectedTopics) -> Callable[[Any], str | None]:
+    """The protected topic an entry with a ``name`` field names, or None."""
+    return lambda topic: protected.protected_name(topic.name)
+
+
 def _refused_message(name: str) -> str:
     return f"Topic {name} is kcoord's internal topic: clients may not write, delete or alter it"
 
@@ -379,7 +388,7 @@ def _delete_topics(payload: bytes, version: int, protected: ProtectedTopics) -> 
     if version < DELETE_TOPICS_BY_ID_SINCE:
         return _split(
             DELETE_TOPICS, version, payload, request, "topic_names",
-            lambda name: name if name in protected.names else None,
+            protected.protected_name,
             R, "responses",
             lambda name, _: R.DeletableTopicResult(
                 name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_refused_message(name)
@@ -388,7 +397,7 @@ def _delete_topics(payload: bytes, version: int, protected: ProtectedTopics) -> 
 
     def named(state: Any) -> str | None:
         if state.name is not None:
-            return state.name if state.name in protected.names else None
+            return protected.protected_name(state.name)
         return protected.name_of_id(state.topic_id)
 
     return _split(
@@ -407,7 +416,7 @@ def _delete_records(payload: bytes, version: int, protected: ProtectedTopics) ->
     R = relay_messages.DeleteRecordsResponse
     return _split(
         DELETE_RECORDS, version, payload, request, "topics",
-        lambda topic: topic.name if topic.name in protected.names else None,
+        _by_topic_name(protected),
         R, "topics",
         lambda topic, _: R.DeleteRecordsTopicResult(
             name=topic.name,
@@ -427,7 +436,7 @@ def _create_partitions(payload: bytes, version: int, protected: ProtectedTopics)
     R = relay_messages.CreatePartitionsResponse
     return _split(
         CREATE_PARTITIONS, version, payload, request, "topics",
-        lambda topic: topic.name if topic.name in protected.names else None,
+        _by_topic_name(protected),
         R, "results",
         lambda topic, name: R.CreatePartitionsTopicResult(
             name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_refused_message(name)

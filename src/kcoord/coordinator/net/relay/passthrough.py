@@ -195,11 +195,11 @@ class UpstreamRelay:
         address = conn.app.cluster.upstream_address(conn.listener.node_id)
         # On a SASL listener the client logs this connection in itself (sasl.py); elsewhere, on a
         # SASL upstream, it is kcoord's own login (the only principal such a client can have there).
-        sasl = None if conn.sasl is not None else conn.app.cluster.sasl
+        security = conn.app.cluster.security
+        if conn.sasl is not None:
+            security = security.without_login()
         try:
-            up = await UpstreamConnection.open(
-                address, conn.app.settings.max_frame_size, ssl=conn.app.cluster.ssl, sasl=sasl
-            )
+            up = await UpstreamConnection.open(address, conn.app.settings.max_frame_size, security=security)
         except (TimeoutError, OSError, KafkaClientError) as exc:
             outbox, self._outbox = self._outbox, []
             for _, _, proxy in outbox:
