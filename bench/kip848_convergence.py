@@ -14,8 +14,9 @@ Three scenarios, each on a fresh topic and group, run once per target per round:
 Targets (``--targets``): ``kafka`` is Kafka 4.0 (../shared/kafka, support.kafka_broker) as the
 coordinator, with its defaults except the test settings of support.kafka_broker;
 ``kcoord-tansu`` is kcoord (``--storage kafka``) in front of tansu; ``kcoord-kafka`` is kcoord in
-front of that same Kafka broker. ``--kcoord-arg=--group-consumer-assignment-interval-ms=0`` (for one) passes a setting to kcoord. Every
-target uses its default heartbeat interval (5 s) and session timeout; the clients their defaults.
+front of that same Kafka broker. ``--kcoord-arg`` passes an argument to ``kcoord serve`` (e.g.
+``--kcoord-arg=--group-consumer-assignment-batch-min-members=0``). Every target uses its default
+heartbeat interval (5 s) and session timeout; the clients their defaults.
 
 Run: ``.venv/bin/python -m bench.kip848_convergence [--rounds 3] [--targets kafka,kcoord-tansu]``.
 Prints one line per scenario and target with each round's seconds and the median.
