@@ -126,6 +126,9 @@ class ClientConnection(asyncio.Protocol):
         self._continue_scheduled = False
         self.closed = False
         self._closed_at = 0.0
+        # The level of the "closing connection" line: lowered where the reason was logged already
+        # (a failed SASL login is logged, rate-limited, by sasl.py).
+        self.close_log_level = logging.WARNING
         # Unsent output: answers filled but not handed to the transport yet (``_queued``), and what
         # the App last counted for this connection (``_held``: that plus the transport's backlog).
         self._queued = 0
@@ -555,7 +558,7 @@ class ClientConnection(asyncio.Protocol):
         """Close after the answers already written (bad input, a failed request)."""
         if self.closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        log.log(self.close_log_level, "closing connection from %s: %s", self.peer, reason)
         out = self._out
         self._closing()
         if self.transport is not None:
