@@ -8,6 +8,8 @@ Shared by tests/integration/test_sasl_ssl.py and ``bench/auth_storm.py``:
   connection. The attempts run in a child process (a few threads, since Kafka answers a failed
   login only after ``connection.failed.authentication.delay.ms``), so the probe's timings in this
   process do not wait on their work for the GIL.
+- :func:`sasl_kcoord`: kcoord on a SASL listener in front of a Kafka's SASL_SSL listener, logging in
+  as its own user over TLS, with its metrics served;
 - :class:`CommitProbe`: an honest client logged in on a connection of its own, committing an offset
   and fetching it back every ``interval`` seconds, each round trip timed (OffsetCommit and
   OffsetFetch: kcoord answers both itself, after the log's ack for the commit).
@@ -16,6 +18,7 @@ Shared by tests/integration/test_sasl_ssl.py and ``bench/auth_storm.py``:
 from __future__ import annotations
 
 import multiprocessing
+import os
 import socket
 import ssl
 import threading
@@ -28,10 +31,50 @@ from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from support.certs import Pki
 from support.hostile_clients import Latencies, read_frame
+from support.kafka_broker import KafkaBroker
+from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
+from support.workload import unique
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 COMMIT_VERSION = FETCH_VERSION = 7
+
+
+def sasl_kcoord(kafka: KafkaBroker, pki: Pki, listener: str, password: str, *extra: str) -> KcoordProcess:
+    """kcoord on a ``listener`` (SASL_SSL or SASL_PLAINTEXT) listener in front of ``kafka``'s SASL_SSL
+    one, logged in there as ``kcoord`` (SCRAM-SHA-512, ``password``); ``metrics_url`` is its /metrics."""
+    metrics_port = free_port_block()
+    args = [
+        "--listener-security-protocol", listener,
+        "--upstream-security-protocol", "SASL_SSL",
+        "--upstream-ssl-truststore-location", str(pki.ca),
+        "--upstream-sasl-mechanism", "SCRAM-SHA-512",
+        "--upstream-sasl-username", "kcoord",
+        "--shards", "2",
+        "--group-initial-rebalance-delay-ms", "0",
+        "--internal-topic", unique("__kcoord_sasl_ssl"),
+        "--metrics", f"127.0.0.1:{metrics_port}",
+        *extra,
+    ]  # fmt: skip
+    if listener == "SASL_SSL":
+        args += ["--ssl-keystore-location", str(pki.server)]
+    os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"] = password  # kept out of the process list
+    try:
+        proc = KcoordProcess(*args, bootstrap=kafka.sasl_ssl_bootstrap).start()
+    finally:
+        del os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"]
+    proc.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
+    return proc
+
+
+def metrics_text(proc: KcoordProcess) -> str:
+    """kcoord's /metrics (a process from :func:`sasl_kcoord`)."""
+    import urllib.request
+
+    with urllib.request.urlopen(proc.metrics_url, timeout=10) as answer:  # type: ignore[attr-defined]
+        return str(answer.read().decode())
 
 
 @dataclass(frozen=True)
