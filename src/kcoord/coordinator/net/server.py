@@ -41,9 +41,11 @@ from kcoord.storage.ownership import transactional_id_prefix
 from .connection import ClientConnection
 from .dispatch_turns import DispatchTurns
 from .embedded import EmbeddedBroker
+from .failed_logins import FailedLogins
 from .gateway import Broker, ClusterView
 from .loop_steps import LoopSteps
 from .relay.guard import ProtectedTopics
+from .sasl import log_unlogged_failures
 from .tls import TlsAcceptor, server_context
 from .writes import WriteCoalescer
 
@@ -95,7 +97,9 @@ class Listener:
             sock.close()
             raise
         timeout = self.app.settings.ssl_handshake_timeout_ms / 1000
-        self.acceptor = TlsAcceptor(sock, context, timeout, lambda: ClientConnection(self))
+        self.acceptor = TlsAcceptor(
+            sock, context, timeout, lambda: ClientConnection(self), self.app.metrics.tls_handshake_failed
+        )
         self.port = sock.getsockname()[1]
         if serve:
             self.acceptor.start()
@@ -161,6 +165,8 @@ class App:
         # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
         self.loop_steps = LoopSteps()
         self.dispatch_turns = DispatchTurns()  # costly requests: one dispatched per loop iteration
+        # Failed SASL logins: logged once per peer host a minute, the rest counted (sasl.py).
+        self.failed_logins = FailedLogins()
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
@@ -619,5 +625,6 @@ class App:
         idle, slow = self._timeouts()
         for conn in list(self.connections):
             conn.expire(now, idle, slow)
+        log_unlogged_failures(self.failed_logins.expired(now))
         budget = self.frame_budget
         self.heap_trimmer.observe(self.output_bytes + (budget.used if budget is not None else 0))
