@@ -11,8 +11,9 @@ answer keeps the old one and its cache.
 What :class:`Authorization` says while that goes on:
 
 - ``authorizer.mode=none``, or an upstream without an authorizer (DescribeAcls answered
-  SECURITY_DISABLED, or not offered at all): everything is allowed, as on a Kafka cluster without
-  an authorizer;
+  SECURITY_DISABLED, or not offered at all; or no ACLs listed by an upstream that does not serve
+  DescribeConfigs for its brokers, as tansu, whose DescribeAcls lists nothing and which enforces
+  nothing): everything is allowed, as on a Kafka cluster without an authorizer;
 - before the first answer, or when the last good one is older than :data:`STALE_AFTER_REFRESHES`
   refresh intervals (and at least :data:`STALE_AFTER_MIN_S`): nothing is decided; the group APIs
   answer COORDINATOR_NOT_AVAILABLE (fail closed, retriable: a client finds the coordinator again
@@ -29,7 +30,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from kcoord.client import Connection, KafkaClientError, UnsupportedVersion, connect
+from kcoord.client import Connection, ConnectionLost, KafkaClientError, UnsupportedVersion, connect
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
@@ -111,6 +112,7 @@ class AclSource:
         self._loaded_at: float | None = None  # monotonic time of the last good answer
         self._failing = False
         self._warned_configs = False
+        self._broker_configs_served = True  # False once the upstream closed the connection on it
         self.first_load = asyncio.Event()  # set after the first answer, good or not
 
     def start(self) -> None:
@@ -195,7 +197,19 @@ class AclSource:
                 " (kcoord's principal needs DESCRIBE on the CLUSTER)"
             )
         acls = acls_of(response)
-        super_users, allow_everyone = await self._broker_settings(conn, node_id)
+        try:
+            super_users, allow_everyone = await self._broker_settings(conn, node_id)
+        except ConnectionLost:
+            # Kafka answers DescribeConfigs for a broker (an error code at worst); an upstream that
+            # closes the connection instead does not serve it (tansu), so it was not asked again.
+            self._broker_configs_served = False
+            if not acls:
+                self._no_authorizer("lists no ACLs and does not serve its brokers' settings")
+                return
+            raise
+        if not acls and not self._broker_configs_served:
+            self._no_authorizer("lists no ACLs and does not serve its brokers' settings")
+            return
         self._loaded_at = time.monotonic()
         authorization.allow_all = False
         current = authorization.rules
@@ -220,7 +234,11 @@ class AclSource:
         """``super.users`` and ``allow.everyone.if.no.acl.found``: kcoord's settings where set,
         else the broker's (DescribeConfigs) where it shows them, else Kafka's defaults (none, false)."""
         super_users, allow_everyone = self._super_users, self._allow_everyone
-        if (super_users is None or allow_everyone is None) and node_id is not None:
+        if (
+            (super_users is None or allow_everyone is None)
+            and node_id is not None
+            and self._broker_configs_served
+        ):
             upstream = await self._describe_broker(conn, node_id)
             if super_users is None:
                 super_users = upstream.get(SUPER_USERS)

@@ -147,8 +147,9 @@ class App:
             transactional_id_prefix=transactional_id_prefix(settings.internal_topic),
         )
         self.cluster_group = group_id_for(settings.internal_topic)
-        # Authorization of kcoord's own group APIs (group_authz.py), from the upstream's ACLs.
-        self.authorization = Authorization(allow_all=settings.authorizer_mode == "none")
+        # Authorization of kcoord's own group APIs (group_authz.py), from the upstream's ACLs:
+        # start() turns it on (closed until they are read) before any client is served.
+        self.authorization = Authorization(allow_all=True)
         self.acl_source: AclSource | None = None
         self.denial_log = DenialLog(self.metrics)
         self.listeners: list[Listener] = []
@@ -261,6 +262,7 @@ class App:
             super_users=s.super_users,
             allow_everyone_if_no_acl_found=s.allow_everyone_if_no_acl_found,
         )
+        self.authorization.allow_all = False  # closed until the upstream's ACLs are read
         self.acl_source.start()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.acl_source.first_load.wait(), ACL_FIRST_LOAD_WAIT)
