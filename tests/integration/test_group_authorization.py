@@ -190,6 +190,9 @@ CASES: list[tuple[str, int, int, Callable[[], Any], Summary]] = [
      lambda a: (a.error_code, sorted(g.group_id for g in a.groups if g.group_id.startswith(SHOWN_PREFIXES)))),
     ("DescribeGroups v5", ApiKey.DESCRIBE_GROUPS, 5, lambda: m.DescribeGroupsRequest(groups=[GROUP, OTHER_GROUP]),
      lambda a: sorted((g.group_id, g.error_code, g.group_state) for g in a.groups)),
+    ("DescribeGroups v5 operations", ApiKey.DESCRIBE_GROUPS, 5,
+     lambda: m.DescribeGroupsRequest(groups=[GROUP, OTHER_GROUP], include_authorized_operations=True),
+     lambda a: sorted((g.group_id, g.error_code, g.authorized_operations) for g in a.groups)),
     ("OffsetFetch v7 named", ApiKey.OFFSET_FETCH, 7,
      lambda: OF(group_id=GROUP, topics=[OF.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0, 1]),
                                         OF.OffsetFetchRequestTopic(name=OTHER_TOPIC, partition_indexes=[0])]),
@@ -229,6 +232,9 @@ CASES: list[tuple[str, int, int, Callable[[], Any], Summary]] = [
     ("ConsumerGroupDescribe v0", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
      lambda: m.ConsumerGroupDescribeRequest(group_ids=[CONSUMER_GROUP]),
      lambda a: sorted((g.group_id, g.error_code) for g in a.groups)),
+    ("ConsumerGroupDescribe v0 operations", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+     lambda: m.ConsumerGroupDescribeRequest(group_ids=[CONSUMER_GROUP], include_authorized_operations=True),
+     lambda a: sorted((g.group_id, g.error_code, g.authorized_operations) for g in a.groups)),
     ("ConsumerGroupDescribe v0 classic", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
      lambda: m.ConsumerGroupDescribeRequest(group_ids=[OTHER_GROUP]),
      lambda a: sorted((g.group_id, g.error_code) for g in a.groups)),
@@ -326,3 +332,38 @@ def test_a_new_acl_applies_within_the_refresh_interval(
             future.result(30)
     finally:
         conn.close()
+
+
+def test_without_the_acls_the_group_apis_fail_closed(acl_kafka: KafkaBroker) -> None:
+    """A kcoord whose principal may not read the ACLs (no DESCRIBE on the cluster) serves no group
+    API: COORDINATOR_NOT_AVAILABLE, on which clients look the coordinator up again and retry."""
+    args = [
+        "--listener-security-protocol", "SASL_PLAINTEXT",
+        "--upstream-security-protocol", "SASL_PLAINTEXT",
+        "--upstream-sasl-mechanism", "PLAIN",
+        "--upstream-sasl-username", "carol",  # no ACL: DescribeAcls is CLUSTER_AUTHORIZATION_FAILED
+        "--sasl-enabled-mechanisms", "PLAIN",
+        "--storage", "memory",  # carol may not write an internal topic either
+        "--shards", "1",
+    ]  # fmt: skip
+    module_password = os.environ.get("KCOORD_UPSTREAM_SASL_PASSWORD")  # the module's kcoord's
+    os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"] = USERS["carol"]
+    try:
+        with KcoordProcess(*args, bootstrap=acl_kafka.sasl_bootstrap) as proc:
+            conn = connect(proc.bootstrap, "admin")  # even a super user: nothing is decided
+            try:
+                find = conn.request(m.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]), 4)
+                heartbeat = conn.request(
+                    m.HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="x"), 4
+                )
+            finally:
+                conn.close()
+            assert [c.error_code for c in find.coordinators] == [15]
+            assert heartbeat.error_code == 15
+            assert proc.wait_for_log("cannot read the upstream's ACLs")
+            assert proc.log_lines("Traceback") == []
+    finally:
+        if module_password is None:
+            del os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"]
+        else:
+            os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"] = module_password

@@ -248,3 +248,23 @@ def test_consumer_group_heartbeat_needs_describe_on_every_subscribed_topic() -> 
     assert denial.answer(None).error_code == TOPIC_AUTH  # type: ignore[attr-defined]
     may = allow((RT.GROUP, Op.READ, "g"), (RT.TOPIC, Op.DESCRIBE, "t1"), (RT.TOPIC, Op.WRITE, "t2"))
     assert group_authz.check(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, request_, may) is None
+
+
+def test_authorized_operations_are_filled_as_kafka_fills_them() -> None:
+    R = m.DescribeGroupsResponse
+    may = allow((RT.GROUP, Op.READ, "a"), (RT.GROUP, Op.DELETE, "b"), (RT.GROUP, Op.ALTER_CONFIGS, "b"))
+    request_ = m.DescribeGroupsRequest(groups=["a", "b", "c"], include_authorized_operations=True)
+    denial = group_authz.check(ApiKey.DESCRIBE_GROUPS, 5, request_, may)
+    assert denial is not None and denial.rest is not None and denial.rest.groups == ["a", "b"]  # type: ignore[attr-defined]
+    served = R(groups=[R.DescribedGroup(group_id=g) for g in ("a", "b")])
+    answer = wire(ApiKey.DESCRIBE_GROUPS, 5, denial.answer(served))
+    read, describe, delete = 1 << Op.READ, 1 << Op.DESCRIBE, 1 << Op.DELETE
+    configs = 1 << Op.DESCRIBE_CONFIGS | 1 << Op.ALTER_CONFIGS
+    seen = {g.group_id: (g.error_code, g.authorized_operations) for g in answer.groups}  # type: ignore[attr-defined]
+    assert seen == {
+        "a": (0, read | describe),
+        "b": (0, describe | delete | configs),
+        "c": (GROUP_AUTH, -(2**31)),
+    }
+    # Not asked for: left as the coordinator answered.
+    assert group_authz.check(ApiKey.DESCRIBE_GROUPS, 5, m.DescribeGroupsRequest(groups=["a"]), may) is None

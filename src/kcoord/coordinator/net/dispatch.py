@@ -81,6 +81,10 @@ CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPar
 Merge = Callable[[Message | None], Message]
 
 
+def _allow_everything(operation: int, resource_type: int, name: str) -> bool:
+    return True
+
+
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -229,9 +233,12 @@ class ApiDispatcher:
         upstream's ACLs (group_authz.py), on top of ``merge`` (the cluster group's refusal)."""
         authorization = self.app.authorization
         rules = authorization.rules
-        if rules is None:  # the ACLs are not known (yet): fail closed, retriably (acl_source.py)
+        denial: group_authz.Denial | None
+        if authorization.allow_all:  # asked only to fill authorized_operations: everything is allowed
+            denial = group_authz.check(api_key, version, request, _allow_everything, self._topic_name)
+        elif rules is None:  # the ACLs are not known (yet): fail closed, retriably (acl_source.py)
             unavailable = error_response(api_key, version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            denial: group_authz.Denial | None = group_authz.Denial(api_key, None, lambda _served: unavailable)
+            denial = group_authz.Denial(api_key, None, lambda _served: unavailable)
         else:
             conn = self.conn
             principal, host = conn.principal, conn.ip
@@ -330,7 +337,7 @@ class ApiDispatcher:
                 return
             request = refusal.rest
             merge = refusal.answer
-        if not self.app.authorization.allow_all:
+        if not self.app.authorization.allow_all or getattr(request, "include_authorized_operations", False):
             rest, merge = self._with_authorization(api_key, ctx.api_version, request, merge)
             if rest is None:
                 assert merge is not None

@@ -20,7 +20,10 @@ acl_source.py). Per API, the operation, the resource and the error are Kafka 4.0
   per entry where the API names several; DeleteGroups: DELETE on each group; ConsumerGroupDescribe
   also answers a group TOPIC_AUTHORIZATION_FAILED when its assignments name a topic the principal
   may not DESCRIBE;
-- ListGroups: every group with DESCRIBE on the CLUSTER, else only those the principal may DESCRIBE.
+- ListGroups: every group with DESCRIBE on the CLUSTER, else only those the principal may DESCRIBE;
+- DescribeGroups and ConsumerGroupDescribe with ``include_authorized_operations``: each described
+  group's READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS and ALTER_CONFIGS the principal may perform, as
+  Kafka's bit field.
 
 :func:`check` is pure, like group_guard.py: a decoded request and a decision function in, a
 :class:`Denial` (how to answer: the request left to serve and how its answer is completed) or
@@ -304,11 +307,18 @@ def _multi_group(
     complete = None if refusal is None else refusal.answer
     denied = tuple(dict.fromkeys(f"group:{g}" for g in denied_groups))
     if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE and rest is not None:
-        group_complete = complete
+        describe_complete = complete
 
         def complete(served: Message | None) -> Message:
             served = _hide_undescribable_topics(served, allowed)
-            return served if group_complete is None else group_complete(served)
+            return served if describe_complete is None else describe_complete(served)
+
+    if rest is not None and getattr(request, "include_authorized_operations", False):
+        operations_complete = complete
+
+        def complete(served: Message | None) -> Message:
+            served = _fill_authorized_operations(served, allowed)
+            return served if operations_complete is None else operations_complete(served)
 
     if api_key == ApiKey.OFFSET_FETCH and rest is not None:
         topics = _fetch_topics_v8(rest, allowed, topic_name)
@@ -389,4 +399,24 @@ def _hide_undescribable_topics(served: Message | None, allowed: Allowed) -> Mess
             error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
             error_message=TOPIC_AUTHORIZATION_FAILED_MESSAGE,
         )
+    return served
+
+
+# The operations Kafka 4.0 reports on a group (its supported operations on the GROUP resource,
+# the group configs of KIP-848 included).
+GROUP_OPERATIONS = (READ, DESCRIBE, DELETE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+
+
+def authorized_operations(allowed: Allowed, group_id: str) -> int:
+    """Kafka's bit field of the group operations the principal may perform (bit = operation code)."""
+    return sum(1 << op for op in GROUP_OPERATIONS if allowed(op, GROUP, group_id))
+
+
+def _fill_authorized_operations(served: Message | None, allowed: Allowed) -> Message:
+    """DescribeGroups and ConsumerGroupDescribe asked for ``include_authorized_operations``: each
+    group described gets the operations the principal may perform on it, as Kafka fills them."""
+    assert served is not None
+    for group in served.groups:  # type: ignore[attr-defined]
+        if group.error_code == ErrorCode.NONE:
+            group.authorized_operations = authorized_operations(allowed, group.group_id)
     return served
