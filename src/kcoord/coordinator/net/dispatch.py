@@ -36,6 +36,7 @@ from kcoord.protocol.request_steps import SteppedRequest, stepped_request
 from kcoord.protocol.storage_messages import CreateTopicsResponse
 
 from . import group_authz, group_guard
+from .acls import AclRules
 from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
@@ -85,6 +86,17 @@ def _allow_everything(operation: int, resource_type: int, name: str) -> bool:
     return True
 
 
+def _decider(rules: AclRules, principal: str, host: str) -> group_authz.Allowed:
+    """What ``principal`` from ``host`` may do under ``rules``: made once per connection and
+    rules, so the hot path (a commit's checks) builds nothing."""
+    allowed = rules.allowed
+
+    def may(operation: int, resource_type: int, name: str) -> bool:
+        return allowed(principal, host, operation, resource_type, name)
+
+    return may
+
+
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -92,7 +104,7 @@ class UnsupportedApi(CodecError):
 class ApiDispatcher:
     """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
 
-    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged")
+    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged", "_decider")
 
     def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
         self.conn = conn
@@ -100,6 +112,8 @@ class ApiDispatcher:
         self.relay = relay
         self._groups = GroupRouting(conn)
         self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
+        # The decision function of this connection's principal under the current rules (acls.py).
+        self._decider: tuple[AclRules, str, group_authz.Allowed] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -241,15 +255,13 @@ class ApiDispatcher:
             denial = group_authz.Denial(api_key, None, lambda _served: unavailable)
         else:
             conn = self.conn
-            principal, host = conn.principal, conn.ip
-            allowed = rules.allowed
-
-            def may(operation: int, resource_type: int, name: str) -> bool:
-                return allowed(principal, host, operation, resource_type, name)
-
-            denial = group_authz.check(api_key, version, request, may, self._topic_name)
+            principal = conn.principal
+            decider = self._decider
+            if decider is None or decider[0] is not rules or decider[1] != principal:
+                decider = self._decider = (rules, principal, _decider(rules, principal, conn.ip))
+            denial = group_authz.check(api_key, version, request, decider[2], self._topic_name)
             if denial is not None and denial.denied:
-                self.app.denial_log.denied(principal, host, denial.api_name, denial.denied)
+                self.app.denial_log.denied(principal, conn.ip, denial.api_name, denial.denied)
         if denial is None:
             return request, merge
         if merge is None:
