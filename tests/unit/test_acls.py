@@ -135,6 +135,9 @@ def test_decisions_are_cached_per_snapshot() -> None:
     assert len(r._cache) == 1
     assert may(r, Op.READ)
     assert len(r._cache) == 1
+    decide = r.decider("User:alice", "10.0.0.1")
+    assert decide is r.decider("User:alice", "10.0.0.1")  # one per principal and host
+    assert decide(Op.READ, GROUP, "g") and not decide(Op.WRITE, GROUP, "g")
     assert r.same_as(frozenset({acl(op=Op.READ)}), frozenset(), False)
     assert not r.same_as(frozenset(), frozenset(), False)
 
@@ -227,3 +230,4 @@ def test_rules_agree_with_the_reference(
     for principal, host, op, rtype, name in questions * 2:  # the second round is answered from the cache
         expected = reference(acls, super_users, allow_if_no_acl, principal, host, op, rtype, name)
         assert r.allowed(principal, host, op, rtype, name) == expected, (principal, host, op, rtype, name)
+        assert r.decider(principal, host)(op, rtype, name) == expected, (principal, host, op, rtype, name)

@@ -21,7 +21,7 @@ dict lookup; a changed ACL set is a new snapshot, with an empty cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -30,6 +30,9 @@ WILDCARD_PRINCIPAL = "User:*"
 WILDCARD_HOST = "*"
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
 CACHE_LIMIT = 100_000  # decisions kept per snapshot; the cache is emptied when it is full
+
+# May the principal (bound in) perform (operation, resource type, name)?
+Decider = Callable[[int, int, str], bool]
 
 
 class ResourceType(IntEnum):
@@ -144,7 +147,7 @@ class _TypeAcls:
 class AclRules:
     """One snapshot of the ACLs, the super users and ``allow.everyone.if.no.acl.found``."""
 
-    __slots__ = ("acls", "super_users", "allow_if_no_acl", "_by_type", "_cache")
+    __slots__ = ("acls", "super_users", "allow_if_no_acl", "_by_type", "_cache", "_deciders")
 
     def __init__(self, acls: Iterable[Acl], super_users: frozenset[str], allow_if_no_acl: bool) -> None:
         self.acls = frozenset(acls)
@@ -164,6 +167,7 @@ class AclRules:
                 else:
                     index.literal.setdefault(acl.resource_name, []).append(acl)
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
+        self._deciders: dict[tuple[str, str], Decider] = {}
 
     def same_as(self, acls: frozenset[Acl], super_users: frozenset[str], allow_if_no_acl: bool) -> bool:
         return (
@@ -181,6 +185,32 @@ class AclRules:
                 cache.clear()
             cache[key] = decided
         return decided
+
+    def decider(self, principal: str, host: str) -> Decider:
+        """``may(operation, resource_type, name)`` for ``principal`` from ``host``, with its own
+        cache of decisions (one per principal and host, shared by their connections): a check on
+        the hot path is one call and one dict lookup."""
+        who = (principal, host)
+        known = self._deciders.get(who)
+        if known is not None:
+            return known
+        if len(self._deciders) >= CACHE_LIMIT // 100:
+            self._deciders.clear()
+        cache: dict[tuple[int, int, str], bool] = {}
+        decide = self.decide
+
+        def may(operation: int, resource_type: int, name: str) -> bool:
+            key = (operation, resource_type, name)
+            decided = cache.get(key)
+            if decided is None:
+                decided = decide(principal, host, operation, resource_type, name)
+                if len(cache) >= CACHE_LIMIT // 10:
+                    cache.clear()
+                cache[key] = decided
+            return decided
+
+        self._deciders[who] = may
+        return may
 
     def decide(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         """The decision, uncached."""

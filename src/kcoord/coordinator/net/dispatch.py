@@ -86,17 +86,6 @@ def _allow_everything(operation: int, resource_type: int, name: str) -> bool:
     return True
 
 
-def _decider(rules: AclRules, principal: str, host: str) -> group_authz.Allowed:
-    """What ``principal`` from ``host`` may do under ``rules``: made once per connection and
-    rules, so the hot path (a commit's checks) builds nothing."""
-    allowed = rules.allowed
-
-    def may(operation: int, resource_type: int, name: str) -> bool:
-        return allowed(principal, host, operation, resource_type, name)
-
-    return may
-
-
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -112,7 +101,8 @@ class ApiDispatcher:
         self.relay = relay
         self._groups = GroupRouting(conn)
         self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
-        # The decision function of this connection's principal under the current rules (acls.py).
+        # The decision function of this connection's principal under the current rules (acls.py),
+        # kept so the hot path (a commit's checks) looks nothing up.
         self._decider: tuple[AclRules, str, group_authz.Allowed] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
@@ -258,7 +248,7 @@ class ApiDispatcher:
             principal = conn.principal
             decider = self._decider
             if decider is None or decider[0] is not rules or decider[1] != principal:
-                decider = self._decider = (rules, principal, _decider(rules, principal, conn.ip))
+                decider = self._decider = (rules, principal, rules.decider(principal, conn.ip))
             denial = group_authz.check(api_key, version, request, decider[2], self._topic_name)
             if denial is not None and denial.denied:
                 self.app.denial_log.denied(principal, conn.ip, denial.api_name, denial.denied)

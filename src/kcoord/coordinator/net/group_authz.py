@@ -180,7 +180,7 @@ def _split_topics(
     A topic whose name is unknown (an id not yet resolved) is kept, for the id lookup to answer."""
     refused = []
     for topic in topics:
-        name = topic_name(topic)
+        name = topic.name or topic_name(topic)  # by id (v10) only when it has no name
         if name is not None and not allowed(operation, TOPIC, name):
             refused.append(topic)
     if not refused:
@@ -193,9 +193,13 @@ def _commit_topics(
 ) -> Denial | None:
     """OffsetCommit, TxnOffsetCommit, OffsetDelete: READ on each topic, else its partitions
     TOPIC_AUTHORIZATION_FAILED."""
-    kept, refused = _split_topics(request.topics, READ, allowed, topic_name)
-    if not refused:
+    for topic in request.topics:  # the common case, every topic allowed, without building lists
+        name = topic.name or topic_name(topic)
+        if name is not None and not allowed(READ, TOPIC, name):
+            break
+    else:
         return None
+    kept, refused = _split_topics(request.topics, READ, allowed, topic_name)
     denied = tuple(f"topic:{topic_name(t)}" for t in refused)
     if api_key == ApiKey.OFFSET_DELETE:
         R = m.OffsetDeleteResponse
