@@ -326,7 +326,7 @@ def test_a_new_acl_applies_within_the_refresh_interval(
             assert time.monotonic() - added < 10 * REFRESH_MS / 1000, "the new ACL did not apply"
             time.sleep(0.05)
         took = time.monotonic() - added
-        assert took < 3 * REFRESH_MS / 1000, took
+        assert took < 4 * REFRESH_MS / 1000, took  # one refresh interval, plus slack for a loaded machine
         unbind = AclBindingFilter(G, group, LIT, "User:carol", "*", Op.DESCRIBE, ALLOW)
         for future in admin.delete_acls([unbind]).values():
             future.result(30)
