@@ -3,9 +3,11 @@ against a reference that scans every ACL the plain way."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kcoord.coordinator.net import acls as acls_module
 from kcoord.coordinator.net.acls import (
     Acl,
     AclOperation,
@@ -231,3 +233,13 @@ def test_rules_agree_with_the_reference(
         expected = reference(acls, super_users, allow_if_no_acl, principal, host, op, rtype, name)
         assert r.allowed(principal, host, op, rtype, name) == expected, (principal, host, op, rtype, name)
         assert r.decider(principal, host)(op, rtype, name) == expected, (principal, host, op, rtype, name)
+
+
+def test_the_decision_caches_together_stay_under_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acls_module, "CACHE_LIMIT", 4)
+    r = rules(acl(name="g", pattern=PREFIXED))
+    alice, bob = r.decider("User:alice", "h"), r.decider("User:bob", "h")
+    for i in range(10):
+        assert alice(Op.READ, GROUP, f"g{i}") and not bob(Op.READ, GROUP, f"g{i}")
+        assert r._decided <= 4
+    assert sum(len(cache) for _may, cache in r._deciders.values()) <= 4

@@ -141,13 +141,13 @@ class _TypeAcls:
     literal: dict[str, list[Acl]]
     wildcard: list[Acl]
     prefixed: dict[str, list[Acl]]
-    longest_prefix: int = 0
+    prefix_lengths: tuple[int, ...] = ()  # the PREFIXED names' distinct lengths, ascending
 
 
 class AclRules:
     """One snapshot of the ACLs, the super users and ``allow.everyone.if.no.acl.found``."""
 
-    __slots__ = ("acls", "super_users", "allow_if_no_acl", "_by_type", "_cache", "_deciders")
+    __slots__ = ("acls", "super_users", "allow_if_no_acl", "_by_type", "_cache", "_deciders", "_decided")
 
     def __init__(self, acls: Iterable[Acl], super_users: frozenset[str], allow_if_no_acl: bool) -> None:
         self.acls = frozenset(acls)
@@ -160,14 +160,17 @@ class AclRules:
                 index = self._by_type[acl.resource_type] = _TypeAcls({}, [], {})
             if acl.pattern_type == PatternType.PREFIXED:
                 index.prefixed.setdefault(acl.resource_name, []).append(acl)
-                index.longest_prefix = max(index.longest_prefix, len(acl.resource_name))
+                index.prefix_lengths = tuple(sorted({*index.prefix_lengths, len(acl.resource_name)}))
             elif acl.pattern_type == PatternType.LITERAL:
                 if acl.resource_name == WILDCARD_NAME:
                     index.wildcard.append(acl)
                 else:
                     index.literal.setdefault(acl.resource_name, []).append(acl)
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
-        self._deciders: dict[tuple[str, str], Decider] = {}
+        # Each principal's decisions: (its decision function, its cache); all of them together hold
+        # at most CACHE_LIMIT decisions (``_decided`` counts them), then they are emptied at once.
+        self._deciders: dict[tuple[str, str], tuple[Decider, dict[tuple[int, int, str], bool]]] = {}
+        self._decided = 0
 
     def same_as(self, acls: frozenset[Acl], super_users: frozenset[str], allow_if_no_acl: bool) -> bool:
         return (
@@ -193,8 +196,9 @@ class AclRules:
         who = (principal, host)
         known = self._deciders.get(who)
         if known is not None:
-            return known
+            return known[0]
         if len(self._deciders) >= CACHE_LIMIT // 100:
+            self._forget_decisions()
             self._deciders.clear()
         cache: dict[tuple[int, int, str], bool] = {}
         decide = self.decide
@@ -204,13 +208,19 @@ class AclRules:
             decided = cache.get(key)
             if decided is None:
                 decided = decide(principal, host, operation, resource_type, name)
-                if len(cache) >= CACHE_LIMIT // 10:
-                    cache.clear()
+                if self._decided >= CACHE_LIMIT:
+                    self._forget_decisions()
+                self._decided += 1
                 cache[key] = decided
             return decided
 
-        self._deciders[who] = may
+        self._deciders[who] = (may, cache)
         return may
+
+    def _forget_decisions(self) -> None:
+        for _may, cache in self._deciders.values():
+            cache.clear()
+        self._decided = 0
 
     def decide(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         """The decision, uncached."""
@@ -224,7 +234,9 @@ class AclRules:
         if exact is not None:
             matching.append(exact)
         if index.prefixed:
-            for end in range(1, min(len(name), index.longest_prefix) + 1):
+            for end in index.prefix_lengths:
+                if end > len(name):
+                    break
                 prefixed = index.prefixed.get(name[:end])
                 if prefixed is not None:
                     matching.append(prefixed)
