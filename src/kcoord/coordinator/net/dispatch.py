@@ -103,7 +103,7 @@ class ApiDispatcher:
         self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
         # The decision function of this connection's principal under the current rules (acls.py),
         # kept so the hot path (a commit's checks) looks nothing up.
-        self._decider: tuple[AclRules, str, group_authz.Allowed] | None = None
+        self._decider: tuple[AclRules, str, group_authz.Allowed, group_authz.TopicName] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -248,8 +248,13 @@ class ApiDispatcher:
             principal = conn.principal
             decider = self._decider
             if decider is None or decider[0] is not rules or decider[1] != principal:
-                decider = self._decider = (rules, principal, rules.decider(principal, conn.ip))
-            denial = group_authz.check(api_key, version, request, decider[2], self._topic_name)
+                decider = self._decider = (
+                    rules,
+                    principal,
+                    rules.decider(principal, conn.ip),
+                    self._topic_name,
+                )
+            denial = group_authz.check(api_key, version, request, decider[2], decider[3])
             if denial is not None and denial.denied:
                 self.app.denial_log.denied(principal, conn.ip, denial.api_name, denial.denied)
         if denial is None:

@@ -89,6 +89,9 @@ MULTI_GROUP_OPERATION: dict[int, int] = {
     ApiKey.FIND_COORDINATOR: DESCRIBE,
 }
 TRANSACTIONAL_APIS = frozenset({ApiKey.TXN_OFFSET_COMMIT, ApiKey.ADD_OFFSETS_TO_TXN})
+# Plain ints for the comparisons on every group request (an enum member's lookup costs more).
+_OFFSET_FETCH, _CONSUMER_GROUP_HEARTBEAT = int(ApiKey.OFFSET_FETCH), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+_LIST_GROUPS, _FIND_COORDINATOR = int(ApiKey.LIST_GROUPS), int(ApiKey.FIND_COORDINATOR)
 TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."  # Kafka's, for the error code
 COMMIT_TOPIC_APIS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_DELETE})
 
@@ -119,9 +122,7 @@ def check(
 ) -> Denial | None:
     """None to serve ``request`` as it is, or how to answer it as Kafka's authorizer would."""
     group_operation = SINGLE_GROUP_OPERATION.get(api_key)
-    if group_operation is not None or (
-        api_key == ApiKey.OFFSET_FETCH and version < OFFSET_FETCH_GROUPS_SINCE
-    ):
+    if group_operation is not None or (api_key == _OFFSET_FETCH and version < OFFSET_FETCH_GROUPS_SINCE):
         if api_key in TRANSACTIONAL_APIS and not allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
             return _whole(
                 api_key, version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -134,14 +135,14 @@ def check(
             )
         if api_key in COMMIT_TOPIC_APIS:
             return _commit_topics(api_key, version, request, allowed, topic_name)
-        if api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        if api_key == _CONSUMER_GROUP_HEARTBEAT:
             return _subscription(api_key, version, request, allowed)
-        if api_key == ApiKey.OFFSET_FETCH:
+        if api_key == _OFFSET_FETCH:
             return _fetch_topics_v0_7(request, allowed)
         return None
-    if api_key == ApiKey.LIST_GROUPS:
+    if api_key == _LIST_GROUPS:
         return _list_groups(request, allowed)
-    if api_key == ApiKey.FIND_COORDINATOR:
+    if api_key == _FIND_COORDINATOR:
         if request.key_type != GROUP_KEY:
             return None
         if version < FIND_COORDINATOR_BATCHED_SINCE:
