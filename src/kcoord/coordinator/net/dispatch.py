@@ -35,7 +35,8 @@ from kcoord.protocol.primitives import CodecError
 from kcoord.protocol.request_steps import SteppedRequest, stepped_request
 from kcoord.protocol.storage_messages import CreateTopicsResponse
 
-from . import group_guard
+from . import group_authz, group_guard
+from .acls import AclRules
 from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
@@ -77,6 +78,14 @@ _ANSWER_ARRAYS: dict[int, str] = {
 CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
 
 
+# Completes the answer to what was served of a request (None: nothing was) into the client's answer.
+Merge = Callable[[Message | None], Message]
+
+
+def _allow_everything(operation: int, resource_type: int, name: str) -> bool:
+    return True
+
+
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -84,7 +93,7 @@ class UnsupportedApi(CodecError):
 class ApiDispatcher:
     """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
 
-    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged")
+    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged", "_decider")
 
     def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
         self.conn = conn
@@ -92,6 +101,9 @@ class ApiDispatcher:
         self.relay = relay
         self._groups = GroupRouting(conn)
         self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
+        # The decision function of this connection's principal under the current rules (acls.py),
+        # kept so the hot path (a commit's checks) looks nothing up.
+        self._decider: tuple[AclRules, str, group_authz.Allowed, group_authz.TopicName] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -217,6 +229,48 @@ class ApiDispatcher:
             ", ".join(dict.fromkeys(resources)),
         )
 
+    # -- authorized by the upstream's ACLs ----------------------------------------------------------
+    def _with_authorization(
+        self, api_key: int, version: int, request: Message, merge: Merge | None
+    ) -> tuple[Message | None, Merge | None]:
+        """``(the request left to serve or None, how its answer is completed)`` under the
+        upstream's ACLs (group_authz.py), on top of ``merge`` (the cluster group's refusal)."""
+        authorization = self.app.authorization
+        rules = authorization.rules
+        denial: group_authz.Denial | None
+        if authorization.allow_all:  # asked only to fill authorized_operations: everything is allowed
+            denial = group_authz.check(api_key, version, request, _allow_everything, self._topic_name)
+        elif rules is None:  # the ACLs are not known (yet): fail closed, retriably (acl_source.py)
+            unavailable = error_response(api_key, version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            denial = group_authz.Denial(api_key, None, lambda _served: unavailable)
+        else:
+            conn = self.conn
+            principal = conn.principal
+            decider = self._decider
+            if decider is None or decider[0] is not rules or decider[1] != principal:
+                decider = self._decider = (
+                    rules,
+                    principal,
+                    rules.decider(principal, conn.ip),
+                    self._topic_name,
+                )
+            denial = group_authz.check(api_key, version, request, decider[2], decider[3])
+            if denial is not None and denial.denied:
+                self.app.denial_log.denied(principal, conn.ip, denial.api_name, denial.denied)
+        if denial is None:
+            return request, merge
+        if merge is None:
+            return denial.rest, denial.answer
+        outer, inner = merge, denial.answer
+        return denial.rest, lambda served: outer(inner(served))
+
+    def _topic_name(self, topic: Any) -> str | None:
+        """A request's (or answer's) topic entry's name; by its id where it has none (v10)."""
+        name: str | None = topic.name
+        if name:
+            return name
+        return self.app.cluster.topics.names.get(getattr(topic, "topic_id", None))  # type: ignore[arg-type]
+
     # -- answered here ------------------------------------------------------------------------------
     def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
         slot = self.conn.new_slot()
@@ -240,15 +294,19 @@ class ApiDispatcher:
         response: Message
         if key_type == 0:
             refusal = group_guard.check(ApiKey.FIND_COORDINATOR, version, request, self.app.cluster_group)
+            rest: Message | None = request
+            merge: Merge | None = None
             if refusal is not None:
                 self._refused(refusal.api_name, (self.app.cluster_group,))
-                served = None
-                if refusal.rest is not None:
-                    assert isinstance(refusal.rest, m.FindCoordinatorRequest)
-                    served = self.app.cluster.group_coordinator_response(refusal.rest, version)
-                response = refusal.answer(served)
-            else:
-                response = self.app.cluster.group_coordinator_response(request, version)
+                rest, merge = refusal.rest, refusal.answer
+            if rest is not None and not self.app.authorization.allow_all:
+                rest, merge = self._with_authorization(ApiKey.FIND_COORDINATOR, version, rest, merge)
+            served: Message | None = None
+            if rest is not None:
+                assert isinstance(rest, m.FindCoordinatorRequest)
+                served = self.app.cluster.group_coordinator_response(rest, version)
+            assert served is not None or merge is not None
+            response = merge(served) if merge is not None else served  # type: ignore[assignment]
         elif key_type == 1:
             self.relay.find_transaction_coordinator(payload, version)
             return
@@ -277,6 +335,7 @@ class ApiDispatcher:
             refusal = None  # the hot path (heartbeats, commits): one comparison, no call
         else:
             refusal = group_guard.check(api_key, ctx.api_version, request, cluster_group)
+        merge: Merge | None = None
         if refusal is not None:
             self._refused(refusal.api_name, (cluster_group,))
             if refusal.rest is None:
@@ -284,11 +343,19 @@ class ApiDispatcher:
                 self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
                 return
             request = refusal.rest
+            merge = refusal.answer
+        if not self.app.authorization.allow_all or getattr(request, "include_authorized_operations", False):
+            rest, merge = self._with_authorization(api_key, ctx.api_version, request, merge)
+            if rest is None:
+                assert merge is not None
+                answer = merge(None)
+                self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
+                return
+            request = rest
         slot = conn.new_slot()
         version = ctx.api_version
         correlation_id = ctx.correlation_id
         metrics = self.app.metrics
-        merge = None if refusal is None else refusal.answer
 
         def reply(response: Any) -> None:
             # Runs inside the shard's write path (often before route() returns): never raise.
@@ -377,6 +444,12 @@ class ApiDispatcher:
             self._refused(refusal.api_name, (self.app.cluster_group,))
             self._reply_now(api_key, version, correlation_id, (version, refusal.answer(None)))
             return
+        if not self.app.authorization.allow_all:
+            rest, merge = self._with_authorization(api_key, version, request, None)
+            if rest is None:  # AddOffsetsToTxn names one group: refused whole or not at all
+                assert merge is not None
+                self._reply_now(api_key, version, correlation_id, (version, merge(None)))
+                return
         slot = conn.new_slot()
 
         def done(task: asyncio.Future[Message]) -> None:

@@ -137,6 +137,12 @@ class Metrics:
             ["api", "resource"],
             registry=r,
         )
+        self._authorization_denials = Counter(
+            "kcoord_authorization_denials",
+            "Requests (or their parts) to kcoord's own group APIs the upstream's ACLs refuse, by API",
+            ["api"],
+            registry=r,
+        )
         closed = Counter(
             "kcoord_connections_closed",
             "Client connections closed by a limit, by reason",
@@ -226,6 +232,9 @@ class Metrics:
     # -- connection hooks ---------------------------------------------------------------------------
     def relay_refused(self, api: str, resource: str) -> None:
         self._relay_refused.labels(api, resource).inc()
+
+    def authorization_denied(self, api: str, count: int = 1) -> None:
+        self._authorization_denials.labels(api).inc(count)
 
     # Every request pays these three: one tally update each (defaultdicts, no get-then-set), the
     # nested per-partition walk only for commits and leaves, labels only at scrape time.
