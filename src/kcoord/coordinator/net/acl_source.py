@@ -173,8 +173,7 @@ class AclSource:
                 cluster.upstream_address(node_id),
                 timeout=5.0,
                 request_timeout=10.0,
-                ssl=cluster.ssl,
-                sasl=cluster.sasl,
+                security=cluster.security,
             )
         return conn, node_id
 
