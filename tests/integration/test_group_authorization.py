@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kcoord.client import BlockingConnection, SaslCredentials
+from kcoord.client import BlockingConnection, SaslCredentials, UpstreamSecurity
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
 from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
@@ -134,7 +134,9 @@ def kcoord_authz(acl_kafka: KafkaBroker) -> Iterator[KcoordProcess]:
 
 def connect(address: str, user: str) -> BlockingConnection:
     host, port = address.rsplit(":", 1)
-    return BlockingConnection((host, int(port)), 15.0, sasl=SaslCredentials("PLAIN", user, USERS[user]))
+    return BlockingConnection(
+        (host, int(port)), 15.0, security=UpstreamSecurity(sasl=SaslCredentials("PLAIN", user, USERS[user]))
+    )
 
 
 def kafka_coordinator(kafka: KafkaBroker) -> str:
