@@ -93,7 +93,7 @@ class UnsupportedApi(CodecError):
 class ApiDispatcher:
     """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
 
-    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged", "_decider")
+    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged", "_decider", "_describable")
 
     def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
         self.conn = conn
@@ -104,6 +104,7 @@ class ApiDispatcher:
         # The decision function of this connection's principal under the current rules (acls.py),
         # kept so the hot path (a commit's checks) looks nothing up.
         self._decider: tuple[AclRules, str, group_authz.Allowed, group_authz.TopicName] | None = None
+        self._describable: tuple[group_authz.Allowed, Callable[[str], bool]] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -264,6 +265,19 @@ class ApiDispatcher:
         outer, inner = merge, denial.answer
         return denial.rest, lambda served: outer(inner(served))
 
+    def _topic_describable(self, allowed: group_authz.Allowed) -> Callable[[str], bool]:
+        """Whether the connection's principal may DESCRIBE a topic: what a KIP-848 regular
+        expression resolved for its heartbeat keeps (one predicate per decider, not per request)."""
+        known = self._describable
+        if known is not None and known[0] is allowed:
+            return known[1]
+
+        def describable(topic: str) -> bool:
+            return allowed(group_authz.DESCRIBE, group_authz.TOPIC, topic)
+
+        self._describable = (allowed, describable)
+        return describable
+
     def _topic_name(self, topic: Any) -> str | None:
         """A request's (or answer's) topic entry's name; by its id where it has none (v10)."""
         name: str | None = topic.name
@@ -352,6 +366,14 @@ class ApiDispatcher:
                 self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
                 return
             request = rest
+            decider = self._decider
+            if (
+                api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT
+                and decider is not None
+                and decider[0] is self.app.authorization.rules
+                and not self.app.authorization.allow_all
+            ):
+                ctx.topic_describable = self._topic_describable(decider[2])
         slot = conn.new_slot()
         version = ctx.api_version
         correlation_id = ctx.correlation_id
