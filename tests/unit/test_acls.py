@@ -242,4 +242,4 @@ def test_the_decision_caches_together_stay_under_the_limit(monkeypatch: pytest.M
     for i in range(10):
         assert alice(Op.READ, GROUP, f"g{i}") and not bob(Op.READ, GROUP, f"g{i}")
         assert r._decided <= 4
-    assert sum(len(cache) for _may, cache in r._deciders.values()) <= 4
+    assert sum(len(names) for _may, cache in r._deciders.values() for names in cache.values()) <= 4

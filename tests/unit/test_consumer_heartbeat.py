@@ -553,7 +553,11 @@ def test_regex_keeps_only_topics_the_heartbeating_member_may_describe() -> None:
     for _ in range(3):
         for member in ("a", "b"):
             rights = not_food if member == "a" else everything
-            ok(ctx.heartbeat(member_id=member, member_epoch=ctx.member(member).member_epoch, describable=rights))
+            ok(
+                ctx.heartbeat(
+                    member_id=member, member_epoch=ctx.member(member).member_epoch, describable=rights
+                )
+            )
     assert ctx.group.resolved_regular_expressions["fo+.*"].topics == {"foo"}
     assert ctx.group.group_epoch == epoch
 

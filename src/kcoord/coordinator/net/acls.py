@@ -169,7 +169,7 @@ class AclRules:
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
         # Each principal's decisions: (its decision function, its cache); all of them together hold
         # at most CACHE_LIMIT decisions (``_decided`` counts them), then they are emptied at once.
-        self._deciders: dict[tuple[str, str], tuple[Decider, dict[tuple[int, int, str], bool]]] = {}
+        self._deciders: dict[tuple[str, str], tuple[Decider, dict[int, dict[str, bool]]]] = {}
         self._decided = 0
 
     def same_as(self, acls: frozenset[Acl], super_users: frozenset[str], allow_if_no_acl: bool) -> bool:
@@ -200,18 +200,27 @@ class AclRules:
         if len(self._deciders) >= CACHE_LIMIT // 100:
             self._forget_decisions()
             self._deciders.clear()
-        cache: dict[tuple[int, int, str], bool] = {}
+        # Decisions by (operation, resource type), then by resource name: a lookup builds no key
+        # object, and 20,000 new decisions add no object the garbage collector must walk (a tuple
+        # key per decision did: a young-generation pass of ~6 ms after one large DescribeGroups).
+        cache: dict[int, dict[str, bool]] = {}
         decide = self.decide
 
         def may(operation: int, resource_type: int, name: str) -> bool:
-            key = (operation, resource_type, name)
-            decided = cache.get(key)
-            if decided is None:
-                decided = decide(principal, host, operation, resource_type, name)
-                if self._decided >= CACHE_LIMIT:
-                    self._forget_decisions()
-                self._decided += 1
-                cache[key] = decided
+            kind = operation << 8 | resource_type
+            by_name = cache.get(kind)
+            if by_name is not None:
+                decided = by_name.get(name)
+                if decided is not None:
+                    return decided
+            decided = decide(principal, host, operation, resource_type, name)
+            if self._decided >= CACHE_LIMIT:
+                self._forget_decisions()  # empties this cache too
+                by_name = None
+            if by_name is None:
+                by_name = cache[kind] = {}
+            self._decided += 1
+            by_name[name] = decided
             return decided
 
         self._deciders[who] = (may, cache)

@@ -118,9 +118,17 @@ def by_name(topic: Any) -> str | None:
 
 
 def check(
-    api_key: int, version: int, request: Any, allowed: Allowed, topic_name: TopicName = by_name
+    api_key: int,
+    version: int,
+    request: Any,
+    allowed: Allowed,
+    topic_name: TopicName = by_name,
+    denied_groups: frozenset[str] | None = None,
 ) -> Denial | None:
-    """None to serve ``request`` as it is, or how to answer it as Kafka's authorizer would."""
+    """None to serve ``request`` as it is, or how to answer it as Kafka's authorizer would.
+
+    ``denied_groups``: for a multi-group request, the groups its operation is denied on, decided
+    already (decision_warmup.py): its groups are not asked about again."""
     group_operation = SINGLE_GROUP_OPERATION.get(api_key)
     if group_operation is not None or (api_key == _OFFSET_FETCH and version < OFFSET_FETCH_GROUPS_SINCE):
         if api_key in TRANSACTIONAL_APIS and not allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
@@ -154,7 +162,7 @@ def check(
     operation = MULTI_GROUP_OPERATION.get(api_key)
     if operation is None:
         return None
-    return _multi_group(api_key, version, request, allowed, operation, topic_name)
+    return _multi_group(api_key, version, request, allowed, operation, topic_name, denied_groups)
 
 
 def _whole(api_key: int, version: int, request: Any, error: int, resource: str) -> Denial:
@@ -297,7 +305,13 @@ def _list_groups(request: Any, allowed: Allowed) -> Denial | None:
 
 
 def _multi_group(
-    api_key: int, version: int, request: Any, allowed: Allowed, operation: int, topic_name: TopicName
+    api_key: int,
+    version: int,
+    request: Any,
+    allowed: Allowed,
+    operation: int,
+    topic_name: TopicName,
+    known_denied: frozenset[str] | None = None,
 ) -> Denial | None:
     denied_groups: list[str] = []
 
@@ -307,7 +321,13 @@ def _multi_group(
         denied_groups.append(group_id)
         return True
 
-    refusal = refuse_entries(api_key, version, request, refused)
+    if known_denied is None:
+        refusal = refuse_entries(api_key, version, request, refused)
+    elif known_denied:
+        refusal = refuse_entries(api_key, version, request, known_denied.__contains__)
+        denied_groups.extend(known_denied)
+    else:
+        refusal = None  # every group allowed: the request goes on whole
     rest: Message | None = request if refusal is None else refusal.rest
     complete = None if refusal is None else refusal.answer
     denied = tuple(dict.fromkeys(f"group:{g}" for g in denied_groups))

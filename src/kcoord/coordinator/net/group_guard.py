@@ -85,6 +85,18 @@ class GroupRefusal:
         return API_NAMES[self.api_key]
 
 
+def named_groups(api_key: int, request: Message) -> list[str]:
+    """The group ids a multi-group request names, in order ([] for any other request)."""
+    shape = _MULTI.get(api_key)
+    if shape is None:
+        return []
+    request_field, group_attribute, _response_field, _response_group = shape
+    entries = getattr(request, request_field) or []
+    if group_attribute is None:
+        return [e or "" for e in entries]
+    return [getattr(e, group_attribute) or "" for e in entries]
+
+
 def check(api_key: int, version: int, request: Message, group: str) -> GroupRefusal | None:
     """None to serve ``request`` as usual, or how to answer it without ever serving ``group``."""
     if api_key in SINGLE_GROUP_APIS or (
