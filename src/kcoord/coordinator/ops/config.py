@@ -109,6 +109,19 @@ def _integer_or_off(lo: int, hi: int = INT32_MAX) -> Parser:
     return parse
 
 
+def _optional_boolean(raw: Any) -> bool | None:
+    """true or false, or empty / "auto" for "not set here" (then the upstream's value)."""
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
+        return None
+    return _boolean(raw)
+
+
+def _optional_text(raw: Any) -> str | None:
+    """A string, or empty for "not set here" (then the upstream's value)."""
+    value = _text(raw) if raw is not None else ""
+    return value or None
+
+
 def _text(raw: Any) -> str:
     if not isinstance(raw, str):
         raise ValueError(f"expected a string, got {raw!r}")
@@ -635,6 +648,38 @@ OPTIONS: tuple[Option, ...] = (
         "a file holding that password (one line; a trailing newline is dropped)",
         "FILE",
     ),
+    # authorization of kcoord's own group APIs
+    Option(
+        "authorizer.mode",
+        "settings.authorizer_mode",
+        _choice("upstream", "none"),
+        "upstream: kcoord's group APIs are authorized by the upstream's ACLs, as Kafka's "
+        "StandardAuthorizer would; none: everything is allowed",
+        "{upstream,none}",
+    ),
+    Option(
+        "authorizer.acl.refresh.ms",
+        "settings.authorizer_acl_refresh_ms",
+        _integer(100, 3_600_000),
+        "how often kcoord reads the upstream's ACLs (DescribeAcls): a changed ACL applies within this",
+        "MS",
+    ),
+    Option(
+        "super.users",
+        "settings.super_users",
+        _optional_text,
+        "Kafka's super.users (User:a;User:b) for kcoord's group APIs; empty: the upstream broker's",
+        "PRINCIPALS",
+        unset="the upstream's",
+    ),
+    Option(
+        "allow.everyone.if.no.acl.found",
+        "settings.allow_everyone_if_no_acl_found",
+        _optional_boolean,
+        "Kafka's allow.everyone.if.no.acl.found for kcoord's group APIs; empty: the upstream broker's",
+        "{true,false,}",
+        unset="the upstream's",
+    ),
     # observability
     Option(
         "metrics",
@@ -776,6 +821,7 @@ SECTIONS = _sections(
     ("server", "listen"),
     ("TLS", "listener.security.protocol"),
     ("SASL", "sasl.enabled.mechanisms"),
+    ("authorization", "authorizer.mode"),
     ("observability", "metrics"),
     ("group coordinator (Kafka's names and defaults)", "group.min.session.timeout.ms"),
 )

@@ -113,6 +113,12 @@ class Settings:
     upstream_sasl_username: str = ""
     upstream_sasl_password: str = ""  # or read from upstream_sasl_password_file
     upstream_sasl_password_file: str = ""
+    # Authorization of kcoord's own group APIs (docs/configuration.md "Authorization"): the
+    # upstream's ACLs, refreshed with DescribeAcls; "none" authorizes everything.
+    authorizer_mode: str = "upstream"
+    authorizer_acl_refresh_ms: int = 2000
+    super_users: str | None = None  # Kafka's super.users; None: the upstream broker's
+    allow_everyone_if_no_acl_found: bool | None = None  # None: the upstream broker's
     metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event
