@@ -534,8 +534,6 @@ class ApiDispatcher:
         if request.group_id == self.app.cluster_group:  # refused there; joins no transaction
             self._serve_group(api_key, ctx, request)
             return
-        conn = self.conn
-        deferred = conn.defer_dispatch()
         add = m.AddOffsetsToTxnRequest(
             transactional_id=request.transactional_id, producer_id=request.producer_id,
             producer_epoch=request.producer_epoch, group_id=request.group_id,
@@ -543,6 +541,18 @@ class ApiDispatcher:
         add_ctx = RequestContext(
             KCOORD_VERSIONS[ApiKey.ADD_OFFSETS_TO_TXN][1], ctx.client_id, ctx.client_host, ctx.correlation_id
         )
+        if not self.app.authorization.allow_all:
+            # Authorized before anything joins the transaction, as AddOffsetsToTxn is (WRITE on the
+            # transactional id, READ on the group); the commit's topics are checked when it is served.
+            rest, merge = self._with_authorization(ApiKey.ADD_OFFSETS_TO_TXN, add_ctx.api_version, add, None)
+            if rest is None:
+                assert merge is not None
+                refused: int = merge(None).error_code  # type: ignore[attr-defined]
+                answer = error_response(api_key, version, request, refused)
+                self._reply_now(api_key, version, ctx.correlation_id, (version, answer))
+                return
+        conn = self.conn
+        deferred = conn.defer_dispatch()
 
         def refuse(error: int) -> None:
             answer = error_response(api_key, version, request, error)
