@@ -298,10 +298,12 @@ class App:
         login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
         if not s.listener_security_protocol.startswith("SASL_"):
             # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
-            # their own to run as upstream: they run as kcoord's, which an operator must know.
+            # their own to run as upstream: they run as kcoord's (listener.relay.principal=kcoord,
+            # the configuration refuses this otherwise), which an operator must keep in mind.
             log.warning(
                 "listeners are %s and the upstream is %s: relayed requests of every client run as "
-                "kcoord's principal %s (use a SASL listener to give each client its own)",
+                "kcoord's principal %s (listener.relay.principal=kcoord; SASL listeners give each "
+                "client its own)",
                 s.listener_security_protocol,
                 s.upstream_security_protocol,
                 login.principal,

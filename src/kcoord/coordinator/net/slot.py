@@ -17,7 +17,9 @@ class Slot:
         # response written, including the wait for earlier slots.
         self.received = received
         self.data: bytes | None = None  # None: not answered yet; b"": nothing to write
-        self.body: bytes | None = None  # a large answer's payload, written after ``data`` (its size prefix)
+        # A large answer's payload, written after ``data`` (its size prefix) without being joined to
+        # it: one buffer, or the pieces a stepped encoding produced.
+        self.body: bytes | list[bytes] | None = None
         self.failure: str | None = None  # set: close the connection when this slot comes up
         # Bytes of a large relayed answer's payload already written while it arrived (the relay's
         # business: STREAM_UNDECIDED before its first piece, negative while it is not streamed).

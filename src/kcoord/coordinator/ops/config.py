@@ -648,6 +648,15 @@ OPTIONS: tuple[Option, ...] = (
         "a file holding that password (one line; a trailing newline is dropped)",
         "FILE",
     ),
+    Option(
+        "listener.relay.principal",
+        "settings.listener_relay_principal",
+        _choice("client", "kcoord"),
+        "on a SASL upstream behind listeners that are not SASL_*, where nobody logs in: client "
+        "refuses to start (relayed requests must run as each client's principal); kcoord lets them "
+        "run as kcoord's own principal",
+        "{client,kcoord}",
+    ),
     # authorization of kcoord's own group APIs
     Option(
         "authorizer.mode",
@@ -1022,6 +1031,18 @@ def _check_sasl(settings: Settings, sources: Mapping[str, str]) -> None:
         )
     if not upstream_sasl:
         return
+    if (
+        not settings.listener_security_protocol.startswith("SASL_")
+        and settings.listener_relay_principal != "kcoord"
+    ):
+        refuse(
+            "listener.security.protocol",
+            f"the upstream is {settings.upstream_security_protocol} but clients do not log in on "
+            f"{settings.listener_security_protocol} listeners, so every client's Produce, Fetch, "
+            "CreateTopics and DeleteTopics would reach the cluster as kcoord's own principal: use "
+            "SASL_PLAINTEXT or SASL_SSL listeners (each client's requests run as its own principal), "
+            "or set listener.relay.principal=kcoord to accept that",
+        )
     if not settings.upstream_sasl_username:
         refuse("upstream.sasl.username", "a SASL upstream needs kcoord's own user name")
     if settings.upstream_sasl_password and settings.upstream_sasl_password_file:

@@ -113,6 +113,9 @@ class Settings:
     upstream_sasl_username: str = ""
     upstream_sasl_password: str = ""  # or read from upstream_sasl_password_file
     upstream_sasl_password_file: str = ""
+    # Whom the relayed requests of clients that do not log in (listeners not SASL_*) run as on a
+    # SASL upstream: "client" refuses that set-up; "kcoord" accepts kcoord's own principal for them.
+    listener_relay_principal: str = "client"
     # Authorization of kcoord's own group APIs (docs/configuration.md "Authorization"): the
     # upstream's ACLs, refreshed with DescribeAcls; "none" authorizes everything.
     authorizer_mode: str = "upstream"
