@@ -6,7 +6,9 @@ own connection.
 
 The client side is played by hand: FindCoordinator (transaction key) and InitProducerId through
 kcoord's broker port, AddOffsetsToTxn (answered by kcoord), TxnOffsetCommit to the coordinator,
-EndTxn relayed to the upstream transaction coordinator.
+EndTxn relayed to the upstream transaction coordinator. TxnOffsetCommit v5 (KIP-890) does without
+AddOffsetsToTxn: kcoord adds the group itself (no stock client sends v5 to kcoord, which offers
+clients transactions v1 only, so it is played by hand too).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class Producer:
         return int(self.conn.request(req, 3).error_code)
 
     def txn_commit(self, group: str, offset: int, *, producer_id: int | None = None, epoch: int | None = None,
-                   member_id: str = "", generation: int = -1, partition: int = 0) -> int:  # fmt: skip
+                   member_id: str = "", generation: int = -1, partition: int = 0, version: int = 3) -> int:  # fmt: skip
         req = TXN(
             transactional_id=self.transactional_id, group_id=group,
             producer_id=self.producer_id if producer_id is None else producer_id,
@@ -98,7 +100,7 @@ class Producer:
                 TXN.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)])],
         )  # fmt: skip
         with self.env.connect() as c:
-            resp = c.request(req, 3)
+            resp = c.request(req, version)
         (code,) = {p.error_code for t in resp.topics for p in t.partitions}
         return int(code)
 
@@ -253,3 +255,20 @@ def test_right_after_end_txn_the_transaction_is_over_for_kcoord(env: Env, produc
         assert producer.end(committed=round_ % 2 == 0) == E.NONE
         assert producer.txn_commit(group, 99) == E.INVALID_TXN_STATE
     wait_offset(env, group, 14)
+
+
+def test_txn_offset_commit_v5_adds_the_group_to_the_transaction_itself(env: Env, producer: Producer) -> None:
+    """Kafka 4.0 serves TxnOffsetCommit v5, which also does AddOffsetsToTxn's work: no
+    AddOffsetsToTxn before it, the offsets visible at COMMIT, never at ABORT; a commit right after
+    EndTxn opens the next transaction (it waits for the marker, as AddOffsetsToTxn does)."""
+    group = unique("eosbad-v5")
+    assert producer.txn_commit(group, 7, version=5) == E.NONE
+    assert stable_offset(env, group) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+    assert producer.end(committed=True) == E.NONE
+    assert producer.txn_commit(group, 8, version=5) == E.NONE
+    assert producer.end(committed=False) == E.NONE
+    wait_offset(env, group, 7)
+    # The upstream's refusal of the add is the answer, and nothing becomes visible.
+    assert producer.txn_commit(group, 9, epoch=producer.epoch + 5, version=5) == E.PRODUCER_FENCED
+    assert producer.txn_commit(group, 9, producer_id=producer.producer_id + 10_000, version=5) != E.NONE
+    assert stable_offset(env, group) == (7, 0)

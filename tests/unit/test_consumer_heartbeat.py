@@ -141,13 +141,19 @@ def target_assignment_runs(ctx: Context) -> int:
     )
 
 
+# Batching whatever the group's size: the interval's own rules.
+ALWAYS_BATCH = GroupConfig(consumer_assignment_interval_ms=1000, consumer_assignment_batch_min_members=0)
+
+
 def test_members_joining_within_the_assignment_interval_share_one_assignment() -> None:
     """KIP-1263 (Kafka 4.3's ``group.consumer.assignment.interval.ms``, 1 s by default): the group
     epoch is bumped by every join, but a new target assignment is computed at most once per
-    interval; until then members reconcile to the last target (a newcomer: nothing yet)."""
-    ctx = Context(GroupConfig(consumer_assignment_interval_ms=1000), topics={FOO: TopicMetadata("foo", 6)})
+    interval; until then members reconcile to the last target (a newcomer: nothing yet), and are
+    told to heartbeat again when the interval has passed."""
+    ctx = Context(ALWAYS_BATCH, topics={FOO: TopicMetadata("foo", 6)})
     a = ok(ctx.join("a"))
     assert a.member_epoch == 1 and assignment(a) == {FOO: set(range(6))} and target_assignment_runs(ctx) == 1
+    assert a.heartbeat_interval_ms == 5_000
 
     ctx.sleep(10)
     b = ok(ctx.join("b"))
@@ -157,6 +163,8 @@ def test_members_joining_within_the_assignment_interval_share_one_assignment() -
     assert ctx.group.state is ConsumerGroupState.ASSIGNING
     # The newcomers are at the last target's epoch with nothing; a keeps everything meanwhile.
     assert (b.member_epoch, assignment(b), c.member_epoch, assignment(c)) == (1, {}, 1, {})
+    # Each comes back when the interval since the last target has passed, not 5 s later.
+    assert (b.heartbeat_interval_ms, c.heartbeat_interval_ms) == (990, 400)
     a = ok(ctx.heartbeat(member_id="a", member_epoch=1, owned={FOO: range(6)}))
     assert a.member_epoch == 1 and a.assignment is None  # nothing changed for it
     assert target_assignment_runs(ctx) == 1
@@ -178,7 +186,7 @@ def test_members_joining_within_the_assignment_interval_share_one_assignment() -
 
 
 def test_a_leave_within_the_assignment_interval_reassigns_after_it() -> None:
-    ctx = Context(GroupConfig(consumer_assignment_interval_ms=1000), topics={FOO: TopicMetadata("foo", 4)})
+    ctx = Context(ALWAYS_BATCH, topics={FOO: TopicMetadata("foo", 4)})
     ok(ctx.join("a"))
     ctx.sleep(1000)
     ok(ctx.join("b"))
@@ -194,6 +202,51 @@ def test_a_leave_within_the_assignment_interval_reassigns_after_it() -> None:
     ctx.sleep(1000)
     a = ok(ctx.heartbeat(member_id="a", member_epoch=2, owned={FOO: ctx.group.target_assignment["a"][FOO]}))
     assert a.member_epoch == 3 and assignment(a) == {FOO: set(range(4))}
+    ctx.assert_replays()
+
+
+def test_a_member_joining_a_small_group_gets_its_partitions_in_its_first_answer() -> None:
+    """With the defaults (a 1 s interval), a group smaller than
+    ``group.consumer.assignment.batch.min.members`` computes the target in the heartbeat that bumps
+    the epoch, as Kafka 4.0 does: a member joining 10 ms after another gets the free partitions in
+    its first answer, and a member that rejoins after a leave gets the partitions it released."""
+    ctx = Context(GroupConfig(), topics={FOO: TopicMetadata("foo", 6), BAR: TopicMetadata("bar", 3)})
+    ok(ctx.join("a", ["foo"]))
+    ctx.sleep(10)
+    b = ok(ctx.join("b", ["bar"]))
+    assert (b.member_epoch, assignment(b), b.heartbeat_interval_ms) == (2, {BAR: {0, 1, 2}}, 5_000)
+    assert target_assignment_runs(ctx) == 2
+
+    ok(ctx.heartbeat(member_id="b", member_epoch=-1))  # b restarts: it leaves and joins again
+    ctx.sleep(10)
+    b = ok(ctx.join("b2", ["bar"]))
+    assert (b.member_epoch, assignment(b)) == (4, {BAR: {0, 1, 2}})
+    assert ctx.group.target_assignment_epoch == ctx.group.group_epoch == 4
+    ctx.assert_replays()
+
+
+def test_a_burst_of_joins_in_a_large_group_computes_the_target_once_per_interval() -> None:
+    """Batching where it pays: from ``batch.min.members`` members on, 20 members joining 1 ms apart
+    cost one assignor run per member below the threshold and one for all the others together, at
+    the end of the interval, when every deferred member comes back (its answer said when)."""
+    config = GroupConfig(consumer_assignment_interval_ms=1000, consumer_assignment_batch_min_members=5)
+    ctx = Context(config, topics={FOO: TopicMetadata("foo", 40)})
+    ids = [f"m{i:02}" for i in range(20)]
+    answers = {}
+    for member_id in ids:
+        answers[member_id] = ok(ctx.join(member_id))
+        ctx.sleep(1)
+    # Members 1-4 made the group of 1-4 members: each computed at once. The 16 others waited.
+    assert target_assignment_runs(ctx) == 4 and ctx.group.target_assignment_epoch == 4
+    last_computed = 3  # ms after the first join: the fourth member's join
+    for index, member_id in enumerate(ids[4:], start=4):
+        assert answers[member_id].heartbeat_interval_ms == last_computed + 1000 - index
+    ctx.sleep(1000 + last_computed - len(ids))  # the interval has passed: they come back
+    for member_id in ids:
+        ok(ctx.heartbeat(member_id=member_id, member_epoch=answers[member_id].member_epoch))
+    assert target_assignment_runs(ctx) == 5 and ctx.group.target_assignment_epoch == 20
+    assert set(ctx.group.target_assignment) == set(ids)
+    assert all(len(target[FOO]) == 2 for target in ctx.group.target_assignment.values())
     ctx.assert_replays()
 
 

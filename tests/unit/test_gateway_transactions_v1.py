@@ -28,7 +28,7 @@ def test_transaction_apis_are_offered_up_to_their_v1_versions() -> None:
     assert offered[INIT_PRODUCER_ID] == (0, 5)
     assert offered[ADD_PARTITIONS_TO_TXN] == (0, 3)
     assert offered[END_TXN] == (0, 4)
-    assert offered[ApiKey.TXN_OFFSET_COMMIT] == (0, 4)  # kcoord's own: v5 is the v2 form
+    assert offered[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)  # kcoord's own: v5 adds the group itself
     assert offered[ApiKey.ADD_OFFSETS_TO_TXN] == (0, 4)  # answered by kcoord, never relayed
     assert not cluster.supports(END_TXN, 5) and not cluster.supports(ADD_PARTITIONS_TO_TXN, 4)
 

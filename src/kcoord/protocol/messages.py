@@ -59,10 +59,9 @@ KCOORD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
-    # TxnOffsetCommit up to v4 and AddOffsetsToTxn: kcoord serves transactions v1 only (KIP-890's v2
-    # adds a group's partition implicitly, which kcoord cannot do for its own topic;
-    # docs/compatibility.md, "Exactly-once"), so TxnOffsetCommit v5 (the v2 form) is not offered.
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    # TxnOffsetCommit v5 (KIP-890) also adds the group to the transaction: kcoord does that as its
+    # AddOffsetsToTxn does (net/dispatch.py); docs/compatibility.md, "Exactly-once".
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),

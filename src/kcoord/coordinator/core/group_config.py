@@ -25,5 +25,9 @@ class GroupConfig:
     # group.consumer.assignment.interval.ms (KIP-1263, Kafka 4.3): a new target assignment is
     # computed at most once per interval; 0 computes one on every group epoch bump.
     consumer_assignment_interval_ms: int = 1_000
+    # group.consumer.assignment.batch.min.members (kcoord's): a group with fewer members than this
+    # computes its target on every group epoch bump, as Kafka 4.0 does, whatever the interval: its
+    # assignor run is cheap, and a joining member then gets its partitions in its first answer.
+    consumer_assignment_batch_min_members: int = 100
     # group.consumer.assignors: the server assignors members may name; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")

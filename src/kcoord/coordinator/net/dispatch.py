@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from .slot import Slot
 
 log = logging.getLogger("kcoord.connection")
+# TxnOffsetCommit v5 (KIP-890's transactions v2): the request adds the group to the transaction.
+TXN_OFFSET_COMMIT_ADDS_GROUP_SINCE = 5
 
 CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
 END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
@@ -127,7 +129,13 @@ class ApiDispatcher:
             client_id, request = frames.decode_request_body(payload, api_key, version)
             ctx = RequestContext(version, client_id or "", self.conn.client_host, correlation_id)
             if api_key in GROUP_APIS:
-                self._serve_group(api_key, ctx, request)
+                if (
+                    isinstance(request, m.TxnOffsetCommitRequest)
+                    and version >= TXN_OFFSET_COMMIT_ADDS_GROUP_SINCE
+                ):
+                    self._txn_offset_commit_adding_the_group(ctx, request)
+                else:
+                    self._serve_group(api_key, ctx, request)
             elif isinstance(request, m.FindCoordinatorRequest):
                 self._find_coordinator(payload, ctx, request)
             elif isinstance(request, m.AddOffsetsToTxnRequest):
@@ -511,6 +519,60 @@ class ApiDispatcher:
             conn.fill(slot, parts[0], parts[1:])
 
         self.app.loop_steps.submit(encoding, ENCODE_ENTRIES_PER_STEP, lambda: conn.closed, finished)
+
+    def _txn_offset_commit_adding_the_group(
+        self, ctx: RequestContext, request: m.TxnOffsetCommitRequest
+    ) -> None:
+        """TxnOffsetCommit v5+ (KIP-890): the request also does AddOffsetsToTxn's work, no
+        AddOffsetsToTxn comes before it. kcoord adds the group's shard partition to the transaction
+        as its AddOffsetsToTxn does (coordinator/runtime/transactions.py), then serves the commit;
+        when the add is refused, its error is the answer on every partition. The connection's
+        later frames wait meanwhile, so answers keep request order."""
+        api_key, version = ApiKey.TXN_OFFSET_COMMIT, ctx.api_version
+        if self._refuse_transactional_id(api_key, ctx, request):
+            return
+        if request.group_id == self.app.cluster_group:  # refused there; joins no transaction
+            self._serve_group(api_key, ctx, request)
+            return
+        add = m.AddOffsetsToTxnRequest(
+            transactional_id=request.transactional_id, producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch, group_id=request.group_id,
+        )  # fmt: skip
+        add_ctx = RequestContext(
+            KCOORD_VERSIONS[ApiKey.ADD_OFFSETS_TO_TXN][1], ctx.client_id, ctx.client_host, ctx.correlation_id
+        )
+        if not self.app.authorization.allow_all:
+            # Authorized before anything joins the transaction, as AddOffsetsToTxn is (WRITE on the
+            # transactional id, READ on the group); the commit's topics are checked when it is served.
+            rest, merge = self._with_authorization(ApiKey.ADD_OFFSETS_TO_TXN, add_ctx.api_version, add, None)
+            if rest is None:
+                assert merge is not None
+                refused: int = merge(None).error_code  # type: ignore[attr-defined]
+                answer = error_response(api_key, version, request, refused)
+                self._reply_now(api_key, version, ctx.correlation_id, (version, answer))
+                return
+        conn = self.conn
+        deferred = conn.defer_dispatch()
+
+        def refuse(error: int) -> None:
+            answer = error_response(api_key, version, request, error)
+            self._reply_now(api_key, version, ctx.correlation_id, (version, answer))
+
+        def added(task: asyncio.Future[Message]) -> None:
+            if task.cancelled() or task.exception() is not None:
+                log.error(
+                    "%s: adding group %s to a transaction for TxnOffsetCommit v%d failed: %r",
+                    conn.peer, request.group_id, version, None if task.cancelled() else task.exception(),
+                )  # fmt: skip
+                error: int = ErrorCode.UNKNOWN_SERVER_ERROR
+            else:
+                error = task.result().error_code  # type: ignore[attr-defined]
+            if error == ErrorCode.NONE:
+                conn.resume_dispatch(deferred, lambda: self._serve_group(api_key, ctx, request))
+            else:
+                conn.resume_dispatch(deferred, lambda: refuse(error))
+
+        asyncio.ensure_future(self.app.transactions.add_offsets_to_txn(add_ctx, add)).add_done_callback(added)
 
     def _add_offsets_to_txn(self, ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> None:
         """Answered by kcoord, not relayed: the group's shard partition joins the client's

@@ -791,6 +791,14 @@ OPTIONS: tuple[Option, ...] = (
         _MS,
     ),
     Option(
+        "group.consumer.assignment.batch.min.members",
+        "group.consumer_assignment_batch_min_members",
+        _integer(0),
+        "a consumer group (KIP-848) with fewer members computes its target assignment on every group "
+        "epoch bump, whatever group.consumer.assignment.interval.ms (0: always batch)",
+        "N",
+    ),
+    Option(
         "group.consumer.max.size",
         "group.consumer_max_size",
         _integer(1),

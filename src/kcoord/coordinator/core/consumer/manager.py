@@ -19,9 +19,12 @@ One heartbeat, in Kafka's order:
    changed, a regular expression's resolution changed, or the metadata of the subscribed topics
    changed (the *metadata hash*, see :func:`metadata_hash`).
 3. When the group epoch is ahead of the target assignment epoch, compute a new target assignment
-   (:func:`.target_assignment.update_target_assignment`), at most once per
+   (:func:`.target_assignment.update_target_assignment`) in this heartbeat, as Kafka 4.0 does, so
+   a joining member gets its partitions in its first answer. A group of at least
+   ``group.consumer.assignment.batch.min.members`` members computes at most once per
    ``group.consumer.assignment.interval.ms`` (KIP-1263): members that join together share one
-   assignor run, and until it runs they reconcile to the last target.
+   assignor run; until it runs they reconcile to the last target, and their answers' heartbeat
+   interval is the time left until it can run, so none waits a whole heartbeat interval for it.
 4. Reconcile the member towards its target (:func:`.reconciliation.reconcile`) and write its
    current assignment when it changed; arm its rebalance timeout while it must revoke partitions.
 5. Push back its session timeout and answer with its id, epoch, the heartbeat interval and, for a
@@ -392,9 +395,14 @@ class ConsumerGroupManager:
                 now,
             )
 
-        # 2. The target assignment: a new one when the group epoch is ahead of it, at most once per
-        # assignment interval (KIP-1263); until then the member reconciles to the last one.
-        if group_epoch > group.target_assignment_epoch and self._may_assign(group, now):
+        # 2. The target assignment: a new one when the group epoch is ahead of it, in this heartbeat
+        # (so a joining member gets its partitions in this answer), batched to once per assignment
+        # interval (KIP-1263) in a large group; until then the member reconciles to the last one.
+        members_after = len(group.members) + (member_id not in group.members and replaced is None)
+        deferred_ms = 0
+        if group_epoch > group.target_assignment_epoch:
+            deferred_ms = self._assignment_deferred_ms(group, members_after, now)
+        if group_epoch > group.target_assignment_epoch and deferred_ms == 0:
             target_result = update_target_assignment(
                 group, group_epoch, topics, now_ms=now, updated_member=updated,
                 assignors=self.assignors, default_assignor=self.default_assignor,
@@ -446,10 +454,15 @@ class ConsumerGroupManager:
                 self.timers.cancel(rebalance_timeout_key(group_id, member_id))
         self._schedule_session_timeout(group_id, member_id)
 
+        # A member whose new target waits for the batch comes back when it can be computed, not a
+        # whole heartbeat interval later (every answer carries the interval the client uses next).
+        heartbeat_interval_ms = self.config.consumer_heartbeat_interval_ms
+        if deferred_ms:
+            heartbeat_interval_ms = min(heartbeat_interval_ms, deferred_ms)
         response = _response(
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
         )
         # Kafka's rule: a full request (a join, or every field a full request carries) or a change
         # of the member's partitions gets the assignment.
@@ -465,14 +478,26 @@ class ConsumerGroupManager:
             response.assignment = _response_assignment(reconciled)
         return response
 
-    def _may_assign(self, group: ConsumerGroup, now: int) -> bool:
-        """Whether the assignment interval has passed since the group's last target assignment was
-        computed (its ConsumerGroupTargetAssignmentMetadata's timestamp). A group without one yet
-        (epoch 0) assigns at once; so does one whose last assignment is in the future (a clock
-        that went back), rather than waiting for the clock to catch up."""
+    def _assignment_deferred_ms(self, group: ConsumerGroup, members_after: int, now: int) -> int:
+        """How long the group's new target assignment waits for the batch: 0 computes it now.
+
+        Now when the interval is 0, the group has no target yet, it has fewer than
+        ``group.consumer.assignment.batch.min.members`` members after this heartbeat (an assignor
+        run over a small group costs little: Kafka 4.0 computes on every bump), or the interval has
+        passed since the last target (its ConsumerGroupTargetAssignmentMetadata's timestamp), or
+        that timestamp is in the future (a clock that went back: no waiting for it to catch up).
+        Otherwise the time left until the interval has passed: members joining together in a
+        large group share one assignor run."""
         interval = self.config.consumer_assignment_interval_ms
         last = group.assignment_timestamp_ms
-        return interval <= 0 or group.target_assignment_epoch <= 0 or not last <= now < last + interval
+        if (
+            interval <= 0
+            or group.target_assignment_epoch <= 0
+            or members_after < self.config.consumer_assignment_batch_min_members
+            or not last <= now < last + interval
+        ):
+            return 0
+        return last + interval - now
 
     def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: a join may create the group (not yet in the
