@@ -27,3 +27,6 @@ class GroupConfig:
     consumer_assignment_interval_ms: int = 1_000
     # group.consumer.assignors: the server assignors members may name; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: whether a live classic group of the consumer protocol type
+    # converts to a consumer group (upgrade) and back (downgrade); see migration.py.
+    consumer_migration_policy: str = "bidirectional"
