@@ -301,3 +301,32 @@ def test_a_restart_mid_migration_serves_the_classic_members_from_the_log() -> No
     join, _ = classic_rejoin(ctx, leader, generation)
     assert join.generation_id == ctx.consumer_group().group_epoch
     ctx.check()
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_static_member_converts_the_group_back() -> None:
+    ctx = Migration()
+    members, generation = stable_classic_group(ctx, n=1, static=True)
+    (classic_member,) = members
+    joined = ctx.consumer_heartbeat("cm", 0, instance_id="instance-c")
+    assert joined.error_code == ErrorCode.NONE
+    classic_rejoin(ctx, classic_member, generation)
+    assert ctx.consumer_group().members[classic_member].instance_id == "instance-0"
+    ok = ctx.consumer_heartbeat("cm", joined.member_epoch, owned=set(), instance_id="instance-c")
+    assert ok.error_code == ErrorCode.NONE and ok.assignment.topic_partitions  # released to it
+    # The consumer-protocol member leaves for a restart (epoch -2) and comes back speaking classic.
+    ctx.consumer_heartbeat("cm", -2, instance_id="instance-c")
+    held = ctx.consumer_group().members["cm"].held_partitions()
+    assert held
+    join = ctx.reply(ctx.join(GROUP, instance_id="instance-c"))
+    assert join.error_code == ErrorCode.NONE
+    assert ctx.consumer_group() is None
+    classic = ctx.group(GROUP)
+    assert set(classic.members) == {classic_member, join.member_id}
+    assert classic.generation_id == join.generation_id and classic.state_name == "Stable"
+    ctx.check()
+    ctx.sleep(0)  # no rebalance: the members keep what they hold
+    assert ctx.group(GROUP).state_name == "Stable"
+    sync = ctx.reply(ctx.sync(GROUP, join.member_id, join.generation_id, instance_id="instance-c"))
+    assert sync.error_code == ErrorCode.NONE
+    assert {p for _, p in assigned_partitions(sync.assignment)} == {p for _, p in held}
+    ctx.check()

@@ -212,14 +212,26 @@ def select_protocol(members: Iterable[ConsumerGroupMember]) -> str | None:
 
 
 def downgrade_records(
-    group: ConsumerGroup, members: list[ConsumerGroupMember], topics: TopicImage, now_ms: int
+    group: ConsumerGroup,
+    members: list[ConsumerGroupMember],
+    topics: TopicImage,
+    now_ms: int,
+    *,
+    joining: tuple[str, str] | None = None,
 ) -> list[Record] | None:
     """The records that turn ``group`` into a classic group of ``members`` (all classic): the consumer
     group's tombstones, then its GroupMetadata at the group epoch, each member assigned its target.
-    None when the members share no protocol or one's metadata does not decode."""
+    ``joining``: (replaced member id, its replacement's id) when a static member's replacement is
+    among ``members``: its records, written just before, are tombstoned instead of the replaced
+    one's, and it takes the replaced member's target. None when the members share no protocol or
+    one's metadata does not decode."""
     protocol = select_protocol(members)
     if protocol is None:
         return None
+
+    def target_of(member_id: str) -> str:
+        return joining[0] if joining is not None and member_id == joining[1] else member_id
+
     stored: list[MemberMetadata] = []
     for member in members:
         classic = member.classic_member_metadata
@@ -238,10 +250,14 @@ def downgrade_records(
                 rebalance_timeout=member.rebalance_timeout_ms,
                 session_timeout=classic.session_timeout_ms,
                 subscription=metadata,
-                assignment=encode_assignment(group.target_assignment_of(member.member_id), topics, version),
+                assignment=encode_assignment(
+                    group.target_assignment_of(target_of(member.member_id)), topics, version
+                ),
             )
         )
-    records = rec.consumer_group_tombstones(group)
+    records = rec.consumer_group_tombstones(
+        group, None if joining is None else [mm.member_id for mm in members]
+    )
     records.append(
         rec.group_metadata_record(
             group.group_id,

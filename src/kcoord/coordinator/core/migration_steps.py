@@ -21,6 +21,7 @@ from .classic.store import ClassicGroups
 from .clock import NowMs
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager, metadata_hash
+from .consumer.member import ConsumerGroupMember
 from .consumer.store import ConsumerGroups
 from .group_config import GroupConfig
 from .result import RequestContext, Result
@@ -160,6 +161,41 @@ class MigrationSteps:
         self.log.info(
             "group %s: converting the consumer group (epoch %d) to a classic group of %d members",
             group_id, generation, len(remaining),
+        )  # fmt: skip
+        return records
+
+    def downgrade_replacing(
+        self, group: ConsumerGroup, replaced_id: str, joining: ConsumerGroupMember
+    ) -> list[Record] | None:
+        """Kafka's ``validateOnlineDowngradeWithReplacedMemberId``: a classic static member that takes
+        the place of the group's last consumer-protocol member (its records already written) turns
+        the group into a classic group with itself in, holding the replaced member's target; no
+        rebalance follows. None when the group stays a consumer group."""
+        others = [mm for mid, mm in group.members.items() if mid not in (replaced_id, joining.member_id)]
+        if not all(mm.uses_classic_protocol for mm in others):
+            return None
+        if not self.policy.downgrade_enabled or len(others) + 1 > self.config.max_size:
+            return None
+        group_id = group.group_id
+        now = self.now_ms()
+        records = migration.downgrade_records(
+            group, [*others, joining], self.consumer_manager.topic_image(), now,
+            joining=(replaced_id, joining.member_id),
+        )  # fmt: skip
+        if records is None:
+            return None
+        generation = group.group_epoch
+        self.timers.schedule(
+            downgrade_rebalance_key(group_id),
+            now,
+            lambda out: self.classic_manager.rebalance_after_downgrade(
+                group_id, generation, out, rebalance=False
+            ),
+        )
+        self.log.info(
+            "group %s: converting the consumer group (epoch %d) to a classic group: static member %s "
+            "replaced the last consumer-protocol member %s",
+            group_id, generation, joining.member_id, replaced_id,
         )  # fmt: skip
         return records
 

@@ -135,7 +135,14 @@ class GroupCoordinatorShard:
             upgrade=lambda group_id, records: self.migration.upgrade(group_id, records),
             downgrade=lambda group, leaving: self.migration.downgrade(group, leaving),
         )
-        self.classic_in_consumer = ClassicMembersOfConsumerGroups(config, self.consumer_manager, self.log)
+        self.classic_in_consumer = ClassicMembersOfConsumerGroups(
+            config,
+            self.consumer_manager,
+            self.log,
+            downgrade_replacing=lambda group, replaced_id, joining: self.migration.downgrade_replacing(
+                group, replaced_id, joining
+            ),
+        )
         self.migration = MigrationSteps(
             MigrationPolicy(config.consumer_migration_policy),
             config,

@@ -27,6 +27,7 @@ within its rebalance timeout, and after being told to rejoin it must rejoin with
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from kcoord.protocol import messages as m
@@ -104,10 +105,21 @@ def waits_on_unreleased_partition(group: ConsumerGroup, member: ConsumerGroupMem
 
 
 class ClassicMembersOfConsumerGroups:
-    def __init__(self, config: GroupConfig, manager: ConsumerGroupManager, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        config: GroupConfig,
+        manager: ConsumerGroupManager,
+        log: logging.Logger,
+        downgrade_replacing: Callable[[ConsumerGroup, str, ConsumerGroupMember], list[Record] | None] = (
+            lambda group, replaced_id, joining: None
+        ),
+    ) -> None:
+        """``downgrade_replacing``: the records that turn the group into a classic group when a classic
+        static member replaces its last consumer-protocol member, or None (:mod:`..migration_steps`)."""
         self.config = config
         self.manager = manager
         self.log = log
+        self.downgrade_replacing = downgrade_replacing
 
     # -- JoinGroup -------------------------------------------------------------------------------------
     def join(self, ctx: RequestContext, req: m.JoinGroupRequest, group: ConsumerGroup, out: Result) -> None:
@@ -182,7 +194,7 @@ class ClassicMembersOfConsumerGroups:
         rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
         updated = replace(
             member,
-            instance_id=req.group_instance_id,
+            instance_id=req.group_instance_id if req.group_instance_id is not None else member.instance_id,
             rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=rebalance_timeout,
             subscribed_topic_names=frozenset(subscription.topics),
@@ -196,20 +208,31 @@ class ClassicMembersOfConsumerGroups:
         except FencedMemberEpoch as error:
             raise _Refused(ErrorCode.FENCED_MEMBER_EPOCH, str(error)) from None
 
+        generation = reconciled.member_epoch
+        downgraded = None
+        if replaced is not None and not replaced.uses_classic_protocol:
+            downgraded = self.downgrade_replacing(group, replaced.member_id, reconciled)
+        if downgraded is not None:
+            records.extend(downgraded)
+            generation = group.group_epoch
+
         # Timers last: a refused request leaves them as they were.
         timers = self.manager.timers
         if replaced is not None:
             self.manager._cancel_timers(group_id, replaced.member_id)
             self._cancel_classic_timers(group_id, replaced.member_id)
         timers.cancel(join_timeout_key(group_id, member_id))
-        self.manager._schedule_session_timeout(group_id, member_id, req.session_timeout_ms)
-        self._schedule_fence(sync_timeout_key(group_id, member_id), group_id, member_id, rebalance_timeout)
+        if downgraded is None:
+            self.manager._schedule_session_timeout(group_id, member_id, req.session_timeout_ms)
+            self._schedule_fence(
+                sync_timeout_key(group_id, member_id), group_id, member_id, rebalance_timeout
+            )
         if new:
             self.manager._events.append(joined)
         return r.join_response(
             version,
             member_id=member_id,
-            generation_id=reconciled.member_epoch,
+            generation_id=generation,
             protocol_type=migration.CONSUMER_PROTOCOL_TYPE,
             protocol_name=protocols[0][0],
             leader="",
