@@ -37,7 +37,7 @@ class MigrationMachine(RuleBasedStateMachine):
     def consumer_heartbeat(self, name: str) -> None:
         epoch = self.epochs.get(name, 0)
         response = self.ctx.consumer_heartbeat(
-            name, epoch, owned=self.owned.get(name, set()) if epoch else None
+            name, epoch, owned=self.owned.get(name, set()) if epoch else None, instance_id=f"static-{name}"
         )
         if response.error_code != ErrorCode.NONE:
             self.epochs.pop(name, None)
@@ -50,9 +50,24 @@ class MigrationMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(CONSUMERS))
     def consumer_leave(self, name: str) -> None:
         if name in self.epochs:
-            self.ctx.consumer_heartbeat(name, -1)
+            self.ctx.consumer_heartbeat(name, -1, instance_id=f"static-{name}")
             self.epochs.pop(name)
             self.owned.pop(name, None)
+
+    @rule(name=st.sampled_from(CONSUMERS))
+    def consumer_restarts_as_classic(self, name: str) -> None:
+        """A static consumer-protocol member restarts speaking the classic protocol: it leaves for a
+        while (epoch -2) and its instance id joins with JoinGroup (maybe the join-time downgrade)."""
+        if name not in self.epochs:
+            return
+        self.ctx.consumer_heartbeat(name, -2, instance_id=f"static-{name}")
+        self.epochs.pop(name)
+        self.owned.pop(name, None)
+        join = self.ctx.reply(
+            self.ctx.join(GROUP, instance_id=f"static-{name}", protos=[("range", subscription())])
+        )
+        if join is not None and join.error_code == ErrorCode.NONE:
+            self.classic[join.member_id] = join.generation_id
 
     # -- classic members -------------------------------------------------------------------------------
     def _classic_member(self, data: st.DataObject) -> str | None:
