@@ -142,6 +142,7 @@ class GroupCoordinatorShard:
             downgrade_replacing=lambda group, replaced_id, joining: self.migration.downgrade_replacing(
                 group, replaced_id, joining
             ),
+            new_member_id=self.classic_manager._new_member_id,
         )
         self.migration = MigrationSteps(
             MigrationPolicy(config.consumer_migration_policy),

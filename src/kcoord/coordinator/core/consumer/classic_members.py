@@ -113,13 +113,17 @@ class ClassicMembersOfConsumerGroups:
         downgrade_replacing: Callable[[ConsumerGroup, str, ConsumerGroupMember], list[Record] | None] = (
             lambda group, replaced_id, joining: None
         ),
+        new_member_id: Callable[[str], str] | None = None,
     ) -> None:
         """``downgrade_replacing``: the records that turn the group into a classic group when a classic
-        static member replaces its last consumer-protocol member, or None (:mod:`..migration_steps`)."""
+        static member replaces its last consumer-protocol member, or None (:mod:`..migration_steps`).
+        ``new_member_id``: a classic member's new id from its client or instance id (the shard's, as
+        for classic groups); by default the consumer manager's."""
         self.config = config
         self.manager = manager
         self.log = log
         self.downgrade_replacing = downgrade_replacing
+        self.new_member_id = new_member_id or (lambda prefix: manager.new_member_id())
 
     # -- JoinGroup -------------------------------------------------------------------------------------
     def join(self, ctx: RequestContext, req: m.JoinGroupRequest, group: ConsumerGroup, out: Result) -> None:
@@ -160,7 +164,7 @@ class ClassicMembersOfConsumerGroups:
         replaced: ConsumerGroupMember | None = None
         if req.group_instance_id is None:
             if member_id == "":
-                member_id = self.manager.new_member_id()
+                member_id = self.new_member_id(ctx.client_id)
                 if version >= MEMBER_ID_REQUIRED_VERSION:
                     return r.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
             member = group.members.get(member_id) or ConsumerGroupMember(member_id)
@@ -169,7 +173,7 @@ class ClassicMembersOfConsumerGroups:
             holder_id = group.static_member_id(instance_id)
             holder = None if holder_id is None else group.members.get(holder_id)
             if member_id == "":
-                member_id = self.manager.new_member_id()
+                member_id = self.new_member_id(instance_id)
                 if holder is None:
                     member = ConsumerGroupMember(member_id)
                 else:
@@ -204,7 +208,7 @@ class ClassicMembersOfConsumerGroups:
         )
         owned = migration.owned_partitions(subscription, self.manager.topic_image())
         try:
-            reconciled, _ = self.manager._update_member(group, member, updated, replaced, owned, records)
+            reconciled, _ = self.manager._update_member(ctx, group, member, updated, replaced, owned, records)
         except FencedMemberEpoch as error:
             raise _Refused(ErrorCode.FENCED_MEMBER_EPOCH, str(error)) from None
 

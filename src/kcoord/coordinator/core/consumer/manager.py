@@ -362,7 +362,9 @@ class ConsumerGroupManager:
             client_host=ctx.client_host,
             classic_member_metadata=None,
         )  # fmt: skip
-        reconciled, assignment_changed = self._update_member(group, member, updated, replaced, owned, records)
+        reconciled, assignment_changed = self._update_member(
+            ctx, group, member, updated, replaced, owned, records
+        )
 
         # Timers last: a refused request leaves them as they were.
         if replaced is not None:
@@ -397,6 +399,7 @@ class ConsumerGroupManager:
 
     def _update_member(
         self,
+        ctx: RequestContext,
         group: ConsumerGroup,
         member: ConsumerGroupMember,
         updated: ConsumerGroupMember,
