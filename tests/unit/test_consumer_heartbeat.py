@@ -492,8 +492,8 @@ def _classic_join(ctx: Context, member_id: str = "") -> Any:
     return result.replies[0][1] if result.replies else None  # None: parked until the rebalance completes
 
 
-def test_a_classic_group_in_use_is_not_a_consumer_group() -> None:
-    ctx = Context()
+def test_a_classic_group_in_use_is_not_a_consumer_group_when_upgrade_is_disabled() -> None:
+    ctx = Context(GroupConfig(consumer_migration_policy="downgrade"))
     member_id = _classic_join(ctx).member_id
     _classic_join(ctx, member_id)
     response = ctx.join("a")

@@ -31,3 +31,6 @@ class GroupConfig:
     consumer_assignment_batch_min_members: int = 100
     # group.consumer.assignors: the server assignors members may name; the first is the default.
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: whether a live classic group of the consumer protocol type
+    # converts to a consumer group (upgrade) and back (downgrade); see migration.py.
+    consumer_migration_policy: str = "bidirectional"

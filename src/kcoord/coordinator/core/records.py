@@ -371,13 +371,17 @@ def consumer_group_member_tombstones(group_id: str, member_id: str) -> list[Reco
     ]
 
 
-def consumer_group_tombstones(group: ConsumerGroup) -> list[Record]:
+def consumer_group_tombstones(group: ConsumerGroup, member_ids: Iterable[str] | None = None) -> list[Record]:
     """What deletes a whole group, in Kafka's ``ConsumerGroup.createGroupTombstoneRecords`` order:
     every member's current and target assignments, the target assignment epoch, every member's
-    subscription, the resolved regular expressions, the deprecated partition metadata, the group epoch."""
+    subscription, the resolved regular expressions, the deprecated partition metadata, the group epoch.
+    ``member_ids``: the members the log holds by then, when a write before these records changes
+    them (a static member replaced); the group's own otherwise."""
     group_id = group.group_id
-    members = sorted(group.members)
-    targets = sorted(group.members.keys() | group.target_assignment.keys())  # the same, unless a log was cut
+    members = sorted(group.members if member_ids is None else set(member_ids))
+    targets = sorted(  # the same as the members, unless a log was cut
+        group.members.keys() | group.target_assignment.keys() if member_ids is None else set(members)
+    )
     return [
         *(consumer_group_current_assignment_tombstone(group_id, m) for m in members),
         *(consumer_group_target_assignment_tombstone(group_id, m) for m in targets),

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcoord.protocol.codec import Message
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.record_batch import DEFAULT_MAX_RECORD_BYTES
 from kcoord.protocol.records import (
@@ -40,17 +41,20 @@ from .classic.group import ClassicGroup
 from .classic.manager import ClassicGroupManager
 from .classic.store import ClassicGroups
 from .clock import Clock
+from .consumer.classic_members import ClassicMembersOfConsumerGroups
 from .consumer.describe import ConsumerGroupDescriber, TopicNameResolver, no_topic_names
-from .consumer.group import GroupStateError
+from .consumer.group import ConsumerGroup, GroupStateError
 from .consumer.manager import ConsumerGroupManager, OtherGroup
 from .consumer.store import ConsumerGroups
 from .consumer.subscriptions import TopicImage, no_topics
 from .events import GroupDeleted
 from .group_admin import GroupAdmin
 from .group_config import GroupConfig
+from .migration import MigrationPolicy
+from .migration_steps import MigrationSteps
 from .offsets import OffsetManager, TopicResolver, no_topic_ids
 from .records import consumer_group_tombstones
-from .responses import unexpected_failure
+from .responses import join_response, unexpected_failure
 from .result import RequestContext, Result
 from .timer import TimerQueue
 
@@ -128,13 +132,34 @@ class GroupCoordinatorShard:
             topic_image,
             self.log,
             other_group=self._classic_group_holding,
+            upgrade=lambda group_id, records: self.migration.upgrade(group_id, records),
+            downgrade=lambda group, leaving: self.migration.downgrade(group, leaving),
+        )
+        self.classic_in_consumer = ClassicMembersOfConsumerGroups(
+            config,
+            self.consumer_manager,
+            self.log,
+            downgrade_replacing=lambda group, replaced_id, joining: self.migration.downgrade_replacing(
+                group, replaced_id, joining
+            ),
+            new_member_id=self.classic_manager._new_member_id,
+        )
+        self.migration = MigrationSteps(
+            MigrationPolicy(config.consumer_migration_policy),
+            config,
+            self.classic,
+            self.classic_manager,
+            self.consumer_manager,
+            self.timers,
+            clock.now_ms,
+            self.log,
         )
         self.admin = GroupAdmin(self.classic, self.consumer, self.offsets.delete_all, self.log)
         self._handlers: dict[int, Handler] = {
-            ApiKey.JOIN_GROUP: self.classic_manager.join,
-            ApiKey.SYNC_GROUP: self.classic_manager.sync,
-            ApiKey.HEARTBEAT: self.classic_manager.heartbeat,
-            ApiKey.LEAVE_GROUP: self.classic_manager.leave,
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
             ApiKey.OFFSET_COMMIT: self.offsets.commit,
             ApiKey.TXN_OFFSET_COMMIT: self.offsets.txn_commit,
             ApiKey.ADD_OFFSETS_TO_TXN: self.offsets.add_offsets_to_txn,
@@ -166,7 +191,68 @@ class GroupCoordinatorShard:
                 out.reply(ctx, unexpected_failure(self.log, what, api_key, ctx.api_version, request))
             else:
                 self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
+        # Requests parked in a classic group that this one converted are answered with it.
+        out.replies.extend(self.migration.take_replies())
         return out
+
+    # -- classic requests: to the classic group, or to a consumer group's classic members -------------
+    # Kafka's ``classicGroupJoin`` and its siblings: a group id names one group, and a classic request
+    # for a consumer group in use is served by that group, never by a new classic group in its place.
+    def _consumer_group_in_use(self, group_id: str) -> ConsumerGroup | None:
+        group = self.consumer.groups.get(group_id)
+        return None if group is None or group.is_empty else group
+
+    def _join_group(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        group = self.consumer.groups.get(req.group_id)
+        if group is not None and not group.is_empty:
+            if (
+                not self.config.min_session_timeout_ms
+                <= req.session_timeout_ms
+                <= self.config.max_session_timeout_ms
+            ):
+                out.reply(
+                    ctx,
+                    join_response(
+                        ctx.api_version, ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id
+                    ),
+                )
+                return
+            self.classic_in_consumer.join(ctx, req, group, out)
+            return
+        if group is not None and req.member_id == "":
+            # An Empty consumer group gives its id to the classic group the join creates (Kafka's
+            # ``maybeDeleteEmptyConsumerGroup``): its tombstones go first.
+            self.log.info("group %s: the Empty consumer group becomes a classic group", req.group_id)
+            out.records.extend(consumer_group_tombstones(group))
+            self.classic_manager.join(ctx, req, out)
+            return
+        if group is not None:
+            out.reply(
+                ctx, join_response(ctx.api_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+            )
+            return
+        self.classic_manager.join(ctx, req, out)
+
+    def _sync_group(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        group = self._consumer_group_in_use(req.group_id)
+        if group is None:
+            self.classic_manager.sync(ctx, req, out)
+        else:
+            self.classic_in_consumer.sync(ctx, req, group, out)
+
+    def _heartbeat(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        group = self._consumer_group_in_use(req.group_id)
+        if group is None:
+            self.classic_manager.heartbeat(ctx, req, out)
+        else:
+            self.classic_in_consumer.heartbeat(ctx, req, group, out)
+
+    def _leave_group(self, ctx: RequestContext, req: Any, out: Result) -> None:
+        group = self._consumer_group_in_use(req.group_id)
+        if group is None:
+            self.classic_manager.leave(ctx, req, out)
+        else:
+            self.classic_in_consumer.leave(ctx, req, group, out)
 
     # -- durable state ------------------------------------------------------------------------------
     def replay(
@@ -200,7 +286,11 @@ class GroupCoordinatorShard:
         elif isinstance(key, GroupMetadataPartKey):
             self.classic.replay_part(key, record.value)
         elif isinstance(key, CONSUMER_GROUP_KEYS):
-            self._make_room_for_consumer_group(record.key.group_id)
+            # The tombstones of a consumer group that a classic join takes the id of come while the
+            # join's new classic group is already in place (its record follows them).
+            group_id: str = record.key.group_id
+            if record.value is not None or group_id not in self.consumer.groups:
+                self._make_room_for_consumer_group(group_id)
             self.consumer.replay(key, record.value)
         else:
             self.log.warning(

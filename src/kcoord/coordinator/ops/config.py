@@ -29,6 +29,7 @@ from typing import Any
 
 from kcoord.coordinator.core.consumer.commit_fencing import OffsetCommitFencing
 from kcoord.coordinator.core.group_config import GroupConfig
+from kcoord.coordinator.core.migration import MigrationPolicy
 
 from .settings import (
     INT32_MAX,
@@ -804,6 +805,15 @@ OPTIONS: tuple[Option, ...] = (
         _integer(1),
         "most members a consumer group (KIP-848) may have",
         "N",
+    ),
+    Option(
+        "group.consumer.migration.policy",
+        "group.consumer_migration_policy",
+        _choice(*(policy.value for policy in MigrationPolicy)),
+        "online conversion of a group in use between the classic protocol and the consumer protocol "
+        "(KIP-848): upgrade (a consumer-protocol member joins a classic group), downgrade (the last "
+        "consumer-protocol member leaves), both (bidirectional) or neither (disabled)",
+        "{bidirectional,upgrade,downgrade,disabled}",
     ),
     Option(
         "group.consumer.assignors",

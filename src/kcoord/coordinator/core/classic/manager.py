@@ -1071,6 +1071,21 @@ class ClassicGroupManager:
         self.timers.cancel(join_key(group_id))
         self.timers.cancel(sync_key(group_id))
 
+    def rebalance_after_downgrade(
+        self, group_id: str, generation: int, out: Result, *, rebalance: bool = True
+    ) -> None:
+        """A consumer group just became this classic group (its records are replayed): its members'
+        sessions start, and (``rebalance``) a rebalance gives them the classic assignment (Kafka's
+        ``convertToClassicGroup`` prepares one when a member left; not when a static member's
+        replacement converted it). Nothing if the group is not that one any more."""
+        group = self.groups.get(group_id)
+        if group is None or not group.is_in(S.STABLE) or group.generation_id != generation:
+            return
+        for member in group.members.values():
+            self._schedule_heartbeat(group_id, member.member_id, member.session_timeout_ms)
+        if rebalance:
+            self._prepare_rebalance(group, f"downgrade of group {group_id} from consumer to classic", out)
+
     def on_loaded(self, out: Result) -> None:
         """Give every loaded member a fresh session, so members that died while we were down expire
         and static members that come back in time rejoin without a rebalance."""

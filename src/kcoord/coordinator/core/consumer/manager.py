@@ -210,9 +210,17 @@ class ConsumerGroupManager:
         *,
         other_group: Callable[[str], OtherGroup] = lambda group_id: "none",
         new_member_id: Callable[[], str] | None = None,
+        upgrade: Callable[[str, list[Record]], ConsumerGroup | None] = lambda group_id, records: None,
+        downgrade: Callable[[ConsumerGroup, Iterable[str]], list[Record] | None] = lambda group, leaving: (
+            None
+        ),
     ) -> None:
         """``topic_image``: the cluster's topics now (read-only). ``other_group``: whether a group
-        of another type (a classic group that is not a "simple" one) holds the id, and if it is Empty."""
+        of another type (a classic group that is not a "simple" one) holds the id, and if it is Empty.
+        ``upgrade``: the classic group in use with the id converted (its records appended), as the
+        consumer group those records make, or None when it may not be (:mod:`..migration`).
+        ``downgrade``: the records that turn the group into a classic group once the members named
+        leave, or None when it stays a consumer group."""
         self.config = config
         self.now_ms = now_ms
         self.timers = timers
@@ -220,6 +228,8 @@ class ConsumerGroupManager:
         self.topic_image = topic_image
         self.log = log
         self.other_group = other_group
+        self.upgrade = upgrade
+        self.downgrade = downgrade
         self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self.assignors: dict[str, PartitionAssignor] = {
             name: SERVER_ASSIGNORS[name] for name in config.consumer_assignors if name in SERVER_ASSIGNORS
@@ -299,8 +309,6 @@ class ConsumerGroupManager:
     def _heartbeat(
         self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, records: list[Record]
     ) -> m.ConsumerGroupHeartbeatResponse:
-        now = self.now_ms()
-        topics = self.topic_image()
         group_id = req.group_id
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         owned = _owned(req)
@@ -357,6 +365,65 @@ class ConsumerGroupManager:
             client_host=ctx.client_host,
             classic_member_metadata=None,
         )  # fmt: skip
+        reconciled, assignment_changed, deferred_ms = self._update_member(
+            ctx, group, member, updated, replaced, owned, records
+        )
+
+        # Timers last: a refused request leaves them as they were.
+        if replaced is not None:
+            self._cancel_timers(group_id, replaced.member_id)
+        if assignment_changed:
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(
+                    group_id, member_id, reconciled.member_epoch, reconciled.rebalance_timeout_ms
+                )
+            else:
+                self.timers.cancel(rebalance_timeout_key(group_id, member_id))
+        self._schedule_session_timeout(group_id, member_id)
+
+        # A member whose new target waits for the batch comes back when it can be computed, not a
+        # whole heartbeat interval later (every answer carries the interval the client uses next).
+        heartbeat_interval_ms = self.config.consumer_heartbeat_interval_ms
+        if deferred_ms:
+            heartbeat_interval_ms = min(heartbeat_interval_ms, deferred_ms)
+        response = _response(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
+        # Kafka's rule: a full request (a join, or every field a full request carries) or a change
+        # of the member's partitions gets the assignment.
+        is_full_request = joining or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and owned is not None
+        )
+        partitions_changed = reconciled.assigned_partitions is not member.assigned_partitions and (
+            _assignment(reconciled) != _assignment(member)
+        )
+        if is_full_request or partitions_changed:
+            response.assignment = _response_assignment(reconciled)
+        return response
+
+    def _update_member(
+        self,
+        ctx: RequestContext,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        replaced: ConsumerGroupMember | None,
+        owned: TopicPartitions | None,
+        records: list[Record],
+    ) -> tuple[ConsumerGroupMember, bool, int]:
+        """Steps 1-3 for a member as its request updates it, whichever protocol it speaks (a
+        ConsumerGroupHeartbeat, or a classic member's JoinGroup): its subscription record, the group
+        epoch, the target assignment, the reconciliation. Returns the member as reconciled, whether
+        its current assignment record was written, and how long a new target waits for the batch
+        (0: none waits)."""
+        now = self.now_ms()
+        topics = self.topic_image()
+        group_id = group.group_id
+        member_id = updated.member_id
         bump = group.group_epoch == 0
         if _subscription_fields(updated) != _subscription_fields(member):
             records.append(rec.consumer_group_member_subscription_record(group_id, updated))
@@ -441,42 +508,7 @@ class ConsumerGroupManager:
         assignment_changed = reconciled != updated or (replaced is None and member_id not in group.members)
         if assignment_changed:
             records.append(rec.consumer_group_current_assignment_record(group_id, reconciled))
-
-        # Timers last: a refused request leaves them as they were.
-        if replaced is not None:
-            self._cancel_timers(group_id, replaced.member_id)
-        if assignment_changed:
-            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(
-                    group_id, member_id, reconciled.member_epoch, reconciled.rebalance_timeout_ms
-                )
-            else:
-                self.timers.cancel(rebalance_timeout_key(group_id, member_id))
-        self._schedule_session_timeout(group_id, member_id)
-
-        # A member whose new target waits for the batch comes back when it can be computed, not a
-        # whole heartbeat interval later (every answer carries the interval the client uses next).
-        heartbeat_interval_ms = self.config.consumer_heartbeat_interval_ms
-        if deferred_ms:
-            heartbeat_interval_ms = min(heartbeat_interval_ms, deferred_ms)
-        response = _response(
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-        )
-        # Kafka's rule: a full request (a join, or every field a full request carries) or a change
-        # of the member's partitions gets the assignment.
-        is_full_request = joining or (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and owned is not None
-        )
-        partitions_changed = reconciled.assigned_partitions is not member.assigned_partitions and (
-            _assignment(reconciled) != _assignment(member)
-        )
-        if is_full_request or partitions_changed:
-            response.assignment = _response_assignment(reconciled)
-        return response
+        return reconciled, assignment_changed, deferred_ms
 
     def _assignment_deferred_ms(self, group: ConsumerGroup, members_after: int, now: int) -> int:
         """How long the group's new target assignment waits for the batch: 0 computes it now.
@@ -502,8 +534,9 @@ class ConsumerGroupManager:
     def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: a join may create the group (not yet in the
         store: its records create it when replayed), in place of an Empty classic group, whose
-        tombstone goes first (``maybeDeleteEmptyClassicGroup``). A classic group in use keeps the
-        id (Kafka's online upgrade of a classic group is not implemented)."""
+        tombstone goes first (``maybeDeleteEmptyClassicGroup``). A join to a classic group in use
+        converts it when the migration policy allows (Kafka's ``convertToConsumerGroup``); otherwise,
+        and for any other request, the classic group keeps the id: GROUP_ID_NOT_FOUND."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -511,6 +544,13 @@ class ConsumerGroupManager:
         if other == "empty" and create:
             self.log.info("group %s: the Empty classic group becomes a consumer group", group_id)
             records.append(rec.group_tombstone(group_id))
+        elif other == "in-use" and create:
+            converted = self.upgrade(group_id, records)
+            if converted is None:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+            return converted
         elif other != "none":
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
@@ -741,8 +781,14 @@ class ConsumerGroupManager:
     ) -> list[Record]:
         """Kafka's ``consumerGroupFenceMember``: the member's tombstones (and its regular expression's,
         if it was the last to use it), then the group epoch bumped with the metadata hash of the
-        topics the others subscribe to. Cancels the member's timers."""
+        topics the others subscribe to; or, when only classic members remain and the migration
+        policy allows, the records that turn the group into a classic group. Cancels the member's
+        timers."""
         group_id = group.group_id
+        downgraded = self.downgrade(group, (member.member_id,))
+        if downgraded is not None:
+            self._cancel_timers(group_id, member.member_id)
+            return downgraded
         records = rec.consumer_group_member_tombstones(group_id, member.member_id)
         resolved = dict(group.resolved_regular_expressions)
         regex = member.subscribed_regex
