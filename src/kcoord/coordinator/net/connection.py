@@ -461,10 +461,12 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._account()  # answers waiting behind an unanswered request
 
-    def fail(self, slot: Slot, reason: str) -> None:
-        """The connection closes when ``slot`` comes up, after the answers before it are written."""
+    def fail(self, slot: Slot, reason: str, upstream: bool = False) -> None:
+        """The connection closes when ``slot`` comes up, after the answers before it are written.
+        ``upstream``: the upstream failed it (see :meth:`close_with`)."""
         if slot.data is None:
             slot.failure = reason
+            slot.upstream_failure = upstream
         self.fill(slot, b"")
 
     def _flush(self) -> None:
@@ -479,7 +481,7 @@ class ClientConnection(asyncio.Protocol):
         while slots and slots[0].data is not None:
             slot = slots.popleft()
             if slot.failure is not None:
-                self.close_with(slot.failure)
+                self.close_with(slot.failure, upstream=slot.upstream_failure)
                 return
             data = slot.data
             if data:
@@ -551,11 +553,19 @@ class ClientConnection(asyncio.Protocol):
         return bool(self._slots)
 
     # -- closing --------------------------------------------------------------------------------------
-    def close_with(self, reason: str) -> None:
-        """Close after the answers already written (bad input, a failed request)."""
+    def close_with(self, reason: str, upstream: bool = False) -> None:
+        """Close after the answers already written (bad input, a failed request).
+
+        ``upstream``: the upstream failed, not the client. While kcoord's probe finds the upstream
+        failing or silent, that outage has its own log line (ops/upstream_health.py) and this
+        connection's goes to DEBUG: with the upstream gone every client reconnects and fails
+        several times a second, and a line each buried the one that said why."""
         if self.closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        quiet = upstream and self.app.upstream_health.suspect
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING, "closing connection from %s: %s", self.peer, reason
+        )
         out = self._out
         self._closing()
         if self.transport is not None:

@@ -146,6 +146,15 @@ def _host_port(raw: Any) -> tuple[str, int]:
     return host, port
 
 
+def _listen_address(raw: Any) -> tuple[str, int]:
+    """A listener's HOST:PORT, the port required: ``--listen notaport`` is a mistake, not host
+    "notaport" on 9092 (which failed only after the embedded broker had started, naming no setting)."""
+    text = _text(raw).strip()
+    if text and ":" not in (text.rpartition("]")[2] if text.startswith("[") else text):
+        raise ValueError(f"expected HOST:PORT, got {raw!r} (no port)")
+    return _host_port(raw)
+
+
 def _optional_host_port(raw: Any) -> tuple[str, int] | None:
     return None if isinstance(raw, str) and not raw.strip() else _host_port(raw)
 
@@ -282,7 +291,7 @@ class Option:
 _MS = "MS"
 OPTIONS: tuple[Option, ...] = (
     # server
-    Option("listen", "settings.listen", _host_port, "bootstrap and coordinator listener", "HOST:PORT"),
+    Option("listen", "settings.listen", _listen_address, "bootstrap and coordinator listener", "HOST:PORT"),
     Option(
         "bootstrap.server",
         "settings.bootstrap_servers",
@@ -640,9 +649,16 @@ OPTIONS: tuple[Option, ...] = (
         "metrics",
         "settings.metrics",
         _optional_host_port,
-        "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)",
+        "serve Prometheus /metrics, /healthz (liveness) and /readyz (readiness) on HOST:PORT (empty: off)",
         "HOST:PORT",
         unset="off",
+    ),
+    Option(
+        "readiness.upstream.timeout.ms",
+        "settings.readiness_upstream_timeout_ms",
+        _integer(100),
+        "/readyz answers 503 when the upstream has not answered kcoord's probe for this long",
+        _MS,
     ),
     Option("log.level", "settings.log_level", _choice(*LOG_LEVELS, upper=True), "log level", "LEVEL"),
     Option(

@@ -113,7 +113,9 @@ class Settings:
     upstream_sasl_username: str = ""
     upstream_sasl_password: str = ""  # or read from upstream_sasl_password_file
     upstream_sasl_password_file: str = ""
-    metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
+    metrics: tuple[str, int] | None = None  # HOST:PORT of /metrics, /healthz and /readyz
+    # /readyz is 503 once the upstream has not answered kcoord's probe (every second) for this long.
+    readiness_upstream_timeout_ms: int = 5_000
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event
     group: GroupConfig = field(default_factory=GroupConfig)
