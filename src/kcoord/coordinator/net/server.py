@@ -56,8 +56,9 @@ STOP_WAIT_UPSTREAM_LOST = 0.3  # seconds each shutdown step may wait for an upst
 LISTEN_BACKLOG = 100  # asyncio's create_server default, for the TLS listeners' own sockets
 
 
-class ListenError(RuntimeError):
-    """A listener cannot bind: the message names the setting behind the address."""
+class ListenError(OSError):
+    """A listener cannot bind: the message names the setting behind the address. An OSError, so a
+    broker met while serving is left out of an answer (relay/addresses.py) rather than failing it."""
 
 
 class Listener:
@@ -227,6 +228,10 @@ class App:
             s.coordinator_node_id,
             self._open_broker_listener,
             security=self.upstream,
+        )
+        latest_from_fetch = s.upstream_latest_offset_from_fetch
+        self.cluster.latest_offset_from_fetch = (
+            self.embedded is not None if latest_from_fetch is None else latest_from_fetch
         )
         # Topic ids by name, live: requests naming topics by id are checked against them.
         self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
@@ -464,9 +469,11 @@ class App:
         """Listen for ``broker``: on the next of ``broker.ports``, else on the listen port + 1, + 2, ...
 
         A derived port another socket already holds (it may have been handed out as the ephemeral
-        port of some outgoing connection) is passed over for one the OS picks, with a warning: a
-        client must never lose its connection because kcoord met a new broker. A port the
-        operator listed is theirs to free, so failing to bind it raises.
+        port of some outgoing connection) is an error naming the settings: a port the OS picks
+        instead is one that clients behind published container ports or a firewall can never
+        reach, and they would fail far from the cause. With ``broker.ports.auto`` (tests, hosts
+        whose every port is reachable) it is passed over for one the OS picks, with a warning. A
+        port the operator listed is theirs to free, so failing to bind it raises.
         """
         s = self.settings
         derived = False
@@ -483,7 +490,15 @@ class App:
             actual = await listener.start(s.listen[0], port)
         except OSError as exc:
             if not derived:
-                raise
+                raise ListenError(
+                    f"cannot listen for broker {broker.node_id} on {s.listen[0]}:{port} (broker.ports): {exc}"
+                ) from None
+            if not s.broker_ports_auto:
+                raise ListenError(
+                    f"port {port} for broker {broker.node_id} (listen port + {self._broker_port_index}) is "
+                    f"taken: {exc}; free it, name the ports with broker.ports, or set broker.ports.auto=true "
+                    "to let the OS pick one (unreachable behind published ports or a firewall)"
+                ) from None
             actual = await listener.start(s.listen[0], 0)
             log.warning(
                 "port %d for broker %d is taken (%s): serving it on %d instead",

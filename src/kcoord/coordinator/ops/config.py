@@ -146,6 +146,13 @@ def _host_port(raw: Any) -> tuple[str, int]:
     return host, port
 
 
+def _auto_boolean(raw: Any) -> bool | None:
+    """true, false, or auto (None: kcoord decides)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return None
+    return _boolean(raw)
+
+
 def _listen_address(raw: Any) -> tuple[str, int]:
     """A listener's HOST:PORT, the port required: ``--listen notaport`` is a mistake, not host
     "notaport" on 9092 (which failed only after the embedded broker had started, naming no setting)."""
@@ -313,6 +320,23 @@ OPTIONS: tuple[Option, ...] = (
         _port_list,
         "kcoord ports for the upstream brokers in node id order (empty: listen port + 1, + 2, ...)",
         "P1,P2,...",
+    ),
+    Option(
+        "upstream.latest.offset.from.fetch",
+        "settings.upstream_latest_offset_from_fetch",
+        _auto_boolean,
+        "raise ListOffsets LATEST answers to the Fetch high watermark, for an upstream that answers "
+        "LATEST short of the log end (tansu); auto: on for the embedded broker only",
+        "{auto,true,false}",
+        unset="auto",
+    ),
+    Option(
+        "broker.ports.auto",
+        "settings.broker_ports_auto",
+        _boolean,
+        "when a derived broker port (listen port + N) is taken, serve that broker on a port the OS "
+        "picks instead of failing (clients behind published ports or a firewall cannot reach it)",
+        "{true,false}",
     ),
     Option(
         "coordinator.node.id",

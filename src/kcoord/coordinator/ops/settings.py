@@ -46,6 +46,12 @@ class Settings:
     broker_ports: list[int] = field(
         default_factory=list
     )  # explicit ports for upstream brokers, in node id order
+    # ListOffsets LATEST raised to the Fetch high watermark (tansu answers it short of the log end):
+    # None decides by the upstream (on for the embedded broker), True/False force it.
+    upstream_latest_offset_from_fetch: bool | None = None
+    # A derived broker port (listen + N) that is taken: False fails (start-up stops, a broker met
+    # later is left out of Metadata); True serves it on a port the OS picks, with a warning.
+    broker_ports_auto: bool = False
     coordinator_node_id: int = 1_000_000
     shards: int = 50
     storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)

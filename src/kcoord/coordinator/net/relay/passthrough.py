@@ -40,6 +40,7 @@ from .addresses import (
     rewrite_metadata,
     rewrite_node_endpoints,
 )
+from .latest_offsets import corrected, latest_partitions
 from .requests import ACKS_ONE, METADATA_BY_ID_SINCE, metadata_asked_by_id, produce_acks
 
 if TYPE_CHECKING:
@@ -97,6 +98,16 @@ class UpstreamRelay:
         if version >= METADATA_BY_ID_SINCE:
             payload = metadata_asked_by_id(payload, version, correlation_id)
         self._forward_and_rewrite(payload, ApiKey.METADATA, version, rewrite_metadata)
+
+    def list_offsets(self, payload: bytes, version: int) -> None:
+        """A ListOffsets: as it came, unless the upstream answers LATEST short of the log end
+        (latest_offsets.py); then its LATEST partitions are raised to their high watermarks."""
+        cluster = self.conn.app.cluster
+        wanted = latest_partitions(payload, version) if cluster.latest_offset_from_fetch else []
+        if not wanted:
+            self._relay(payload, None)
+            return
+        self.forward_amended(payload, lambda raw: corrected(raw, version, wanted, cluster.high_watermarks))
 
     def describe_cluster(self, payload: bytes, version: int) -> None:
         self._forward_and_rewrite(payload, ApiKey.DESCRIBE_CLUSTER, version, rewrite_describe_cluster)
