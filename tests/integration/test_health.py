@@ -29,6 +29,7 @@ from kcoord.protocol import messages as m
 from support.broker import TansuBroker
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port
+from support.workload import unique
 from tests.support.fixtures import Upstream
 from tests.support.wire import WireClient
 
@@ -77,6 +78,8 @@ def timed_stop(kcoord: KcoordProcess) -> tuple[int, float]:
 @contextmanager
 def serving(*args: str, bootstrap: str | None = None) -> Iterator[tuple[KcoordProcess, str]]:
     metrics = f"127.0.0.1:{free_port()}"
+    if bootstrap is not None:  # the session's brokers are shared: a topic of this test's own
+        args = ("--internal-topic", unique("__kcoord_health"), *args)
     with KcoordProcess("--shards", str(SHARDS), "--metrics", metrics, *args, bootstrap=bootstrap) as kcoord:
         base = f"http://{metrics}"
         wait_for_status(base + "/readyz", 200, 30)

@@ -82,7 +82,8 @@ def kcoord_in_front_of(upstream: Upstream | None) -> Iterator[KcoordProcess]:
             yield kcoord
         return
     extra = ["--upstream-latest-offset-from-fetch", "true"] if isinstance(upstream, TansuBroker) else []
-    with KcoordProcess("--shards", "2", *extra, bootstrap=upstream.bootstrap) as kcoord:
+    own_topic = ["--internal-topic", unique("__kcoord_latest")]  # the session's broker is shared
+    with KcoordProcess("--shards", "2", *own_topic, *extra, bootstrap=upstream.bootstrap) as kcoord:
         yield kcoord
 
 

@@ -567,7 +567,7 @@ class App:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
         if self.event_writer is not None:
-            await self.event_writer.close()
+            await self.event_writer.close(timeout=wait(5.0))  # events are lossy by design (events.md)
         if self.cluster is not None:
             await self.cluster.close()
         if self.storage is not None:
