@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.request_path                      # heartbeats and commits, the table
     .venv/bin/python -m bench.request_path --profile heartbeat  # cProfile of one scenario, top 30
+    .venv/bin/python -m bench.request_path --authorization acls # group APIs authorized by ACLs
 
 The loadgen scenarios measure kcoord over loopback TCP, where syscalls, the event loop and the
 load generator share the machine with it. This bench isolates what kcoord's own code costs per
@@ -27,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from kcoord.coordinator.cli import tune_gc_for_serving
+from kcoord.coordinator.net.acls import Acl, AclOperation, AclPermission, AclRules, PatternType, ResourceType
 from kcoord.coordinator.net.connection import ClientConnection
 from kcoord.coordinator.net.server import Listener
 from kcoord.protocol import messages as m
@@ -70,6 +72,42 @@ def commit_frames(h: Harness, groups: dict[str, list[tuple[str, int]]], count: i
     return out
 
 
+BENCH_PRINCIPAL = "User:bench"
+NOISE_ACLS = 1000  # ACLs for other principals and resources, so the rules are not trivially small
+
+
+def bench_acls() -> AclRules:
+    """The bench principal may READ the bench groups (a PREFIXED ACL) and topic "t" (LITERAL),
+    among NOISE_ACLS ACLs of other principals on other groups and topics."""
+    allow, literal, prefixed = AclPermission.ALLOW, PatternType.LITERAL, PatternType.PREFIXED
+    acls = [
+        Acl(ResourceType.GROUP, prefixed, "bench-group-", BENCH_PRINCIPAL, "*", AclOperation.READ, allow),
+        Acl(ResourceType.TOPIC, literal, "t", BENCH_PRINCIPAL, "*", AclOperation.READ, allow),
+    ]
+    for i in range(NOISE_ACLS):
+        rtype = ResourceType.GROUP if i % 2 else ResourceType.TOPIC
+        acls.append(
+            Acl(
+                rtype,
+                literal if i % 3 else prefixed,
+                f"other-{i}",
+                f"User:u{i}",
+                "*",
+                AclOperation.READ,
+                allow,
+            )
+        )
+    return AclRules(acls, frozenset(), False)
+
+
+def authorize_with_acls(h: Harness, conns: list[ClientConnection]) -> None:
+    """``--authorization acls``: the group APIs checked as under authorizer.mode=upstream."""
+    h.app.authorization.allow_all = False
+    h.app.authorization.rules = bench_acls()
+    for conn in conns:
+        conn.principal = BENCH_PRINCIPAL
+
+
 async def run_connections(scenario: str, args: argparse.Namespace, profile: bool) -> float:
     """``--connections N``: N client connections with one request in flight each, as a storm of
     committers with a connection each offers them: every loop iteration each connection
@@ -88,6 +126,8 @@ async def run_connections(scenario: str, args: argparse.Namespace, profile: bool
         conn = ClientConnection(Listener(h.app, None))
         conn.connection_made(transport)  # type: ignore[arg-type]
         conns.append((conn, transport))
+    if args.authorization == "acls":
+        authorize_with_acls(h, [conn for conn, _ in conns])
     rounds = [batch_frames[i : i + len(conns)] for i in range(0, len(batch_frames), len(conns))]
     tune_gc_for_serving()
 
@@ -145,6 +185,8 @@ async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
     batch_frames = make(h, groups, args.requests)
     reads = [b"".join(batch_frames[i : i + args.batch]) for i in range(0, len(batch_frames), args.batch)]
     h.transport.take()
+    if args.authorization == "acls":
+        authorize_with_acls(h, [h.conn])
     tune_gc_for_serving()  # as `kcoord serve` does once its shards are loaded
 
     async def one_pass() -> None:
@@ -178,6 +220,12 @@ def main() -> None:
         help="N connections with one request in flight each, one frame per read (0: one connection, --batch per read)",
     )
     p.add_argument("--only", choices=["heartbeat", "commit"], default=None)
+    p.add_argument(
+        "--authorization",
+        choices=["off", "acls"],
+        default="off",
+        help="acls: the group APIs authorized by ACLs (the principal allowed), as authorizer.mode=upstream",
+    )
     p.add_argument("--profile", choices=["heartbeat", "commit"], default=None)
     args = p.parse_args()
     try:
@@ -200,7 +248,8 @@ def main() -> None:
             else f"{args.batch} per read"
         )
         print(
-            f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {shape}, best of {args.repeat})"
+            f"{scenario:10s} {us:7.2f} µs CPU per request  ({args.requests} requests, {shape}, "
+            f"authorization {args.authorization}, best of {args.repeat})"
         )
 
 

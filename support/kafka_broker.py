@@ -45,9 +45,9 @@ START_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class SaslUsers:
-    """An extra ``SASL_PLAINTEXT`` listener (``SASL_SSL`` with ``over_tls``: the broker's ``tls``
-    certificates) and who may log in on it: ``users`` (name -> password)
-    for PLAIN (the listener's JAAS config) and SCRAM-SHA-256/512 (added at format time),
+    """An extra ``SASL_PLAINTEXT`` listener (and ``SASL_SSL`` when the broker has ``tls``) and who
+    may log in on them: ``users`` (name -> password) for PLAIN (the listeners' JAAS config) and
+    SCRAM-SHA-256/512 (added at format time),
     OAUTHBEARER with Kafka's unsecured JWT validator (tests only), and with ``authorizer`` Kafka's
     StandardAuthorizer (resources with no ACL stay open to everyone, so one ACL on a topic limits
     only that topic; the PLAINTEXT and controller listeners' ANONYMOUS is a super user)."""
@@ -56,11 +56,9 @@ class SaslUsers:
     authorizer: bool = False
     mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     reauth_ms: int = 0  # the listener's connections.max.reauth.ms (KIP-368; 0: off)
-    over_tls: bool = False  # SASL_SSL rather than SASL_PLAINTEXT (needs the broker's ``tls``)
 
-    @property
-    def protocol(self) -> str:
-        return "SASL_SSL" if self.over_tls else "SASL_PLAINTEXT"
+
+_SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
 class KafkaUnavailable(RuntimeError):
@@ -165,6 +163,7 @@ class KafkaBroker(BrokerProcess):
         self.ssl_port = 0
         self.sasl = sasl
         self.sasl_port = 0
+        self.sasl_ssl_port = 0
         self.home = kafka_home()
         self.node_id = node_id
         self.cluster_id = cluster_id or _kraft_cluster_id()
@@ -222,29 +221,32 @@ class KafkaBroker(BrokerProcess):
         return props
 
     def _sasl_properties(self, sasl: SaslUsers) -> dict[str, str]:
-        if sasl.over_tls and self.tls is None:
-            raise ValueError("a SASL_SSL listener needs the broker's tls certificates")
-        protocol = sasl.protocol
-        listener = f"{protocol}://{self.host}:{self.sasl_port}"
+        # SASL_PLAINTEXT always; SASL_SSL too when the broker has certificates (``tls``).
+        sasl_listeners = {"SASL_PLAINTEXT": self.sasl_port}
+        if self.tls is not None:
+            sasl_listeners["SASL_SSL"] = self.sasl_ssl_port
+        added = ",".join(f"{name}://{self.host}:{port}" for name, port in sasl_listeners.items())
         plain_users = " ".join(f'user_{name}="{password}"' for name, password in sasl.users.items())
-        prefix = f"listener.name.{protocol.lower()}."
         props = {
-            "listeners": self._properties_base_listeners() + "," + listener,
-            "advertised.listeners": self._advertised_base() + "," + listener,
-            "listener.security.protocol.map": self._protocol_map_base() + f",{protocol}:{protocol}",
+            "listeners": self._properties_base_listeners() + "," + added,
+            "advertised.listeners": self._advertised_base() + "," + added,
+            "listener.security.protocol.map": self._protocol_map_base()
+            + "".join(f",{name}:{name}" for name in sasl_listeners),
             "sasl.enabled.mechanisms": ",".join(sasl.mechanisms),
-            prefix + "connections.max.reauth.ms": str(sasl.reauth_ms),
-            prefix + "plain.sasl.jaas.config": (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
-            ),
-            prefix
-            + "scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            prefix
-            + "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            prefix + "oauthbearer.sasl.jaas.config": (
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
-            ),
         }
+        for name in sasl_listeners:
+            prefix = f"listener.name.{name.lower()}."
+            props.update({
+                prefix + "connections.max.reauth.ms": str(sasl.reauth_ms),
+                prefix + "plain.sasl.jaas.config": (
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+                ),
+                prefix + "scram-sha-256.sasl.jaas.config": _SCRAM_JAAS,
+                prefix + "scram-sha-512.sasl.jaas.config": _SCRAM_JAAS,
+                prefix + "oauthbearer.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+                ),
+            })  # fmt: skip
         if sasl.authorizer:
             props.update({
                 "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -269,9 +271,15 @@ class KafkaBroker(BrokerProcess):
 
     @property
     def sasl_bootstrap(self) -> str:
-        """ "127.0.0.1:PORT" of the SASL listener (``sasl`` given; SASL_SSL if ``sasl.over_tls``)."""
+        """ "127.0.0.1:PORT" of the SASL_PLAINTEXT listener (``sasl`` given)."""
         assert self.sasl is not None, "this broker has no SASL listener"
         return f"{self.host}:{self.sasl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """ "127.0.0.1:PORT" of the SASL_SSL listener (``sasl`` and ``tls`` given)."""
+        assert self.sasl is not None and self.tls is not None, "this broker has no SASL_SSL listener"
+        return f"{self.host}:{self.sasl_ssl_port}"
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -294,10 +302,11 @@ class KafkaBroker(BrokerProcess):
         return super().start(timeout)
 
     def _pick_ports(self) -> None:
-        self.port = free_port_block(4, self.host)
+        self.port = free_port_block(5, self.host)
         self.controller_port = self.port + 1
         self.ssl_port = self.port + 2
         self.sasl_port = self.port + 3
+        self.sasl_ssl_port = self.port + 4
 
     def _prepare(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -54,9 +54,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def kafka_sasl_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
-        log_dir=tmp_path_factory.mktemp("kafka-sasl-ssl"), tls=pki, sasl=SaslUsers(USERS, over_tls=True)
-    )
+    broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka-sasl-ssl"), tls=pki, sasl=SaslUsers(USERS))
     try:
         broker.start()
     except KafkaUnavailable as exc:
@@ -82,7 +80,7 @@ def cluster(kafka_sasl_ssl: KafkaBroker, pki: Pki) -> Iterator[KcoordCluster]:
     )  # fmt: skip
     os.environ["KCOORD_UPSTREAM_SASL_PASSWORD"] = USERS["kcoord"]  # the nodes inherit it at start
     nodes = KcoordCluster(
-        kafka_sasl_ssl.sasl_bootstrap,
+        kafka_sasl_ssl.sasl_ssl_bootstrap,
         size=2,
         shards=SHARDS,
         session_timeout_ms=CLUSTER_SESSION_MS,

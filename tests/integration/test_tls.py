@@ -18,6 +18,7 @@ import socket
 import ssl
 import struct
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from support.certs import OpensslUnavailable, Pki, make_pki
 from support.kafka_broker import KafkaBroker
 from support.kcoord_process import KcoordProcess
+from support.ports import free_port_block
 from support.workload import unique
 from tests.support.group_round_trip import produce_and_consume_in_two_groups
 
@@ -142,9 +144,28 @@ def test_groups_over_tls_through_kcoord_to_kafka_over_tls(
 # -- the TLS listener on its own (embedded upstream) -------------------------------------------------------
 @pytest.fixture(scope="module")
 def mtls_kcoord(pki: Pki) -> Iterator[KcoordProcess]:
-    args = [*tls_listener_args(pki), "--storage", "memory", "--shards", "2", "--log-level", "DEBUG"]
+    metrics_port = free_port_block()
+    args = [*tls_listener_args(pki), "--storage", "memory", "--shards", "2", "--log-level", "DEBUG",
+            "--metrics", f"127.0.0.1:{metrics_port}"]  # fmt: skip
     with KcoordProcess(*args) as proc:
+        proc.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
         yield proc
+
+
+def handshake_failures(proc: KcoordProcess, reason: str) -> float:
+    """kcoord_tls_handshake_failures_total{reason} from kcoord's /metrics."""
+    with urllib.request.urlopen(proc.metrics_url, timeout=10) as answer:  # type: ignore[attr-defined]
+        text = answer.read().decode()
+    wanted = f'kcoord_tls_handshake_failures_total{{reason="{reason}"}} '
+    return next(float(line[len(wanted) :]) for line in text.splitlines() if line.startswith(wanted))
+
+
+def counted(proc: KcoordProcess, reason: str, expected: float, timeout: float = 5.0) -> float:
+    """The failures of ``reason`` once they reach ``expected`` (or what they are at the ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while (now := handshake_failures(proc, reason)) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return now
 
 
 def test_client_certificate_subject_is_the_principal(mtls_kcoord: KcoordProcess, pki: Pki) -> None:
@@ -178,6 +199,7 @@ def test_client_without_certificate_is_refused_when_required(mtls_kcoord: Kcoord
 def test_client_not_trusting_kcoord_is_closed_with_one_line(
     mtls_kcoord: KcoordProcess, pki: Pki, tmp_path: Path
 ) -> None:
+    refused_before = handshake_failures(mtls_kcoord, "handshake")
     stranger = make_pki(tmp_path / "other", ca_name="another CA")
     context = ssl.create_default_context(cafile=str(stranger.ca))
     context.load_cert_chain(str(pki.clients["alice"]))
@@ -187,19 +209,23 @@ def test_client_not_trusting_kcoord_is_closed_with_one_line(
             context.wrap_socket(raw, server_hostname="127.0.0.1")
         lines = lines_about(mtls_kcoord, client_port)
     assert len(lines) == 1 and "TLS handshake failed" in lines[0]
+    assert counted(mtls_kcoord, "handshake", refused_before + 1) == refused_before + 1
     assert mtls_kcoord.log_lines("Traceback") == []
 
 
 def test_plaintext_on_a_tls_listener_is_closed_with_one_line(mtls_kcoord: KcoordProcess) -> None:
+    before = handshake_failures(mtls_kcoord, "plaintext")
     with socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5) as raw:
         client_port = raw.getsockname()[1]  # wrap_socket takes the socket over
         raw.sendall(api_versions_frame())
         assert closed_by_server(raw, 5)
         lines = lines_about(mtls_kcoord, client_port)
     assert len(lines) == 1 and "plaintext on a TLS listener" in lines[0]
+    assert counted(mtls_kcoord, "plaintext", before + 1) == before + 1
 
 
 def test_half_open_handshakes_are_closed_after_the_timeout(mtls_kcoord: KcoordProcess) -> None:
+    before = handshake_failures(mtls_kcoord, "timeout")
     silent = socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5)  # says nothing at all
     started = socket.create_connection(("127.0.0.1", mtls_kcoord.port), 5)  # begins a record, stops
     started.sendall(b"\x16\x03\x01")
@@ -209,6 +235,7 @@ def test_half_open_handshakes_are_closed_after_the_timeout(mtls_kcoord: KcoordPr
         assert closed_by_server(started, 5)
     assert time.monotonic() - began < 4 * HANDSHAKE_TIMEOUT_MS / 1000
     assert mtls_kcoord.wait_for_log("no TLS handshake within")
+    assert counted(mtls_kcoord, "timeout", before + 2) == before + 2
     assert mtls_kcoord.log_lines("Traceback") == []
 
 

@@ -70,6 +70,8 @@ def kcoord(broker: KafkaBroker, topic: str, port: int | None = None) -> KcoordPr
         "--upstream-security-protocol", "SASL_PLAINTEXT",
         "--upstream-sasl-mechanism", "SCRAM-SHA-256",
         "--upstream-sasl-username", "kcoord",
+        # The test's client commits on a plaintext listener: its relayed Metadata runs as kcoord.
+        "--listener-relay-principal", "kcoord",
         "--shards", "2",
         "--internal-topic", topic,
         "--log-level", "DEBUG",

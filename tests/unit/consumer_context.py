@@ -96,12 +96,14 @@ class ConsumerLog:
         assert member is not None
         return member
 
-    def send(self, api_key: int, version: int, request: Any) -> Any:
+    def send(
+        self, api_key: int, version: int, request: Any, topic_describable: Callable[[str], bool] | None = None
+    ) -> Any:
         """A request through ``handle`` the way the runtime serves it: the request as a client of that
         version sends it, the records it returns written (stored and replayed), the reply as that
-        client reads it."""
+        client reads it. ``topic_describable``: the sender's DESCRIBE right on topics (net layer, ACLs)."""
         decoded = type(request).decode(request.encode(version), version)
-        ctx = RequestContext(version, "client", "/127.0.0.1")
+        ctx = RequestContext(version, "client", "/127.0.0.1", topic_describable=topic_describable)
         result = self.shard.handle(api_key, ctx, decoded)
         self.write(*result.records)
         for write in result.transactional:  # a client's transactional batch: replayed as the runtime does

@@ -244,8 +244,22 @@ def test_a_cluster_may_have_tls_and_sasl_listeners(tmp_path: Path) -> None:
             "--listener-security-protocol", protocol, "--ssl-keystore-location", str(pem),
             "--upstream-security-protocol", "SASL_SSL", "--upstream-sasl-username", "kcoord",
             "--upstream-sasl-password", "secret",
+            *(["--listener-relay-principal", "kcoord"] if protocol == "SSL" else []),
         ]).settings  # fmt: skip
         assert (s.cluster_enabled, s.listener_security_protocol) == (True, protocol)
+
+
+def test_clients_that_do_not_log_in_run_as_kcoord_upstream_only_when_asked() -> None:
+    sasl_upstream = ["--bootstrap-server", "b:9094", "--upstream-security-protocol", "SASL_PLAINTEXT",
+                     "--upstream-sasl-username", "kcoord", "--upstream-sasl-password", "secret"]  # fmt: skip
+    for listener in ("PLAINTEXT", "SSL"):
+        extra = ["--ssl-keystore-location", __file__] if listener == "SSL" else []
+        argv = [*sasl_upstream, "--listener-security-protocol", listener, *extra]
+        with pytest.raises(config.ConfigError, match="kcoord's own principal"):
+            resolve(argv)
+        s = resolve([*argv, "--listener-relay-principal", "kcoord"]).settings
+        assert s.listener_relay_principal == "kcoord"
+    assert resolve([*sasl_upstream, "--listener-security-protocol", "SASL_PLAINTEXT"]).settings
 
 
 def test_key_passwords_are_not_in_the_startup_log(tmp_path: Path) -> None:

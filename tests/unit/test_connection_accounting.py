@@ -411,3 +411,25 @@ async def test_a_group_request_answered_after_its_connection_closed_gives_its_co
     conn.connection_lost(None)
     replies[0](m.DescribeGroupsResponse(groups=[]))
     assert (budget.inflight, budget.used) == (0, 0)
+
+
+# -- after the close ------------------------------------------------------------------------------------------
+async def test_a_closed_connection_lets_its_transport_go_without_the_cycle_collector() -> None:
+    """A connection's parts refer to each other (a cycle the collector frees only when its young
+    generation runs); a TLS transport holds ~25 KiB of buffers, so the connection drops it on close
+    and reference counting frees it at once."""
+    import gc
+    import weakref
+
+    app = app_with()
+    conn, transport = connect(app)
+    conn.data_received(requests(2))
+    gone = weakref.ref(transport)
+    gc.disable()
+    try:
+        conn.connection_lost(None)
+        del transport
+        assert gone() is None
+        assert conn.closed and conn.transport is None
+    finally:
+        gc.enable()

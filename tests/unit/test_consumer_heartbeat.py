@@ -5,7 +5,7 @@ durable view always equals a fresh shard that replayed the log (the project's in
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -45,7 +45,9 @@ class Context(ConsumerLog):
     ):
         super().__init__("grp", config, dict(TOPICS if topics is None else topics))
 
-    def heartbeat(self, version: int = 1, **fields: Any) -> m.ConsumerGroupHeartbeatResponse:
+    def heartbeat(
+        self, version: int = 1, describable: Callable[[str], bool] | None = None, **fields: Any
+    ) -> m.ConsumerGroupHeartbeatResponse:
         fields.setdefault("group_id", self.group_id)
         owned = fields.pop("owned", None)
         if owned is not None:
@@ -53,7 +55,7 @@ class Context(ConsumerLog):
                 REQ.TopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(owned.items())
             ]
         response: m.ConsumerGroupHeartbeatResponse = self.send(
-            ApiKey.CONSUMER_GROUP_HEARTBEAT, version, REQ(**fields)
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, version, REQ(**fields), describable
         )
         return response
 
@@ -532,6 +534,45 @@ def test_regex_subscription() -> None:
     assert ctx.group.resolved_regular_expressions == {}
     assert ctx.member("a").subscribed_regex is None
     ctx.assert_replays()
+
+
+def test_regex_keeps_only_topics_the_heartbeating_member_may_describe() -> None:
+    """Kafka resolves a group's regular expressions with the rights of the member whose heartbeat
+    asked for it (topics it may not DESCRIBE are left out), and does it again only when the topics
+    matched change: members with other rights do not turn the resolution back and forth."""
+    ctx = Context(topics={**TOPICS, FOOD: TopicMetadata("food", 2)})
+    not_food = lambda topic: topic != "food"  # noqa: E731
+    everything = lambda topic: True  # noqa: E731
+    a = ok(ctx.join("a", subscribed_topic_names=None, subscribed_topic_regex="fo+.*", describable=not_food))
+    assert ctx.group.resolved_regular_expressions["fo+.*"].topics == {"foo"}
+    assert assignment(a) == {FOO: set(range(6))}
+
+    # A member that may describe every topic joins with the same regex: the resolution stays.
+    ok(ctx.join("b", subscribed_topic_names=None, subscribed_topic_regex="fo+.*", describable=everything))
+    epoch = ctx.group.group_epoch
+    for _ in range(3):
+        for member in ("a", "b"):
+            rights = not_food if member == "a" else everything
+            ok(
+                ctx.heartbeat(
+                    member_id=member, member_epoch=ctx.member(member).member_epoch, describable=rights
+                )
+            )
+    assert ctx.group.resolved_regular_expressions["fo+.*"].topics == {"foo"}
+    assert ctx.group.group_epoch == epoch
+
+    # A new matching topic: resolved again with the rights of the member that heartbeats next.
+    new_topic = uuid.UUID("f0000000-0000-0000-0000-0000000000aa")
+    ctx.topics[new_topic] = TopicMetadata("fooz", 1)
+    ok(ctx.heartbeat(member_id="b", member_epoch=ctx.member("b").member_epoch, describable=everything))
+    assert ctx.group.resolved_regular_expressions["fo+.*"].topics == {"foo", "food", "fooz"}
+    assert ctx.group.group_epoch == epoch + 1
+    ctx.assert_replays()
+
+    # Without ACLs (no predicate) every matching topic is kept, as before.
+    plain = Context(topics={**TOPICS, FOOD: TopicMetadata("food", 2)})
+    ok(plain.join("a", subscribed_topic_names=None, subscribed_topic_regex="fo+.*"))
+    assert plain.group.resolved_regular_expressions["fo+.*"].topics == {"foo", "food"}
 
 
 def test_invalid_regex_writes_nothing() -> None:

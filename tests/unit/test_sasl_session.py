@@ -166,6 +166,7 @@ def test_a_refused_token_closes_and_names_nobody() -> None:
     answer = session.token_answered(ErrorCode.SASL_AUTHENTICATION_FAILED, b"")
     assert answer.close and answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert session.principal is None and session.classify(18, 0).action is Action.CLOSE
+    assert session.tried_principal == "User:alice"  # who the failed login claimed to be: for its log line
 
 
 def test_a_garbage_token_is_refused_before_it_goes_upstream() -> None:
@@ -174,6 +175,7 @@ def test_a_garbage_token_is_refused_before_it_goes_upstream() -> None:
     session.handshake_answered(ErrorCode.NONE, list(ENABLED))
     assert session.token_sent(b"garbage") == "Invalid SASL/PLAIN response: expected 3 tokens"
     assert session.state is State.CLOSING and not session.waiting
+    assert session.tried_principal is None
 
 
 def test_oauthbearer_error_challenge_then_failure() -> None:

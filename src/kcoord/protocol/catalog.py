@@ -51,6 +51,7 @@ STORAGE_STEMS = [
     "EndTxn",
     "SaslHandshake",  # also read by the listeners' SASL gate (kcoord.coordinator.net.sasl)
     "SaslAuthenticate",
+    "DescribeAcls",  # the upstream's ACLs, for kcoord's own group APIs (coordinator/net/acl_source.py)
 ]
 
 # The relayed admin and write APIs kcoord reads only to refuse what they would do to kcoord's own

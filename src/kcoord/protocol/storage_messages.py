@@ -1,7 +1,7 @@
 """The client-side messages kcoord's Kafka storage speaks to the upstream cluster.
 
 These are the APIs kcoord *sends* (never serves): Produce, Fetch, ListOffsets, InitProducerId,
-CreateTopics, DescribeConfigs, AddPartitionsToTxn, EndTxn, SaslHandshake and SaslAuthenticate (its
+CreateTopics, DescribeConfigs, DescribeAcls, AddPartitionsToTxn, EndTxn, SaslHandshake and SaslAuthenticate (its
 own login; its SASL listeners also read the clients' and relay them: :func:`decode_request`,
 :func:`encode_response`), plus Produce/Fetch/Metadata/
 FindCoordinator/ApiVersions reused from :mod:`kcoord.protocol.messages` (the gateway reads those too). They are kept out of
@@ -27,6 +27,8 @@ from .generated.storage_messages import (
     AddPartitionsToTxnResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     EndTxnRequest,
@@ -62,6 +64,8 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "EndTxnRequest",
@@ -95,6 +99,7 @@ RESPONSE_OF: dict[type[Message], type[Message]] = {
     InitProducerIdRequest: InitProducerIdResponse,
     CreateTopicsRequest: CreateTopicsResponse,
     DescribeConfigsRequest: DescribeConfigsResponse,
+    DescribeAclsRequest: DescribeAclsResponse,
     AddPartitionsToTxnRequest: AddPartitionsToTxnResponse,
     EndTxnRequest: EndTxnResponse,
     MetadataRequest: MetadataResponse,

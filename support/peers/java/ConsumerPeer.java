@@ -36,6 +36,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *       [--max-seconds S] [--poll-ms N] [--metadata-recovery-strategy none|rebootstrap]
  *       [--work-ms N] (sleep N ms after handling each non-empty poll: a consumer that is still busy with
  *       its records when it is killed) [--commit-processed]
+ *       [--command-config FILE] (client settings from a properties file: security.protocol, sasl.*, ssl.*)
  * Events: started, assigned, revoked, lost, records, committed, commit_failed, fenced, error, closed.
  * Partitions are written "topic-partition".
  *
@@ -106,7 +107,7 @@ public final class ConsumerPeer {
         if (a.options.containsKey("metadata-recovery-strategy")) {
             p.put("metadata.recovery.strategy", a.get("metadata-recovery-strategy", null));
         }
-        return p;
+        return PeerIO.withCommandConfig(p, a);
     }
 
     static String assignorClass(String name) {

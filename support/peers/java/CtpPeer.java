@@ -61,6 +61,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       [--session-timeout-ms N] [--heartbeat-interval-ms N] [--max-seconds S] [--max-block-ms 30000]
  *       [--metadata-recovery-strategy none|rebootstrap] (both clients; none keeps the cached cluster view
  *       while kcoord, every broker address they know, is down)
+ *       [--command-config FILE] (both clients: settings from a properties file, e.g. security.protocol, sasl.*, ssl.*)
  *
  * Output records: key = the input key, value = "topic-partition@offset|" + the input value, so a reader
  * can check each input record appears exactly once.
@@ -152,7 +153,7 @@ public final class CtpPeer {
         if (a.options.containsKey("metadata-recovery-strategy")) {
             p.put("metadata.recovery.strategy", a.get("metadata-recovery-strategy", null));
         }
-        return p;
+        return PeerIO.withCommandConfig(p, a);
     }
 
     static Properties producerConfig(PeerIO.Args a) {
@@ -171,7 +172,7 @@ public final class CtpPeer {
         if (a.options.containsKey("metadata-recovery-strategy")) {
             p.put("metadata.recovery.strategy", a.get("metadata-recovery-strategy", null));
         }
-        return p;
+        return PeerIO.withCommandConfig(p, a);
     }
 
     private int run() throws InterruptedException {

@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
@@ -34,6 +35,25 @@ final class PeerIO {
 
     /** Call first in main(): forces the stdout capture above before any library class loads. */
     static void init() {
+    }
+
+    /**
+     * --command-config FILE (the name Kafka's tools use): client settings from a properties file, put over
+     * the peer's own (security.protocol, sasl.*, ssl.*: a peer on a SASL_SSL listener).
+     */
+    static Properties withCommandConfig(Properties p, Args a) {
+        String file = a.get("command-config", null);
+        if (file == null) {
+            return p;
+        }
+        Properties extra = new Properties();
+        try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(file), StandardCharsets.UTF_8)) {
+            extra.load(r);
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("cannot read --command-config " + file + ": " + e.getMessage(), e);
+        }
+        p.putAll(extra);
+        return p;
     }
 
     /** Emit one event line: {"event": name, ...fields}. */

@@ -17,6 +17,7 @@ error answers ``ctx``, the request it was written for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kcoord.protocol.codec import Message
@@ -33,6 +34,10 @@ class RequestContext:
     client_id: str = ""
     client_host: str = ""
     correlation_id: int = 0
+    # The topics the request's principal may DESCRIBE, when the upstream's ACLs are enforced (None:
+    # every topic). A KIP-848 regular expression resolved on this request's behalf keeps only
+    # those, as Kafka filters a regex's topics by the heartbeating member's rights.
+    topic_describable: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,9 @@ from kcoord.protocol.primitives import CodecError
 from kcoord.protocol.request_steps import SteppedRequest, stepped_request
 from kcoord.protocol.storage_messages import CreateTopicsResponse
 
-from . import group_guard
+from . import group_authz, group_guard
+from .acls import AclRules
+from .decision_warmup import DecisionWarmup
 from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
@@ -64,6 +66,8 @@ ENCODE_ENTRIES_PER_STEP = 100  # ~0.1 ms of encoding
 DECODE_IN_STEPS_ABOVE = 1000
 DECODE_IN_STEPS_FRAMES_ABOVE = 2 * DECODE_IN_STEPS_ABOVE
 DECODE_ENTRIES_PER_STEP = 500  # ~0.04 ms of decoding
+# Such a request's authorization decisions are made in steps as well (decision_warmup.py).
+DECISIONS_PER_STEP = 50  # ~0.08 ms of Kafka's rules per group and operation not yet cached
 _STEPPED_REQUESTS = frozenset(
     {ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.OFFSET_FETCH}
 )
@@ -77,6 +81,14 @@ _ANSWER_ARRAYS: dict[int, str] = {
 CREATE_TOPICS_WITH_IDS_SINCE = 7  # CreatableTopicResult has TopicId (and NumPartitions since v5)
 
 
+# Completes the answer to what was served of a request (None: nothing was) into the client's answer.
+Merge = Callable[[Message | None], Message]
+
+
+def _allow_everything(operation: int, resource_type: int, name: str) -> bool:
+    return True
+
+
 class UnsupportedApi(CodecError):
     """A well-formed request for an API version kcoord neither serves nor relays."""
 
@@ -84,7 +96,7 @@ class UnsupportedApi(CodecError):
 class ApiDispatcher:
     """Dispatches the requests of one client connection (``conn``); relayed ones go to ``relay``."""
 
-    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged")
+    __slots__ = ("conn", "app", "relay", "_groups", "_refusals_logged", "_decider", "_describable")
 
     def __init__(self, conn: ClientConnection, relay: UpstreamRelay) -> None:
         self.conn = conn
@@ -92,6 +104,10 @@ class ApiDispatcher:
         self.relay = relay
         self._groups = GroupRouting(conn)
         self._refusals_logged: set[str] | None = None  # APIs whose refusal this connection logged
+        # The decision function of this connection's principal under the current rules (acls.py),
+        # kept so the hot path (a commit's checks) looks nothing up.
+        self._decider: tuple[AclRules, str, group_authz.Allowed, group_authz.TopicName] | None = None
+        self._describable: tuple[group_authz.Allowed, Callable[[str], bool]] | None = None
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
@@ -219,6 +235,81 @@ class ApiDispatcher:
             ", ".join(dict.fromkeys(resources)),
         )
 
+    # -- authorized by the upstream's ACLs ----------------------------------------------------------
+    def _with_authorization(
+        self,
+        api_key: int,
+        version: int,
+        request: Message,
+        merge: Merge | None,
+        denied_groups: frozenset[str] | None = None,
+    ) -> tuple[Message | None, Merge | None]:
+        """``(the request left to serve or None, how its answer is completed)`` under the
+        upstream's ACLs (group_authz.py), on top of ``merge`` (the cluster group's refusal)."""
+        authorization = self.app.authorization
+        rules = authorization.rules
+        denial: group_authz.Denial | None
+        if authorization.allow_all:  # asked only to fill authorized_operations: everything is allowed
+            denial = group_authz.check(api_key, version, request, _allow_everything, self._topic_name)
+        elif rules is None:  # the ACLs are not known (yet): fail closed, retriably (acl_source.py)
+            unavailable = error_response(api_key, version, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            denial = group_authz.Denial(api_key, None, lambda _served: unavailable)
+        else:
+            allowed = self._allowed(rules)
+            denial = group_authz.check(api_key, version, request, allowed, self._topic_name, denied_groups)
+            if denial is not None and denial.denied:
+                conn = self.conn
+                self.app.denial_log.denied(conn.principal, conn.ip, denial.api_name, denial.denied)
+        if denial is None:
+            return request, merge
+        if merge is None:
+            return denial.rest, denial.answer
+        outer, inner = merge, denial.answer
+        return denial.rest, lambda served: outer(inner(served))
+
+    def _decision_warmup(self, api_key: int, request: Message) -> DecisionWarmup | None:
+        """The authorization decisions a large multi-group request will need, to be made in steps
+        before it is served (decision_warmup.py); None when the ACLs are not enforced."""
+        authorization = self.app.authorization
+        rules = authorization.rules
+        operation = group_authz.MULTI_GROUP_OPERATION.get(api_key)
+        if authorization.allow_all or rules is None or operation is None:
+            return None
+        others = (
+            group_authz.GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else ()
+        )
+        allowed = self._allowed(rules)
+        return DecisionWarmup(allowed, operation, others, group_guard.named_groups(api_key, request))
+
+    def _allowed(self, rules: AclRules) -> group_authz.Allowed:
+        """The decision function of this connection's principal under ``rules`` (kept)."""
+        conn = self.conn
+        principal = conn.principal
+        decider = self._decider
+        if decider is None or decider[0] is not rules or decider[1] != principal:
+            decider = self._decider = (rules, principal, rules.decider(principal, conn.ip), self._topic_name)
+        return decider[2]
+
+    def _topic_describable(self, allowed: group_authz.Allowed) -> Callable[[str], bool]:
+        """Whether the connection's principal may DESCRIBE a topic: what a KIP-848 regular
+        expression resolved for its heartbeat keeps (one predicate per decider, not per request)."""
+        known = self._describable
+        if known is not None and known[0] is allowed:
+            return known[1]
+
+        def describable(topic: str) -> bool:
+            return allowed(group_authz.DESCRIBE, group_authz.TOPIC, topic)
+
+        self._describable = (allowed, describable)
+        return describable
+
+    def _topic_name(self, topic: Any) -> str | None:
+        """A request's (or answer's) topic entry's name; by its id where it has none (v10)."""
+        name: str | None = topic.name
+        if name:
+            return name
+        return self.app.cluster.topics.names.get(getattr(topic, "topic_id", None))  # type: ignore[arg-type]
+
     # -- answered here ------------------------------------------------------------------------------
     def _reply_now(self, api_key: int, version: int, correlation_id: int, answer: tuple[int, Any]) -> None:
         slot = self.conn.new_slot()
@@ -242,15 +333,19 @@ class ApiDispatcher:
         response: Message
         if key_type == 0:
             refusal = group_guard.check(ApiKey.FIND_COORDINATOR, version, request, self.app.cluster_group)
+            rest: Message | None = request
+            merge: Merge | None = None
             if refusal is not None:
                 self._refused(refusal.api_name, (self.app.cluster_group,))
-                served = None
-                if refusal.rest is not None:
-                    assert isinstance(refusal.rest, m.FindCoordinatorRequest)
-                    served = self.app.cluster.group_coordinator_response(refusal.rest, version)
-                response = refusal.answer(served)
-            else:
-                response = self.app.cluster.group_coordinator_response(request, version)
+                rest, merge = refusal.rest, refusal.answer
+            if rest is not None and not self.app.authorization.allow_all:
+                rest, merge = self._with_authorization(ApiKey.FIND_COORDINATOR, version, rest, merge)
+            served: Message | None = None
+            if rest is not None:
+                assert isinstance(rest, m.FindCoordinatorRequest)
+                served = self.app.cluster.group_coordinator_response(rest, version)
+            assert served is not None or merge is not None
+            response = merge(served) if merge is not None else served  # type: ignore[assignment]
         elif key_type == 1:
             self.relay.find_transaction_coordinator(payload, version)
             return
@@ -260,8 +355,15 @@ class ApiDispatcher:
 
     # -- to the shards ------------------------------------------------------------------------------
     def _serve_group(
-        self, api_key: int, ctx: RequestContext, request: Message, may_name_cluster_group: bool = True
+        self,
+        api_key: int,
+        ctx: RequestContext,
+        request: Message,
+        may_name_cluster_group: bool = True,
+        denied_groups: frozenset[str] | None = None,
     ) -> None:
+        """``denied_groups``: the groups of a multi-group request its operation is denied on, when
+        decided already (decision_warmup.py)."""
         conn = self.conn
         if api_key == ApiKey.LIST_GROUPS and not conn.listener.is_coordinator:
             # kcoord's coordinator node is in the metadata; admin clients ask every node for its
@@ -279,6 +381,7 @@ class ApiDispatcher:
             refusal = None  # the hot path (heartbeats, commits): one comparison, no call
         else:
             refusal = group_guard.check(api_key, ctx.api_version, request, cluster_group)
+        merge: Merge | None = None
         if refusal is not None:
             self._refused(refusal.api_name, (cluster_group,))
             if refusal.rest is None:
@@ -286,11 +389,27 @@ class ApiDispatcher:
                 self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
                 return
             request = refusal.rest
+            merge = refusal.answer
+        if not self.app.authorization.allow_all or getattr(request, "include_authorized_operations", False):
+            rest, merge = self._with_authorization(api_key, ctx.api_version, request, merge, denied_groups)
+            if rest is None:
+                assert merge is not None
+                answer = merge(None)
+                self._reply_now(api_key, ctx.api_version, ctx.correlation_id, (ctx.api_version, answer))
+                return
+            request = rest
+            decider = self._decider
+            if (
+                api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT
+                and decider is not None
+                and decider[0] is self.app.authorization.rules
+                and not self.app.authorization.allow_all
+            ):
+                ctx.topic_describable = self._topic_describable(decider[2])
         slot = conn.new_slot()
         version = ctx.api_version
         correlation_id = ctx.correlation_id
         metrics = self.app.metrics
-        merge = None if refusal is None else refusal.answer
 
         def reply(response: Any) -> None:
             # Runs inside the shard's write path (often before route() returns): never raise.
@@ -331,15 +450,43 @@ class ApiDispatcher:
         # (~20 us for 320 KB) spares group_guard a pass over 20,000 objects (~1 ms, cold in cache).
         may_name_cluster_group = self.app.cluster_group.encode() in payload
 
+        decoded: list[Message] = []  # the request, once decoded (SteppedRequest.message is one-shot)
+
+        denied: list[frozenset[str]] = []  # the groups the warm-up found denied, if it ran
+
         def serve() -> None:
             ctx = RequestContext(version, stepped.client_id or "", conn.client_host, correlation_id)
-            self._serve_group(api_key, ctx, stepped.message(), may_name_cluster_group)
+            self._serve_group(
+                api_key, ctx, decoded.pop(), may_name_cluster_group, denied[0] if denied else None
+            )
 
-        def finished(failed: Exception | None) -> None:
+        def served(failed: Exception | None) -> None:
             if failed is None:
                 conn.resume_dispatch(deferred, serve)
             else:
                 conn.resume_dispatch(deferred, None, failed)
+
+        def finished(failed: Exception | None) -> None:
+            if failed is not None or conn.closed:
+                served(failed)
+                return
+            try:
+                decoded.append(stepped.message())
+            except CodecError as exc:  # the rest of the frame is malformed: as a failed step
+                served(exc)
+                return
+            warmup = self._decision_warmup(api_key, decoded[0])
+            if warmup is None:
+                served(None)
+                return
+            rules = self.app.authorization.rules
+
+            def warmed(failed: Exception | None) -> None:
+                if failed is None and self.app.authorization.rules is rules:  # else: decided anew
+                    denied.append(frozenset(warmup.denied))
+                served(failed)
+
+            self.app.loop_steps.submit(warmup, DECISIONS_PER_STEP, lambda: conn.closed, warmed)
 
         self.app.loop_steps.submit(stepped, DECODE_ENTRIES_PER_STEP, lambda: conn.closed, finished)
 
@@ -379,6 +526,12 @@ class ApiDispatcher:
             self._refused(refusal.api_name, (self.app.cluster_group,))
             self._reply_now(api_key, version, correlation_id, (version, refusal.answer(None)))
             return
+        if not self.app.authorization.allow_all:
+            rest, merge = self._with_authorization(api_key, version, request, None)
+            if rest is None:  # AddOffsetsToTxn names one group: refused whole or not at all
+                assert merge is not None
+                self._reply_now(api_key, version, correlation_id, (version, merge(None)))
+                return
         slot = conn.new_slot()
 
         def done(task: asyncio.Future[Message]) -> None:

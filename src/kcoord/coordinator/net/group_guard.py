@@ -85,6 +85,18 @@ class GroupRefusal:
         return API_NAMES[self.api_key]
 
 
+def named_groups(api_key: int, request: Message) -> list[str]:
+    """The group ids a multi-group request names, in order ([] for any other request)."""
+    shape = _MULTI.get(api_key)
+    if shape is None:
+        return []
+    request_field, group_attribute, _response_field, _response_group = shape
+    entries = getattr(request, request_field) or []
+    if group_attribute is None:
+        return [e or "" for e in entries]
+    return [getattr(e, group_attribute) or "" for e in entries]
+
+
 def check(api_key: int, version: int, request: Message, group: str) -> GroupRefusal | None:
     """None to serve ``request`` as usual, or how to answer it without ever serving ``group``."""
     if api_key in SINGLE_GROUP_APIS or (
@@ -106,18 +118,40 @@ def check(api_key: int, version: int, request: Message, group: str) -> GroupRefu
     shape = _MULTI.get(api_key)
     if shape is None:
         return None
-    request_field, group_attribute, response_field, _response_group = shape
+    request_field, group_attribute, _response_field, _response_group = shape
     entries = getattr(request, request_field) or []
     ids = entries if group_attribute is None else map(attrgetter(group_attribute), entries)
     if group not in ids:
         return None
+    return refuse_entries(api_key, version, request, lambda g: g == group)
+
+
+def refuse_entries(
+    api_key: int,
+    version: int,
+    request: Message,
+    refused: Callable[[str], bool],
+    error: int = ErrorCode.GROUP_AUTHORIZATION_FAILED,
+) -> GroupRefusal | None:
+    """A multi-group request (DescribeGroups, DeleteGroups, OffsetFetch v8+, ConsumerGroupDescribe,
+    FindCoordinator v4+) with the entries ``refused`` answered ``error``, appended after the served
+    ones as Kafka appends them; None if it is no such request or no entry is refused. ``refused``
+    is asked once per entry."""
+    shape = _MULTI.get(api_key)
+    if shape is None:
+        return None
+    request_field, group_attribute, response_field, _response_group = shape
+    entries = getattr(request, request_field) or []
     request_group = _identity if group_attribute is None else attrgetter(group_attribute)
+    flags = [refused(request_group(e) or "") for e in entries]
+    if not any(flags):
+        return None
     cls = type(request)
     refused_part = cls(**{n: getattr(request, n) for n in cls.FIELDS})
-    setattr(refused_part, request_field, [e for e in entries if request_group(e) == group])
-    whole = error_response(api_key, version, refused_part, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    setattr(refused_part, request_field, [e for e, no in zip(entries, flags, strict=True) if no])
+    whole = error_response(api_key, version, refused_part, error)
     refused_entries = getattr(whole, response_field)
-    kept = [e for e in entries if request_group(e) != group]
+    kept = [e for e, no in zip(entries, flags, strict=True) if not no]
     rest: Message | None = None
     if kept:
         rest = cls(**{n: getattr(request, n) for n in cls.FIELDS})

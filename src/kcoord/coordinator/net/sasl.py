@@ -15,6 +15,12 @@ reads nothing more (a request pipelined behind the last token is judged once the
 sent it), and until authentication succeeds a frame may be at most ``sasl.server.max.receive.size``
 (Kafka's 512 KiB): an unauthenticated client cannot make kcoord buffer a 100 MB frame. The
 session's clock is :func:`time.monotonic`.
+
+Every login is counted (``kcoord_sasl_authentications_total`` and
+``kcoord_sasl_authentication_failures_total``, by mechanism). A failed one is logged with the peer,
+the mechanism and the principal tried, at most once per peer host a minute (failed_logins.py): a
+storm of wrong passwords is counted, not written out line by line; its connection then closes
+without a line of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError
 
+from .failed_logins import Unlogged
 from .sasl_session import Action, SaslSession
 from .slot import Slot
 
@@ -93,7 +100,7 @@ class SaslGate:
             answer = self.session.handshake_answered(upstream.error_code, upstream.mechanisms or [])
             refused = None
             if answer.close:
-                refused = (
+                refused = self._login_failed(
                     f"SASL mechanism {request.mechanism!r} refused (error {answer.error_code}; "
                     f"enabled: {','.join(answer.mechanisms) or 'none'})"
                 )
@@ -134,7 +141,7 @@ class SaslGate:
         slot = self.conn.new_slot()
         refused = self.session.token_sent(payload)
         if refused is not None:  # no error code to answer with in the v0 flow: close
-            self.conn.fail(slot, f"SASL authentication failed ({self.session.mechanism}): {refused}")
+            self.conn.fail(slot, self._login_failed(refused))
             return
 
         def answered(raw: bytes) -> None:
@@ -150,8 +157,7 @@ class SaslGate:
         response = sm.SaslAuthenticateResponse(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=reason, auth_bytes=b""
         )
-        failed = f"SASL authentication failed ({self.session.mechanism}): {reason}"
-        self._reply(slot, sm.encode_response(version, correlation_id, response), failed)
+        self._reply(slot, sm.encode_response(version, correlation_id, response), self._login_failed(reason))
 
     def _outcome(self, authenticated: bool, close: bool, message: str | None) -> str | None:
         """Take in an exchange's result: the principal once it succeeded; the reason to close if not."""
@@ -159,12 +165,37 @@ class SaslGate:
         if authenticated:
             conn.principal = self.session.principal or conn.principal
             conn.limit_frames(None)
+            conn.app.metrics.sasl_authentication(self.session.mechanism, succeeded=True)
             log.debug("%s: authenticated as %s (%s)", conn.peer, conn.principal, self.session.mechanism)
         if not close:
             return None
-        return (
-            f"SASL authentication failed ({self.session.mechanism}): {message or 'refused by the upstream'}"
-        )
+        return self._login_failed(message or "refused by the upstream")
+
+    def _login_failed(self, reason: str) -> str:
+        """Count a failed login and log it (once per peer host a minute); the reason to close with,
+        which the connection then logs only at DEBUG."""
+        conn = self.conn
+        app = conn.app
+        mechanism = self.session.mechanism
+        app.metrics.sasl_authentication(mechanism, succeeded=False)
+        tried = f"{mechanism or 'no mechanism'} as {self.session.tried_principal or 'an unknown principal'}"
+        host = conn.ip or conn.peer
+        failed_logins = app.failed_logins
+        unlogged = failed_logins.failed(host, tried, time.perf_counter())
+        if unlogged is not None:
+            earlier = f" ({_counted(unlogged)} before this one)" if unlogged.count else ""
+            log.warning(
+                "failed SASL login from %s (%s): %s%s; further failures from %s within %.0f s are counted, "
+                "not logged",
+                conn.peer,
+                tried,
+                reason,
+                earlier,
+                host,
+                failed_logins.window_s,
+            )
+        conn.close_log_level = logging.DEBUG
+        return f"SASL authentication failed ({mechanism}): {reason}"
 
     # -- relaying ------------------------------------------------------------------------------------
     def _relay(self, payload: bytes, slot: Slot, answered: Callable[[bytes], None]) -> None:
@@ -200,3 +231,13 @@ class SaslGate:
         conn.fill(slot, data)
         if close_reason is not None:
             conn.fail(conn.new_slot(), close_reason)
+
+
+def _counted(unlogged: Unlogged) -> str:
+    return f"{unlogged.count} more failed SASL logins from {unlogged.host} (the last: {unlogged.last})"
+
+
+def log_unlogged_failures(ended: list[Unlogged]) -> None:
+    """The failed logins a host's window counted beyond its logged one, once it ended (the App's sweep)."""
+    for unlogged in ended:
+        log.warning("%s in the minute after the last line about that host", _counted(unlogged))

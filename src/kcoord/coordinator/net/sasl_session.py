@@ -103,6 +103,11 @@ class SaslSession:
         return self.principal is not None
 
     @property
+    def tried_principal(self) -> str | None:
+        """Who the exchange in progress (or the one that just failed) says the client is."""
+        return self._exchange.principal if self._exchange is not None else None
+
+    @property
     def expects_raw_token(self) -> bool:
         return self.state is State.RAW_TOKENS
 

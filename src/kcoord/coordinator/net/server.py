@@ -39,18 +39,23 @@ from kcoord.storage.kafka import KafkaStorage
 from kcoord.storage.memory import MemoryStorage
 from kcoord.storage.ownership import transactional_id_prefix
 
+from .acl_source import AclSource, Authorization
 from .connection import ClientConnection
+from .denials import DenialLog
 from .dispatch_turns import DispatchTurns
 from .embedded import EmbeddedBroker
+from .failed_logins import FailedLogins
 from .gateway import Broker, ClusterView
 from .loop_steps import LoopSteps
 from .relay.guard import ProtectedTopics
+from .sasl import log_unlogged_failures
 from .tls import TlsAcceptor, server_context
 from .upstream_probe import UpstreamProbe
 from .writes import WriteCoalescer
 
 log = logging.getLogger("kcoord.server")
 
+ACL_FIRST_LOAD_WAIT = 10.0  # seconds start-up waits for the upstream's ACLs before serving
 REFUSAL_LOG_INTERVAL = 10.0  # seconds between log lines about refused connections, per limit
 STOP_WAIT_UPSTREAM_LOST = 0.3  # seconds each shutdown step may wait for an upstream known to be gone
 LISTEN_BACKLOG = 100  # asyncio's create_server default, for the TLS listeners' own sockets
@@ -103,7 +108,9 @@ class Listener:
             sock.close()
             raise
         timeout = self.app.settings.ssl_handshake_timeout_ms / 1000
-        self.acceptor = TlsAcceptor(sock, context, timeout, lambda: ClientConnection(self))
+        self.acceptor = TlsAcceptor(
+            sock, context, timeout, lambda: ClientConnection(self), self.app.metrics.tls_handshake_failed
+        )
         self.port = sock.getsockname()[1]
         if serve:
             self.acceptor.start()
@@ -157,6 +164,11 @@ class App:
             transactional_id_prefix=transactional_id_prefix(settings.internal_topic),
         )
         self.cluster_group = group_id_for(settings.internal_topic)
+        # Authorization of kcoord's own group APIs (group_authz.py), from the upstream's ACLs:
+        # start() turns it on (closed until they are read) before any client is served.
+        self.authorization = Authorization(allow_all=True)
+        self.acl_source: AclSource | None = None
+        self.denial_log = DenialLog(self.metrics)
         self.listeners: list[Listener] = []
         self.connections: set[ClientConnection] = set()
         self._per_ip: dict[str, int] = {}
@@ -174,6 +186,8 @@ class App:
         # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
         self.loop_steps = LoopSteps()
         self.dispatch_turns = DispatchTurns()  # costly requests: one dispatched per loop iteration
+        # Failed SASL logins: logged once per peer host a minute, the rest counted (sasl.py).
+        self.failed_logins = FailedLogins()
         self._sweeper: asyncio.Task[None] | None = None
         self._broker_port_index = 0
         self.stopped = asyncio.Event()
@@ -246,6 +260,7 @@ class App:
         await self.cluster.discover()
         # The protected topics' ids, before any client can name them by id (DeleteTopics v6).
         await self.cluster.topics.lookup(sorted(self.protected_topics.names))
+        await self._start_acl_source()
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
         if s.cluster_enabled:
             self._join_cluster(bootstrap, port)
@@ -263,6 +278,24 @@ class App:
             s.shards,
             ",".join(f"{h}:{p}" for h, p in bootstrap),
         )
+
+    async def _start_acl_source(self) -> None:
+        """Read the upstream's ACLs before serving (for a bounded time: until they are read, the
+        group APIs answer COORDINATOR_NOT_AVAILABLE, and the source keeps trying)."""
+        s = self.settings
+        if s.authorizer_mode == "none":
+            return
+        self.acl_source = AclSource(
+            self.authorization,
+            self.cluster,
+            s.authorizer_acl_refresh_ms / 1000,
+            super_users=s.super_users,
+            allow_everyone_if_no_acl_found=s.allow_everyone_if_no_acl_found,
+        )
+        self.authorization.allow_all = False  # closed until the upstream's ACLs are read
+        self.acl_source.start()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.acl_source.first_load.wait(), ACL_FIRST_LOAD_WAIT)
 
     def _make_tls_contexts(self) -> None:
         s = self.settings
@@ -291,10 +324,12 @@ class App:
         login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
         if not s.listener_security_protocol.startswith("SASL_"):
             # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
-            # their own to run as upstream: they run as kcoord's, which an operator must know.
+            # their own to run as upstream: they run as kcoord's (listener.relay.principal=kcoord,
+            # the configuration refuses this otherwise), which an operator must keep in mind.
             log.warning(
                 "listeners are %s and the upstream is %s: relayed requests of every client run as "
-                "kcoord's principal %s (use a SASL listener to give each client its own)",
+                "kcoord's principal %s (listener.relay.principal=kcoord; SASL listeners give each "
+                "client its own)",
                 s.listener_security_protocol,
                 s.upstream_security_protocol,
                 login.principal,
@@ -568,6 +603,8 @@ class App:
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
         if self.event_writer is not None:
             await self.event_writer.close(timeout=wait(5.0))  # events are lossy by design (events.md)
+        if self.acl_source is not None:
+            await self.acl_source.close()
         if self.cluster is not None:
             await self.cluster.close()
         if self.storage is not None:
@@ -692,5 +729,6 @@ class App:
         idle, slow = self._timeouts()
         for conn in list(self.connections):
             conn.expire(now, idle, slow)
+        log_unlogged_failures(self.failed_logins.expired(now))
         budget = self.frame_budget
         self.heap_trimmer.observe(self.output_bytes + (budget.used if budget is not None else 0))

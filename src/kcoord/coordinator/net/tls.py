@@ -82,8 +82,10 @@ class TlsAcceptor:
         context: ssl.SSLContext,
         handshake_timeout: float,
         protocol: Callable[[], asyncio.Protocol],
+        on_failure: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.sock = sock
+        self.on_failure = on_failure  # a failed handshake, by reason (metrics.TLS_FAILURE_REASONS)
         self.context = context
         self.handshake_timeout = handshake_timeout
         self.protocol = protocol
@@ -127,6 +129,7 @@ class TlsAcceptor:
                 log.warning(
                     "closing connection from %s: plaintext on a TLS listener (expected a TLS handshake)", peer
                 )
+                self.on_failure("plaintext")
                 client.close()
                 return
             await loop.connect_accepted_socket(
@@ -141,9 +144,13 @@ class TlsAcceptor:
                 peer,
                 self.handshake_timeout * 1000,
             )
+            self.on_failure("timeout")
             client.close()
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.warning("closing connection from %s: TLS handshake failed: %s", peer, _describe(exc))
+            # A refusal by TLS (unknown CA, no client certificate, no common cipher) is "handshake";
+            # a client that hung up or reset mid-handshake (librdkafka closing a client does) "aborted".
+            self.on_failure("handshake" if isinstance(exc, ssl.SSLError) else "aborted")
             client.close()
 
     async def _first_bytes(self, client: socket.socket) -> bytes:

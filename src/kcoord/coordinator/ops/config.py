@@ -109,6 +109,19 @@ def _integer_or_off(lo: int, hi: int = INT32_MAX) -> Parser:
     return parse
 
 
+def _optional_boolean(raw: Any) -> bool | None:
+    """true or false, or empty / "auto" for "not set here" (then the upstream's value)."""
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
+        return None
+    return _boolean(raw)
+
+
+def _optional_text(raw: Any) -> str | None:
+    """A string, or empty for "not set here" (then the upstream's value)."""
+    value = _text(raw) if raw is not None else ""
+    return value or None
+
+
 def _text(raw: Any) -> str:
     if not isinstance(raw, str):
         raise ValueError(f"expected a string, got {raw!r}")
@@ -668,6 +681,47 @@ OPTIONS: tuple[Option, ...] = (
         "a file holding that password (one line; a trailing newline is dropped)",
         "FILE",
     ),
+    Option(
+        "listener.relay.principal",
+        "settings.listener_relay_principal",
+        _choice("client", "kcoord"),
+        "on a SASL upstream behind listeners that are not SASL_*, where nobody logs in: client "
+        "refuses to start (relayed requests must run as each client's principal); kcoord lets them "
+        "run as kcoord's own principal",
+        "{client,kcoord}",
+    ),
+    # authorization of kcoord's own group APIs
+    Option(
+        "authorizer.mode",
+        "settings.authorizer_mode",
+        _choice("upstream", "none"),
+        "upstream: kcoord's group APIs are authorized by the upstream's ACLs, as Kafka's "
+        "StandardAuthorizer would; none: everything is allowed",
+        "{upstream,none}",
+    ),
+    Option(
+        "authorizer.acl.refresh.ms",
+        "settings.authorizer_acl_refresh_ms",
+        _integer(100, 3_600_000),
+        "how often kcoord reads the upstream's ACLs (DescribeAcls): a changed ACL applies within this",
+        "MS",
+    ),
+    Option(
+        "super.users",
+        "settings.super_users",
+        _optional_text,
+        "Kafka's super.users (User:a;User:b) for kcoord's group APIs; empty: the upstream broker's",
+        "PRINCIPALS",
+        unset="the upstream's",
+    ),
+    Option(
+        "allow.everyone.if.no.acl.found",
+        "settings.allow_everyone_if_no_acl_found",
+        _optional_boolean,
+        "Kafka's allow.everyone.if.no.acl.found for kcoord's group APIs; empty: the upstream broker's",
+        "{true,false,}",
+        unset="the upstream's",
+    ),
     # observability
     Option(
         "metrics",
@@ -808,6 +862,7 @@ SECTIONS = _sections(
     ("server", "listen"),
     ("TLS", "listener.security.protocol"),
     ("SASL", "sasl.enabled.mechanisms"),
+    ("authorization", "authorizer.mode"),
     ("observability", "metrics"),
     ("group coordinator (Kafka's names and defaults)", "group.min.session.timeout.ms"),
 )
@@ -1008,6 +1063,18 @@ def _check_sasl(settings: Settings, sources: Mapping[str, str]) -> None:
         )
     if not upstream_sasl:
         return
+    if (
+        not settings.listener_security_protocol.startswith("SASL_")
+        and settings.listener_relay_principal != "kcoord"
+    ):
+        refuse(
+            "listener.security.protocol",
+            f"the upstream is {settings.upstream_security_protocol} but clients do not log in on "
+            f"{settings.listener_security_protocol} listeners, so every client's Produce, Fetch, "
+            "CreateTopics and DeleteTopics would reach the cluster as kcoord's own principal: use "
+            "SASL_PLAINTEXT or SASL_SSL listeners (each client's requests run as its own principal), "
+            "or set listener.relay.principal=kcoord to accept that",
+        )
     if not settings.upstream_sasl_username:
         refuse("upstream.sasl.username", "a SASL upstream needs kcoord's own user name")
     if settings.upstream_sasl_password and settings.upstream_sasl_password_file:

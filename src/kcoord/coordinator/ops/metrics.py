@@ -42,6 +42,11 @@ KNOWN_PROTOCOL_TYPES = frozenset({"consumer", "connect", "sr"})
 # Why kcoord closed a connection on its own: connections.max.idle.ms, request.receive.timeout.ms,
 # max.connections(.per.ip), connection.output.max.bytes.
 CLOSE_REASONS = ("idle", "slow_frame", "limit", "output_cap")
+# The mechanism label's values: the ones Kafka ships; a client may ask for any name, so the rest is "other".
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+# Why a TLS handshake on a listener failed: refused by TLS, the client hung up or reset midway,
+# not finished within ssl.handshake.timeout.ms, or a plaintext client on the TLS port.
+TLS_FAILURE_REASONS = ("handshake", "aborted", "timeout", "plaintext")
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,
@@ -132,6 +137,12 @@ class Metrics:
             ["api", "resource"],
             registry=r,
         )
+        self._authorization_denials = Counter(
+            "kcoord_authorization_denials",
+            "Requests (or their parts) to kcoord's own group APIs the upstream's ACLs refuse, by API",
+            ["api"],
+            registry=r,
+        )
         closed = Counter(
             "kcoord_connections_closed",
             "Client connections closed by a limit, by reason",
@@ -139,6 +150,26 @@ class Metrics:
             registry=r,
         )
         self._closed_by = {reason: closed.labels(reason) for reason in CLOSE_REASONS}
+        # authentication on the listeners
+        self._sasl_authentications = Counter(
+            "kcoord_sasl_authentications",
+            "SASL logins (and re-authentications) the upstream accepted, by mechanism",
+            ["mechanism"],
+            registry=r,
+        )
+        self._sasl_failures = Counter(
+            "kcoord_sasl_authentication_failures",
+            "SASL logins that failed (wrong credentials, unreadable tokens, refused mechanisms), by mechanism",
+            ["mechanism"],
+            registry=r,
+        )
+        tls_failures = Counter(
+            "kcoord_tls_handshake_failures",
+            "TLS handshakes on the listeners that failed, by reason (handshake, aborted, timeout, plaintext)",
+            ["reason"],
+            registry=r,
+        )
+        self._tls_failed = {reason: tls_failures.labels(reason) for reason in TLS_FAILURE_REASONS}
         # storage and shards
         self.append_latency = Histogram(
             "kcoord_storage_append_seconds",
@@ -202,6 +233,9 @@ class Metrics:
     def relay_refused(self, api: str, resource: str) -> None:
         self._relay_refused.labels(api, resource).inc()
 
+    def authorization_denied(self, api: str, count: int = 1) -> None:
+        self._authorization_denials.labels(api).inc(count)
+
     # Every request pays these three: one tally update each (defaultdicts, no get-then-set), the
     # nested per-partition walk only for commits and leaves, labels only at scrape time.
     def request_received(self, api_key: int, version: int) -> None:
@@ -239,6 +273,14 @@ class Metrics:
     def connection_limited(self, reason: str) -> None:
         """A connection closed (or refused) by a limit; ``reason`` is one of :data:`CLOSE_REASONS`."""
         self._closed_by[reason].inc()
+
+    def sasl_authentication(self, mechanism: str, succeeded: bool) -> None:
+        counter = self._sasl_authentications if succeeded else self._sasl_failures
+        counter.labels(_bounded(mechanism, SASL_MECHANISMS)).inc()
+
+    def tls_handshake_failed(self, reason: str) -> None:
+        """``reason``: one of :data:`TLS_FAILURE_REASONS`."""
+        self._tls_failed[reason].inc()
 
     def watch_buffers(
         self, output: Callable[[], int], partial_frames: Callable[[], int], inflight: Callable[[], int]

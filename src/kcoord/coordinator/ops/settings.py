@@ -119,6 +119,15 @@ class Settings:
     upstream_sasl_username: str = ""
     upstream_sasl_password: str = ""  # or read from upstream_sasl_password_file
     upstream_sasl_password_file: str = ""
+    # Whom the relayed requests of clients that do not log in (listeners not SASL_*) run as on a
+    # SASL upstream: "client" refuses that set-up; "kcoord" accepts kcoord's own principal for them.
+    listener_relay_principal: str = "client"
+    # Authorization of kcoord's own group APIs (docs/configuration.md "Authorization"): the
+    # upstream's ACLs, refreshed with DescribeAcls; "none" authorizes everything.
+    authorizer_mode: str = "upstream"
+    authorizer_acl_refresh_ms: int = 2000
+    super_users: str | None = None  # Kafka's super.users; None: the upstream broker's
+    allow_everyone_if_no_acl_found: bool | None = None  # None: the upstream broker's
     metrics: tuple[str, int] | None = None  # HOST:PORT of /metrics, /healthz and /readyz
     # /readyz is 503 once the upstream has not answered kcoord's probe (every second) for this long.
     readiness_upstream_timeout_ms: int = 5_000

@@ -92,6 +92,7 @@ from .target_assignment import TargetAssignmentResult, preferred_server_assignor
 
 # ConsumerGroupHeartbeat v1 (KIP-1082): the client generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
+_FILTERED_FROM_LIMIT = 100_000  # regexes' filtered resolutions remembered, over all groups
 
 TopicPartitions = dict[uuid.UUID, set[int]]
 # Another group type with the id: none, an Empty classic group (a join replaces it), one in use.
@@ -229,6 +230,8 @@ class ConsumerGroupManager:
         # Memos (soft state, see "memos of the topic image"): never read as a record would be.
         self._ids_memo: tuple[TopicImage, dict[str, uuid.UUID]] | None = None
         self._matches_memo: dict[str, tuple[TopicImage, frozenset[str]]] = {}
+        # (group, regex) -> the matches its resolution was filtered from under the ACLs (soft state)
+        self._filtered_from: dict[tuple[str, str], frozenset[str]] = {}
 
     # -- the request --------------------------------------------------------------------------------
     def heartbeat(self, ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest, out: Result) -> None:
@@ -366,7 +369,7 @@ class ConsumerGroupManager:
             or updated.subscribed_regex != member.subscribed_regex
         )
         resolved, regex_changed = self._resolve_regular_expressions(
-            group, removed, updated, topics, now, records
+            group, removed, updated, topics, now, records, ctx.topic_describable
         )
         bump = bump or regex_changed
         if subscription_changed or resolved is not group.resolved_regular_expressions:
@@ -613,11 +616,19 @@ class ConsumerGroupManager:
         topics: TopicImage,
         now: int,
         records: list[Record],
+        describable: Callable[[str], bool] | None = None,
     ) -> tuple[Mapping[str, ResolvedRegularExpression], bool]:
         """The group's resolved regular expressions after this heartbeat (the group's own mapping
         when nothing changes), and whether one that a member subscribes with resolved to other
         topics than before. Writes a record for each new or changed resolution and a tombstone for
-        each regular expression nobody subscribes with any more."""
+        each regular expression nobody subscribes with any more.
+
+        With ``describable`` (the heartbeating member's DESCRIBE right on topics, under the
+        upstream's ACLs) a resolution keeps only the topics it allows, as Kafka resolves a group's
+        regular expressions in the context of the member whose heartbeat asked for it. It is done
+        again only when the topics matched change, not at every member's heartbeat: members with
+        different rights would otherwise turn the resolution back and forth, a rebalance each time.
+        """
         if updated.subscribed_regex is not None:
             self._compile(updated.subscribed_regex)  # refused before anything else if it does not compile
         wanted = group.subscribed_regexes_after(removed, updated)
@@ -629,9 +640,19 @@ class ConsumerGroupManager:
         for regex in sorted(resolved.keys() - wanted):
             records.append(rec.consumer_group_regular_expression_tombstone(group.group_id, regex))
             del resolved[regex]
+            self._filtered_from.pop((group.group_id, regex), None)
         for regex in sorted(wanted):
             matched = self._matching_topics(regex, topics)
             old = resolved.get(regex)
+            if describable is not None:
+                source_key = (group.group_id, regex)
+                prior = self._filtered_from.get(source_key)
+                if old is not None and prior is not None and (prior is matched or prior == matched):
+                    continue  # resolved from these very matches already, with some member's rights
+                if len(self._filtered_from) >= _FILTERED_FROM_LIMIT:
+                    self._filtered_from.clear()  # soft state: at worst one resolution more per regex
+                self._filtered_from[source_key] = matched
+                matched = frozenset(topic for topic in matched if describable(topic))
             if old is not None and old.topics == matched:
                 continue
             new = ResolvedRegularExpression(topics=matched, version=0, timestamp_ms=now)
