@@ -9,10 +9,14 @@ python3 -m venv .venv
 # Byte-compile once: the generated message modules are ~2.5 MB of source, and with
 # PYTHONDONTWRITEBYTECODE set (or a read-only checkout) every kcoord process would compile them again.
 .venv/bin/python -m compileall -q src/kcoord >/dev/null
-# kcat is a Debian package; install it when we can (root + apt), otherwise its tests skip and say why.
-if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
-    || echo "note: could not install kcat; its tests will be skipped"
+# kcat and promtool (Debian's prometheus, which checks and unit-tests deploy/prometheus/alerts.yml) are
+# Debian packages; install them when we can (root + apt), otherwise their tests skip and say why.
+debs=()
+command -v kcat >/dev/null 2>&1 || debs+=(kcat)
+command -v promtool >/dev/null 2>&1 || debs+=(prometheus)
+if [ "${#debs[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${debs[@]}" >/dev/null) || echo "note: could not install ${debs[*]}; their tests will be skipped"
 fi
 .venv/bin/ruff check .
 # One layout for all code: ruff format, applied once over the tree; a change that is not formatted fails here.

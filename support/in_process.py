@@ -10,6 +10,7 @@ tests that need the whole request path without a broker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from kcoord.coordinator.core.group_config import GroupConfig
@@ -33,6 +34,9 @@ class FakeTransport:
 
     def write(self, data: bytes) -> None:
         self.chunks.append(data)
+
+    def writelines(self, pieces: Iterable[bytes]) -> None:
+        self.chunks.append(b"".join(pieces))
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 40000) if name == "peername" else default

@@ -26,10 +26,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcoord.coordinator.runtime.router import shard_for_group
 from support.certs import OpensslUnavailable, Pki, make_pki
-from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
+from support.kafka_broker import KafkaBroker, SaslUsers
 from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster
 from support.workload import unique
-from tests.support.fixtures import UPSTREAMS
+from tests.support.fixtures import UPSTREAMS, running_kafka
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,15 +54,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def kafka_sasl_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka-sasl-ssl"), tls=pki, sasl=SaslUsers(USERS))
-    try:
-        broker.start()
-    except KafkaUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
+    with running_kafka(
+        KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka-sasl-ssl"), tls=pki, sasl=SaslUsers(USERS))
+    ) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -42,10 +42,10 @@ from confluent_kafka.admin import (
 from kcoord.client import BlockingConnection, SaslCredentials, UpstreamSecurity
 from kcoord.protocol import messages as m
 from kcoord.protocol.messages import ApiKey
-from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
+from support.kafka_broker import KafkaBroker, SaslUsers
 from support.kcoord_process import KcoordProcess
 from support.workload import unique
-from tests.support.fixtures import UPSTREAMS
+from tests.support.fixtures import UPSTREAMS, running_kafka
 
 pytestmark = [
     pytest.mark.integration,
@@ -83,19 +83,16 @@ ACLS = [
 
 @pytest.fixture(scope="module")
 def acl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
-        log_dir=tmp_path_factory.mktemp("kafka-authz"),
-        sasl=SaslUsers({u: p for u, p in USERS.items()}, authorizer=True, mechanisms=("PLAIN",)),
-        overrides={
-            "allow.everyone.if.no.acl.found": "false",
-            "super.users": SUPER_USERS,
-        },
-    )
-    try:
-        broker.start()
-    except KafkaUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
+    with running_kafka(
+        KafkaBroker(
+            log_dir=tmp_path_factory.mktemp("kafka-authz"),
+            sasl=SaslUsers({u: p for u, p in USERS.items()}, authorizer=True, mechanisms=("PLAIN",)),
+            overrides={
+                "allow.everyone.if.no.acl.found": "false",
+                "super.users": SUPER_USERS,
+            },
+        )
+    ) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # ANONYMOUS: a super user
         for future in admin.create_topics([NewTopic(TOPIC, 2), NewTopic(OTHER_TOPIC, 1)]).values():
             future.result(30)
@@ -104,8 +101,6 @@ def acl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]
         for future in admin.create_acls(bindings).values():
             future.result(30)
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")

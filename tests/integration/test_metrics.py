@@ -24,6 +24,13 @@ from kcoord.protocol.messages import ApiKey
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port
 from support.workload import create_topic, produce_numbered, unique
+from tests.support.monitoring import (
+    PROMETHEUS_SERIES,
+    dashboard_expressions,
+    exported_series,
+    rule_expressions,
+    series_named,
+)
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -179,3 +186,14 @@ def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: Kc
     assert (fenced_line["member"], fenced_line["reason"], fenced_line["level"]) == ("ghost", "UNKNOWN_MEMBER_ID",
                                                                                     "WARNING")  # fmt: skip
     assert sum(1 for e in events if e.get("event") == "shard.loaded") == SHARDS
+
+
+def test_the_dashboard_and_the_alerts_name_only_metrics_kcoord_exports(kcoord: KcoordProcess) -> None:
+    """deploy/grafana/kcoord.json and deploy/prometheus/alerts.yml against a real scrape."""
+    text, _samples = scrape(kcoord)
+    exported = exported_series(text) | PROMETHEUS_SERIES
+    expressions = rule_expressions() + dashboard_expressions()
+    unknown = {name: expr for expr in expressions for name in series_named(expr) if name not in exported}
+    assert not unknown, unknown
+    named = set().union(*(series_named(e) for e in expressions))
+    assert len(named) >= 25, sorted(named)  # the dashboard covers the metrics table, not a few of them

@@ -41,10 +41,10 @@ from kcoord.protocol import frames
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
 from support.certs import OpensslUnavailable, make_pki
-from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
+from support.kafka_broker import KafkaBroker, SaslUsers
 from support.kcoord_process import KcoordProcess
 from support.workload import unique
-from tests.support.fixtures import UPSTREAMS
+from tests.support.fixtures import UPSTREAMS, running_kafka
 from tests.support.group_round_trip import produce_and_consume_in_two_groups
 
 pytestmark = [
@@ -63,15 +63,12 @@ REAUTH_MS = 600_000
 
 @pytest.fixture(scope="module")
 def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
-        log_dir=tmp_path_factory.mktemp("kafka-sasl"),
-        sasl=SaslUsers(USERS, authorizer=True, reauth_ms=REAUTH_MS),
-    )
-    try:
-        broker.start()
-    except KafkaUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
+    with running_kafka(
+        KafkaBroker(
+            log_dir=tmp_path_factory.mktemp("kafka-sasl"),
+            sasl=SaslUsers(USERS, authorizer=True, reauth_ms=REAUTH_MS),
+        )
+    ) as broker:
         # As ANONYMOUS on the PLAINTEXT listener (a super user): the topic, and alice's write ACL on it.
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(ACL_TOPIC, num_partitions=1)])[ACL_TOPIC].result(30)
@@ -80,8 +77,6 @@ def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker
         for future in admin.create_acls([acl]).values():
             future.result(30)
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcoord.client import BlockingConnection
 from kcoord.protocol import messages as m
-from support.kafka_broker import KafkaBroker, KafkaUnavailable, SaslUsers
+from support.kafka_broker import KafkaBroker, SaslUsers
 from support.kcoord_process import KcoordProcess
 from support.workload import unique
-from tests.support.fixtures import UPSTREAMS
+from tests.support.fixtures import UPSTREAMS, running_kafka
 
 pytestmark = [
     pytest.mark.integration,
@@ -51,18 +51,13 @@ _REAUTHENTICATED = re.compile(
 
 @pytest.fixture(scope="module")
 def kafka_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
-        log_dir=tmp_path_factory.mktemp("kafka-reauth"),
-        sasl=SaslUsers({"kcoord": PASSWORD}, reauth_ms=REAUTH_MS),
-    )
-    try:
-        broker.start()
-    except KafkaUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
+    with running_kafka(
+        KafkaBroker(
+            log_dir=tmp_path_factory.mktemp("kafka-reauth"),
+            sasl=SaslUsers({"kcoord": PASSWORD}, reauth_ms=REAUTH_MS),
+        )
+    ) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def kcoord(broker: KafkaBroker, topic: str, port: int | None = None) -> KcoordProcess:

@@ -10,6 +10,8 @@
   ``kafka``) narrows a local run to one; the default is both, and CI runs both.
   Brokers are shared by the whole session, so tests must use unique topic and group names
   (support.workload.unique).
+- ``running_kafka(broker)``: a module's own Kafka (SASL, ACLs, sessions), started for a ``with`` block
+  and stopped after it; the test skips with the reason where Kafka cannot run.
 - ``java_peers``: the compiled peer classes directory; skips the test when java/javac are missing.
 - ``java_peer``: a factory that starts a JavaPeer with its stderr under the test's tmp_path and
   stops every peer it started when the test ends, pass or fail.
@@ -17,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -28,7 +31,7 @@ from support.certs import OpensslUnavailable, make_pki
 from support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
 from support.kafka_broker import KafkaBroker, KafkaUnavailable
 
-__all__ = ["java_peer", "java_peers", "kafka", "tansu", "upstream", "Upstream"]
+__all__ = ["java_peer", "java_peers", "kafka", "running_kafka", "tansu", "upstream", "Upstream"]
 
 Upstream = TansuBroker | KafkaBroker
 UPSTREAMS = [
@@ -54,6 +57,20 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
         tls = None  # no SSL listener: the TLS tests skip, saying why
     try:
         broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka"), tls=tls)
+        broker.start()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@contextlib.contextmanager
+def running_kafka(broker: KafkaBroker) -> Iterator[KafkaBroker]:
+    """``broker`` started (the test skips, saying why, where Java or Kafka cannot be had) and
+    stopped when the block ends."""
+    try:
         broker.start()
     except KafkaUnavailable as exc:
         pytest.skip(str(exc))

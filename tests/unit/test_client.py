@@ -7,7 +7,6 @@ picks how it misbehaves (holds answers back, garbles correlation ids, hangs up).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -26,11 +25,12 @@ from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from tests.unit.loopback_server import LoopbackServer
 
 Answer = Callable[[frames.RequestHeader, Any], bytes | None]
 
 
-class FakeBroker:
+class FakeBroker(LoopbackServer):
     """Answers ApiVersions with ``versions`` and FindCoordinator with host=key; the rest by ``answer``.
 
     Requests are collected until ``batch`` of them arrived, then answered together in order, so
@@ -43,22 +43,6 @@ class FakeBroker:
         self.answer: Answer = self.default_answer
         self.hang_up_after: int | None = None  # close the connection after this many requests, unanswered
         self.seen: list[tuple[int, int, int]] = []  # (api key, version, correlation id)
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> FakeBroker:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.server.wait_closed(), 1.0)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server is not None
-        return self.server.sockets[0].getsockname()[:2]
 
     def default_answer(self, header: frames.RequestHeader, body: Any) -> bytes | None:
         key, version, cid = header.api_key, header.api_version, header.correlation_id

@@ -9,7 +9,6 @@ It answers FindCoordinator slowly, so requests are in flight when a re-authentic
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -20,12 +19,13 @@ from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol import storage_messages as sm
 from kcoord.protocol.errors import ErrorCode
+from tests.unit.loopback_server import LoopbackServer
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 LOGIN = UpstreamSecurity(sasl=SaslCredentials("PLAIN", "kcoord", "secret"))
 
 
-class SessionBroker:
+class SessionBroker(LoopbackServer):
     """Grants sessions of ``lifetime_ms``; ``refuse_relogin``: the second login gets error 58."""
 
     def __init__(self, lifetime_ms: int, answer_delay: float = 0.005, refuse_relogin: bool = False) -> None:
@@ -34,22 +34,6 @@ class SessionBroker:
         self.refuse_relogin = refuse_relogin
         self.logins = 0
         self.hung_up: list[str] = []  # why the broker closed a connection
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> SessionBroker:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.server.wait_closed(), 1.0)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server is not None
-        return self.server.sockets[0].getsockname()[:2]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = frames.FrameDecoder()

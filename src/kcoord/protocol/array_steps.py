@@ -126,11 +126,17 @@ class SteppedResponse:
 
     def frame(self) -> bytes:
         """The whole response frame, size prefix included."""
+        return b"".join(self.frame_parts())
+
+    def frame_parts(self) -> list[bytes]:
+        """The whole response frame as the pieces it was encoded in (size prefix included), for a
+        vectored write: joining the ~0.5 MB answer of 20,000 groups was a copy of its own."""
         if not self.done:
             raise RuntimeError("the response is not encoded yet")
         pieces, self._pieces = self._pieces, []
-        pieces.append(self._tail)
         header = pieces[0]
         assert isinstance(header, bytearray)
-        _INT32.pack_into(header, 0, sum(map(len, pieces)) - 4)
-        return b"".join(pieces)
+        _INT32.pack_into(header, 0, sum(map(len, pieces)) + len(self._tail) - 4)
+        pieces[0] = bytes(header)
+        pieces.append(self._tail)
+        return pieces  # type: ignore[return-value]  # bytes only now: the bytearray header was copied

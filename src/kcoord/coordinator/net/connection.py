@@ -445,9 +445,10 @@ class ClientConnection(asyncio.Protocol):
         if self._pause_reasons & _INFLIGHT_BYTES and inflight <= self._inflight_max // 2:
             self._resume(_INFLIGHT_BYTES)
 
-    def fill(self, slot: Slot, data: bytes, body: bytes | None = None) -> None:
+    def fill(self, slot: Slot, data: bytes, body: bytes | list[bytes] | None = None) -> None:
         """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is.
-        ``body``: a large answer's payload, written after ``data`` rather than copied into it."""
+        ``body``: a large answer's payload (or its pieces), written after ``data`` rather than
+        copied into it."""
         cost = slot.cost
         if cost:  # also once closed: the request's memory was held until now
             slot.cost = 0
@@ -458,7 +459,7 @@ class ClientConnection(asyncio.Protocol):
         size = len(data)
         if body is not None:
             slot.body = body
-            size += len(body)
+            size += len(body) if isinstance(body, bytes) else sum(map(len, body))
         queued = self._queued = self._queued + size
         slots = self._slots
         if slots and slots[0] is slot:  # only the head can unblock writes
@@ -494,8 +495,12 @@ class ClientConnection(asyncio.Protocol):
             data = slot.data
             if data:
                 out.append(data)
-                if slot.body is not None:
-                    out.append(slot.body)
+                body = slot.body
+                if body is not None:
+                    if isinstance(body, bytes):
+                        out.append(body)
+                    else:
+                        out.extend(body)
                     self._out_large = True
                 if not now:
                     now = time.perf_counter()

@@ -503,14 +503,14 @@ class ApiDispatcher:
             try:
                 if failed is not None:
                     raise failed
-                frame = encoding.frame()
+                parts = encoding.frame_parts()  # written as they are (writev), not joined
             except Exception as exc:
                 log.error(
                     "%s: cannot encode the response to api=%d v%d: %r", conn.peer, api_key, version, exc
                 )
                 conn.fail(slot, f"cannot encode a response: {exc!r}")
                 return
-            conn.fill(slot, frame)
+            conn.fill(slot, parts[0], parts[1:])
 
         self.app.loop_steps.submit(encoding, ENCODE_ENTRIES_PER_STEP, lambda: conn.closed, finished)
 

@@ -17,7 +17,9 @@ class Slot:
         # response written, including the wait for earlier slots.
         self.received = received
         self.data: bytes | None = None  # None: not answered yet; b"": nothing to write
-        self.body: bytes | None = None  # a large answer's payload, written after ``data`` (its size prefix)
+        # A large answer's payload, written after ``data`` (its size prefix) without being joined to
+        # it: one buffer, or the pieces a stepped encoding produced.
+        self.body: bytes | list[bytes] | None = None
         self.failure: str | None = None  # set: close the connection when this slot comes up
         self.upstream_failure = (
             False  # that failure is the upstream's (logged once per outage: App.upstream_health)

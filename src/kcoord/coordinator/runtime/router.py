@@ -29,7 +29,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from kcoord.client import PLAINTEXT, Connection, KafkaClientError, connect
 from kcoord.coordinator.core.responses import error_response, loading_response, unexpected_failure
@@ -74,6 +74,26 @@ _PLACEMENT_CACHE_LIMIT = 1_000_000  # group ids remembered; bounded so junk ids 
 # for the ~100 ms it takes in all while every other client waits. At 250 a step took 0.6 ms, as
 # long as a heartbeat's whole round trip on a quiet machine, and showed in other clients' p99.
 GROUPS_PER_STEP = 50
+
+
+class _SplitShape(NamedTuple):
+    """Where a multi-group request keeps its groups, and its answer their entries."""
+
+    req_field: str  # the request's array of groups
+    req_group: Callable[[Any], str]  # the group id of one of its entries
+    resp_field: str  # the answer's array
+    resp_group: Callable[[Any], str]  # the group id of one of its entries
+
+
+_SPLIT_SHAPES: dict[int, _SplitShape] = {
+    ApiKey.OFFSET_FETCH: _SplitShape("groups", lambda g: g.group_id, "groups", lambda g: g.group_id),  # v8+
+    ApiKey.DESCRIBE_GROUPS: _SplitShape("groups", lambda g: g, "groups", lambda g: g.group_id),
+    ApiKey.DELETE_GROUPS: _SplitShape("groups_names", lambda g: g, "results", lambda r: r.group_id),
+    # a null or empty id is answered with id ""
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _SplitShape(
+        "group_ids", lambda g: g or "", "groups", lambda g: g.group_id
+    ),
+}
 
 
 def java_string_hash(s: str) -> int:
@@ -330,46 +350,25 @@ class Router:
         asyncio.ensure_future(self._multi_group(api_key, ctx, request)).add_done_callback(done)
 
     async def _multi_group(self, api_key: int, ctx: RequestContext, request: Message) -> Message:
-        if api_key == ApiKey.OFFSET_FETCH:  # v8+: a groups array
-            return await self._split(
-                api_key, ctx, request, "groups", lambda g: g.group_id, "groups", lambda g: g.group_id
-            )
-        if api_key == ApiKey.DESCRIBE_GROUPS:
-            return await self._split(
-                api_key, ctx, request, "groups", lambda g: g, "groups", lambda g: g.group_id
-            )
-        if api_key == ApiKey.DELETE_GROUPS:
-            return await self._split(
-                api_key, ctx, request, "groups_names", lambda g: g, "results", lambda r: r.group_id
-            )
-        if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:  # a null or empty id is answered with id ""
-            return await self._split(
-                api_key, ctx, request, "group_ids", lambda g: g or "", "groups", lambda g: g.group_id
-            )
         if api_key == ApiKey.LIST_GROUPS:
             assert isinstance(request, m.ListGroupsRequest)
             return await self._list_groups(ctx, request)
-        raise ValueError(f"not a group api: {api_key}")
+        shape = _SPLIT_SHAPES.get(api_key)
+        if shape is None:
+            raise ValueError(f"not a group api: {api_key}")
+        return await self._split(api_key, ctx, request, shape)
 
     async def _split(
-        self,
-        api_key: int,
-        ctx: RequestContext,
-        request: Message,
-        req_field: str,
-        req_group: Callable[[Any], str],
-        resp_field: str,
-        resp_group: Callable[[Any], str],
+        self, api_key: int, ctx: RequestContext, request: Message, shape: _SplitShape
     ) -> Message:
         """Send each shard the part of a multi-group request it owns; answer in request order.
 
         A request naming more than GROUPS_PER_STEP groups is served by _split_in_steps.
         """
+        req_field, req_group, resp_field, resp_group = shape
         items = getattr(request, req_field) or []
         if len(items) > GROUPS_PER_STEP:
-            return await self._split_in_steps(
-                api_key, ctx, request, req_field, req_group, resp_field, resp_group
-            )
+            return await self._split_in_steps(api_key, ctx, request, shape)
         by_shard = self._by_shard(items, req_group)
         if len(by_shard) <= 1:
             shard = self.shards[next(iter(by_shard))] if by_shard else self.owned_shards_or_first()
@@ -385,14 +384,7 @@ class Router:
         return first
 
     async def _split_in_steps(
-        self,
-        api_key: int,
-        ctx: RequestContext,
-        request: Message,
-        req_field: str,
-        req_group: Callable[[Any], str],
-        resp_field: str,
-        resp_group: Callable[[Any], str],
+        self, api_key: int, ctx: RequestContext, request: Message, shape: _SplitShape
     ) -> Message:
         """_split for a request naming many groups: a step of at most GROUPS_PER_STEP groups per
         loop iteration, and one such request at a time (the turn), so an iteration holds one step
@@ -401,6 +393,7 @@ class Router:
 
         The turn is let go only while a part waits for the log (DeleteGroups' tombstones).
         """
+        req_field, req_group, resp_field, resp_group = shape
         items = getattr(request, req_field)
         turns = self._turns
         await turns.acquire()
