@@ -36,8 +36,9 @@ USER kcoord
 WORKDIR /home/kcoord
 # 9092: bootstrap + coordinator; 9093: the first upstream broker's port; 9100: /metrics and /healthz.
 EXPOSE 9092 9093 9100
-# `kcoord health` asks /healthz on the metrics address kcoord was started with (its flags, KCOORD_*
-# environment or config file), so a `--metrics 0.0.0.0:19100` needs no healthcheck of its own.
+# `kcoord health` asks /readyz (every shard loaded, the upstream answering) on the metrics address
+# kcoord was started with (its flags, KCOORD_* environment or config file), so a
+# `--metrics 0.0.0.0:19100` needs no healthcheck of its own; `kcoord health --live` asks /healthz.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["kcoord", "health"]
 

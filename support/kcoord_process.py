@@ -51,6 +51,9 @@ class KcoordProcess:
     def start(self, timeout: float = 40.0) -> KcoordProcess:
         args = serve_command(self.bootstrap, self.upstream, self.extra_args)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Tests pick a free block of ports for listen + brokers, but another process may still take
+        # one before kcoord binds it: they opt into an OS-picked port then (an error by default).
+        env.setdefault("KCOORD_BROKER_PORTS_AUTO", "true")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
         deadline = time.monotonic() + timeout

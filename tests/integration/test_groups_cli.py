@@ -66,7 +66,7 @@ def test_list_and_describe_a_static_consumer_group_with_lag(kcoord: KcoordProces
         listed = groups_cli(kcoord.bootstrap, "list")
         assert listed.returncode == 0, listed.stderr
         row = next(line.split() for line in listed.stdout.splitlines() if line.startswith(group))
-        assert row == [group, "consumer", "Stable"]
+        assert row == [group, "Classic", "consumer", "Stable"]  # kafka-groups.sh's TYPE and PROTOCOL
 
         described = groups_cli(kcoord.bootstrap, "--json", "describe", group)
         assert described.returncode == 0, described.stderr
@@ -133,6 +133,10 @@ def test_describe_a_consumer_protocol_group(kcoord: KcoordProcess) -> None:
                 consumed += 1
         consumer.commit(asynchronous=False)
         assert consumed == RECORDS
+        listed = groups_cli(kcoord.bootstrap, "list")
+        assert listed.returncode == 0, listed.stderr
+        row = next(line.split() for line in listed.stdout.splitlines() if line.startswith(group))
+        assert row == [group, "Consumer", "consumer", "Stable"]  # same protocol, another group type
         described = groups_cli(kcoord.bootstrap, "--json", "describe", group)
         assert described.returncode == 0, described.stderr
         [d] = json.loads(described.stdout)

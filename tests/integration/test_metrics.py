@@ -1,4 +1,4 @@
-"""/metrics and /healthz of a real kcoord while a stock consumer group works through it.
+"""/metrics, /healthz and /readyz of a real kcoord while a stock consumer group works through it.
 
 The operations acceptance check: non-zero counters for joins, syncs, heartbeats and
 commits with correct labels, read by prometheus-client's own exposition parser; label values never
@@ -83,13 +83,20 @@ def label_values(samples: Samples, name: str, label: str) -> set[str]:
     return {dict(ls)[label] for (n, ls), _ in samples.items() if n == name and label in dict(ls)}
 
 
-def test_healthz_reports_every_shard_loaded(kcoord: KcoordProcess) -> None:
-    status, ctype, body = get(kcoord.metrics_url + "/healthz")  # type: ignore[attr-defined]
+def test_readyz_reports_every_shard_loaded_and_the_upstream_answering(kcoord: KcoordProcess) -> None:
+    status, ctype, body = get(kcoord.metrics_url + "/readyz")  # type: ignore[attr-defined]
     assert (status, ctype) == (200, "application/json")
-    assert json.loads(body) == {
-        "status": "ok", "shards": SHARDS, "loaded": SHARDS, "not_loaded": [], "fenced": [], "log_lost": {},
-        "log_lost_total": 0,
+    ready = json.loads(body)
+    upstream = ready.pop("upstream")
+    assert ready == {
+        "status": "ok", "listening": True, "shards": SHARDS, "loaded": SHARDS, "not_loaded": [],
+        "fenced": [], "log_lost": {}, "log_lost_total": 0,
     }  # fmt: skip
+    assert (
+        upstream["state"] == "answering" and upstream["seconds_since_answer"] <= upstream["timeout_seconds"]
+    )
+    status, _, body = get(kcoord.metrics_url + "/healthz")  # type: ignore[attr-defined]
+    assert status == 200 and json.loads(body) == {"status": "ok"}
     assert get(kcoord.metrics_url + "/nope")[0] == 404  # type: ignore[attr-defined]
 
 

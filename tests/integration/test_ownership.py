@@ -140,9 +140,9 @@ def test_a_fenced_kcoord_stops_serving_reads_within_the_check_interval(
             second.kill()
 
 
-def _health(port: int) -> tuple[int, dict[str, object]]:
+def _readiness(port: int) -> tuple[int, dict[str, object]]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -196,7 +196,7 @@ def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(
     upstream: Upstream, data_topic: str
 ) -> None:
     """The topic disappears while kcoord is idle. Within the check interval the
-    shards stop serving and /healthz and the log say why; kcoord re-creates the topic, serves again,
+    shards stop serving and /readyz and the log say why; kcoord re-creates the topic, serves again,
     and what it acknowledges then survives a kill -9."""
     offsets_topic, group = f"__kcoord_own_{uuid.uuid4().hex[:8]}", unique("lost-topic")
     metrics_port = free_port_block(1)
@@ -211,13 +211,13 @@ def test_a_deleted_internal_topic_stops_its_shards_and_is_recreated(
     restarted: KcoordProcess | None = None
     try:
         assert commit(kcoord.bootstrap, group, 7) == ErrorCode.NONE
-        assert _health(metrics_port)[0] == 200
+        assert _readiness(metrics_port)[0] == 200
         _delete_topic(upstream, offsets_topic)
         wait_for(lambda: "lost" in kcoord.log_tail(400), 5.0, "the log says the shards' log was lost")
         # Recovered: the topic is back (empty: its records were deleted upstream) and kcoord serves again.
         wait_for(lambda: commit(kcoord.bootstrap, group, 8) == ErrorCode.NONE, 20.0, "kcoord serves again")
         assert fetch(kcoord.bootstrap, group) == (ErrorCode.NONE, 8)
-        status, body = _health(metrics_port)
+        status, body = _readiness(metrics_port)
         assert status == 200, body
         assert body.get("log_lost_total", 0) >= 1, body
         kcoord.kill()

@@ -184,9 +184,7 @@ def test_kcoord_image_serves_a_group_next_to_kafka(docker_engine: None) -> None:
             deadline = time.monotonic() + 90
             while True:
                 try:
-                    with urllib.request.urlopen(
-                        f"http://127.0.0.1:{metrics_port}/healthz", timeout=2
-                    ) as resp:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2) as resp:
                         if resp.status == 200:
                             break
                 except OSError:

@@ -294,8 +294,8 @@ def test_json_lines_parse_and_keep_types() -> None:
     assert doc["ts"].endswith("Z")
 
 
-# -- /healthz --------------------------------------------------------------------------------------------
-def test_healthz_is_503_until_every_shard_is_loaded_and_names_the_missing_ones() -> None:
+# -- /healthz and /readyz -------------------------------------------------------------------------------
+def test_readyz_is_503_until_every_shard_is_loaded_and_names_the_missing_ones() -> None:
     from types import SimpleNamespace
 
     from kcoord.coordinator.ops.observability import MetricsServer
@@ -309,18 +309,57 @@ def test_healthz_is_503_until_every_shard_is_loaded_and_names_the_missing_ones()
     metrics.shard_lost(2, False, "topic deleted")
     app = SimpleNamespace(settings=SimpleNamespace(shards=4), shards=shards, metrics=metrics)
     server = MetricsServer(app)  # type: ignore[arg-type]
-    status, ctype, body = server.respond("GET", "/healthz")
+    status, ctype, body = server.respond("GET", "/readyz")
     assert (status, ctype) == (503, "application/json")
     assert json.loads(body) == {
-        "status": "unavailable", "shards": 4, "loaded": 1, "not_loaded": [1, 2, 3], "fenced": [1],
-        "log_lost": {"2": "topic deleted"}, "log_lost_total": 1,
+        "status": "unavailable", "listening": True, "shards": 4, "loaded": 1, "not_loaded": [1, 2, 3],
+        "fenced": [1], "log_lost": {"2": "topic deleted"}, "log_lost_total": 1,
     }  # fmt: skip
+    assert server.respond("GET", "/healthz")[0] == 200  # alive while shards load
     shards[1].loaded, shards[1].fenced = True, False
     shards[2].loaded, shards[2].lost = True, None
     shards.append(SimpleNamespace(index=3, loaded=True, fenced=False, lost=None))
-    status, _, body = server.respond("GET", "/healthz?verbose=1")
+    status, _, body = server.respond("GET", "/readyz?verbose=1")
     assert status == 200 and json.loads(body)["status"] == "ok"
     status, ctype, body = server.respond("GET", "/metrics")
     assert status == 200 and ctype.startswith("text/plain") and b"kcoord_connections" in body
     assert server.respond("POST", "/metrics")[0] == 405
     assert server.respond("GET", "/")[0] == 404
+
+
+def test_readyz_follows_the_upstream_and_the_listeners_and_healthz_only_a_fatal_stop() -> None:
+    from types import SimpleNamespace
+
+    from kcoord.coordinator.ops.observability import MetricsServer
+    from kcoord.coordinator.ops.upstream_health import UpstreamHealth
+
+    now = [100.0]
+    upstream = UpstreamHealth(5.0, now=lambda: now[0])
+    shards = [SimpleNamespace(index=0, loaded=True, fenced=False, lost=None)]
+    app = SimpleNamespace(
+        settings=SimpleNamespace(shards=1),
+        shards=shards,
+        metrics=Metrics(),
+        upstream_health=upstream,
+        listening=False,
+        fatal=None,
+    )
+    server = MetricsServer(app)  # type: ignore[arg-type]
+    upstream.answered()
+    assert server.respond("GET", "/readyz")[0] == 503  # not accepting connections yet
+    app.listening = True
+    status, _, body = server.respond("GET", "/readyz")
+    assert status == 200
+    assert json.loads(body)["upstream"] == {
+        "state": "answering", "seconds_since_answer": 0.0, "timeout_seconds": 5.0, "last_error": None
+    }  # fmt: skip
+    now[0] += 5.5  # no answer for longer than readiness.upstream.timeout.ms
+    status, _, body = server.respond("GET", "/readyz")
+    assert status == 503 and json.loads(body)["upstream"]["state"] == "silent"
+    assert server.respond("GET", "/healthz")[0] == 200
+    upstream.answered()
+    assert server.respond("GET", "/readyz")[0] == 200
+    app.fatal = "the embedded broker was killed by SIGKILL"
+    status, _, body = server.respond("GET", "/healthz")
+    assert status == 503 and json.loads(body) == {"status": "stopping", "reason": app.fatal}
+    assert server.respond("GET", "/readyz")[0] == 503

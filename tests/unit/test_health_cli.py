@@ -1,4 +1,5 @@
-"""``kcoord health`` (the image's HEALTHCHECK) asks /healthz where the serving process was told to serve it."""
+"""``kcoord health`` (the image's HEALTHCHECK) asks /readyz (``--live``: /healthz) where the serving
+process was told to serve it."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from kcoord.coordinator.tools.health import serve_argv
 
 
 class _Healthz(BaseHTTPRequestHandler):
-    status = 200
+    status = 200  # of /readyz
+    live_status = 200  # of /healthz
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(self.status if self.path == "/healthz" else 404)
+        codes = {"/readyz": self.status, "/healthz": self.live_status}
+        self.send_response(codes.get(self.path, 404))
         self.end_headers()
 
     def log_message(self, *args: object) -> None:
@@ -55,10 +58,13 @@ def test_health_follows_the_metrics_flag_of_the_serving_process(healthz: HTTPSer
     try:
         assert serve_argv(proc.pid) == ["serve", "--listen", "0.0.0.0:1", "--metrics", f"0.0.0.0:{port}"]
         assert main(["health", "--pid", str(proc.pid)]) == 0
-        _Healthz.status = 503  # shards still loading
+        _Healthz.status = 503  # shards still loading, or the upstream silent
         assert main(["health", "--pid", str(proc.pid)]) == 1
+        assert main(["health", "--live", "--pid", str(proc.pid)]) == 0  # alive all the same
+        _Healthz.live_status = 503
+        assert main(["health", "--live", "--pid", str(proc.pid)]) == 1
     finally:
-        _Healthz.status = 200
+        _Healthz.status = _Healthz.live_status = 200
         proc.kill()
         proc.wait()
 

@@ -135,18 +135,19 @@ def test_single_node_mode_routes_every_shard() -> None:
     asyncio.run(run())
 
 
-def test_health_before_the_shards_exist_lists_every_configured_shard_as_not_loaded() -> None:
+def test_readiness_before_the_shards_exist_lists_every_configured_shard_as_not_loaded() -> None:
     from kcoord.coordinator.net.server import App
-    from kcoord.coordinator.ops.observability import health
+    from kcoord.coordinator.ops.observability import readiness
     from kcoord.coordinator.ops.settings import Settings
 
     async def run() -> None:
         single = App(Settings(shards=4))  # not started: storage still opening, no shard exists yet
-        ok, body = health(single)
-        assert not ok and body["not_loaded"] == [0, 1, 2, 3]
+        ok, body = readiness(single)
+        assert not ok and body["not_loaded"] == [0, 1, 2, 3] and body["listening"] is False
         clustered = App(Settings(shards=4, cluster_enabled=True))
         clustered.router.owned = frozenset({1, 3})  # what start() and the cluster's group set
-        ok, body = health(clustered)
+        ok, body = readiness(clustered)
         assert not ok and body["not_loaded"] == [1, 3]
+        assert body["waiting_for_shards"] is True  # no assignment from the cluster's group yet
 
     asyncio.run(run())

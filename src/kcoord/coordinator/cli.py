@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Mapping
@@ -91,7 +92,26 @@ async def serve(settings: Settings) -> int:
     return 0
 
 
+# What a shell reports for a command that SIGPIPE ended (128 + 13): ``kcoord groups ... | head``
+# ends as ``cat ... | head`` does, quietly.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, not at exit: a closed pipe then raises where it is caught
+        return code
+    except BrokenPipeError:
+        # The reader of our output left (``| head``). Python ignores SIGPIPE, so the write raised;
+        # stdout goes to /dev/null so the interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "groups":

@@ -470,10 +470,12 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._account()  # answers waiting behind an unanswered request
 
-    def fail(self, slot: Slot, reason: str) -> None:
-        """The connection closes when ``slot`` comes up, after the answers before it are written."""
+    def fail(self, slot: Slot, reason: str, upstream: bool = False) -> None:
+        """The connection closes when ``slot`` comes up, after the answers before it are written.
+        ``upstream``: the upstream failed it (see :meth:`close_with`)."""
         if slot.data is None:
             slot.failure = reason
+            slot.upstream_failure = upstream
         self.fill(slot, b"")
 
     def _flush(self) -> None:
@@ -488,7 +490,7 @@ class ClientConnection(asyncio.Protocol):
         while slots and slots[0].data is not None:
             slot = slots.popleft()
             if slot.failure is not None:
-                self.close_with(slot.failure)
+                self.close_with(slot.failure, upstream=slot.upstream_failure)
                 return
             data = slot.data
             if data:
@@ -564,11 +566,19 @@ class ClientConnection(asyncio.Protocol):
         return bool(self._slots)
 
     # -- closing --------------------------------------------------------------------------------------
-    def close_with(self, reason: str) -> None:
-        """Close after the answers already written (bad input, a failed request)."""
+    def close_with(self, reason: str, upstream: bool = False) -> None:
+        """Close after the answers already written (bad input, a failed request).
+
+        ``upstream``: the upstream failed, not the client. While kcoord's probe finds the upstream
+        failing or silent, that outage has its own log line (ops/upstream_health.py) and this
+        connection's goes to DEBUG: with the upstream gone every client reconnects and fails
+        several times a second, and a line each buried the one that said why."""
         if self.closed:
             return
-        log.log(self.close_log_level, "closing connection from %s: %s", self.peer, reason)
+        level = self.close_log_level
+        if upstream and self.app.upstream_health.suspect:
+            level = logging.DEBUG
+        log.log(level, "closing connection from %s: %s", self.peer, reason)
         out = self._out
         self._closing()
         if self.transport is not None:

@@ -166,6 +166,8 @@ class ApiDispatcher:
             relay.fetch(payload, version)
         elif api_key == ApiKey.METADATA:
             relay.metadata(payload, version, correlation_id)
+        elif api_key == ApiKey.LIST_OFFSETS:
+            relay.list_offsets(payload, version)
         elif api_key == ApiKey.DESCRIBE_CLUSTER:
             relay.describe_cluster(payload, version)
         elif api_key == END_TXN:

@@ -37,6 +37,16 @@ def _die_with_parent() -> None:
         pass
 
 
+def describe_exit(returncode: int) -> str:
+    """``exited with code 1`` or ``was killed by SIGKILL`` (Popen's returncode is -signal)."""
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
 class EmbeddedBroker:
     def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
         self.host = host
@@ -94,6 +104,39 @@ class EmbeddedBroker:
                 await asyncio.sleep(0.1)
         self.stop()
         raise RuntimeError(f"embedded broker did not start within {timeout}s; see {self.log_path}")
+
+    async def wait_exit(self) -> str:
+        """Wait until the broker process exits, however it does; returns how, for the log line.
+
+        A pidfd turns readable the moment the process exits (Linux 5.3+), so kcoord notices at
+        once without polling; elsewhere it looks every 100 ms."""
+        proc = self.process
+        if proc is None:
+            raise RuntimeError("the embedded broker was not started")
+        loop = asyncio.get_running_loop()
+        pidfd = -1
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(proc.pid)
+        try:
+            if pidfd >= 0:
+                exited: asyncio.Future[None] = loop.create_future()
+
+                def readable() -> None:
+                    if not exited.done():
+                        exited.set_result(None)
+
+                loop.add_reader(pidfd, readable)
+                try:
+                    if proc.poll() is None:
+                        await exited
+                finally:
+                    loop.remove_reader(pidfd)
+            while proc.poll() is None:
+                await asyncio.sleep(0.1)
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+        return describe_exit(proc.returncode)
 
     async def stop_async(self, timeout: float = 5.0) -> None:
         """:meth:`stop` without blocking the event loop: tansu's graceful exit waits for its

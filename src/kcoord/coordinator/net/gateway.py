@@ -124,6 +124,9 @@ class ClusterView:
         self.group_owner: Callable[[str], tuple[int, str, int] | None] | None = None
         self.coordinator_nodes: Callable[[], dict[int, tuple[str, int]]] = self._this_coordinator
         self._warned_old_metadata = False
+        # The upstream answers ListOffsets LATEST short of the log end (tansu): kcoord raises each
+        # such answer to the partition's Fetch high watermark (relay/latest_offsets.py).
+        self.latest_offset_from_fetch = False
 
     def _this_coordinator(self) -> dict[int, tuple[str, int]]:
         return {self.coordinator_node_id: (self.advertised_host, self.coordinator_port)}
@@ -177,6 +180,14 @@ class ClusterView:
                     security=self.security,
                 )
             return conn
+
+    async def high_watermarks(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The high watermarks of these partitions (relay/latest_offsets.py), on kcoord's own
+        metadata connection."""
+        from .relay.latest_offsets import high_watermarks
+
+        conn = await self._metadata_connection()
+        return await high_watermarks(conn, offsets, timeout=10.0)
 
     async def _fetch_all_topics(self) -> Any:
         """Metadata for every topic of the cluster (the catalog's periodic listing)."""

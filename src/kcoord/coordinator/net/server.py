@@ -28,6 +28,7 @@ from kcoord.coordinator.ops.memory_trim import HeapTrimmer
 from kcoord.coordinator.ops.metrics import Metrics
 from kcoord.coordinator.ops.observability import MetricsServer, ShardEventObserver
 from kcoord.coordinator.ops.settings import Settings, read_password_file
+from kcoord.coordinator.ops.upstream_health import UpstreamHealth
 from kcoord.coordinator.runtime.membership import ClusterMembership, group_id_for
 from kcoord.coordinator.runtime.router import Router, shard_for_group
 from kcoord.coordinator.runtime.shard import ShardRuntime
@@ -49,13 +50,20 @@ from .loop_steps import LoopSteps
 from .relay.guard import ProtectedTopics
 from .sasl import log_unlogged_failures
 from .tls import TlsAcceptor, server_context
+from .upstream_probe import UpstreamProbe
 from .writes import WriteCoalescer
 
 log = logging.getLogger("kcoord.server")
 
 ACL_FIRST_LOAD_WAIT = 10.0  # seconds start-up waits for the upstream's ACLs before serving
 REFUSAL_LOG_INTERVAL = 10.0  # seconds between log lines about refused connections, per limit
+STOP_WAIT_UPSTREAM_LOST = 0.3  # seconds each shutdown step may wait for an upstream known to be gone
 LISTEN_BACKLOG = 100  # asyncio's create_server default, for the TLS listeners' own sockets
+
+
+class ListenError(OSError):
+    """A listener cannot bind: the message names the setting behind the address. An OSError, so a
+    broker met while serving is left out of an answer (relay/addresses.py) rather than failing it."""
 
 
 class Listener:
@@ -138,6 +146,11 @@ class App:
         self.storage = storage
         self.event_writer: Any = None  # the event topic's writer (EventTopicWriter), when on
         self.embedded: EmbeddedBroker | None = None
+        self._embedded_watch: asyncio.Task[None] | None = None
+        # Readiness: has the upstream answered lately (upstream_probe.py asks every second)?
+        self.upstream_health = UpstreamHealth(settings.readiness_upstream_timeout_ms / 1000)
+        self.upstream_probe: UpstreamProbe | None = None
+        self.listening = False  # the coordinator listener accepts (the end of start())
         self.shards: list[ShardRuntime] = []
         self.router = Router(self.shards)
         self.transactions: TransactionOffsets = None  # type: ignore[assignment]  # set with the shards
@@ -204,16 +217,24 @@ class App:
             # First, so /healthz answers 503 while storage opens and shards load.
             self.metrics_server = MetricsServer(self)
             await self.metrics_server.start(*s.metrics)
+        # Bind now (the port goes into the cluster view) but accept only once the upstream's API
+        # versions are known: an early client would otherwise be told the cluster has no Metadata API.
+        # Before the embedded broker starts, so a listen address that cannot work stops start-up first.
+        coordinator = Listener(self, None)
+        try:
+            port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
+        except OSError as exc:
+            raise ListenError(f"cannot listen on {s.listen[0]}:{s.listen[1]} (listen): {exc}") from None
+        self.listeners.append(coordinator)
         bootstrap = list(s.bootstrap_servers)
         if not bootstrap:
             self.embedded = EmbeddedBroker()
             await self.embedded.start()
             bootstrap = [self.embedded.address]
-        # Bind now (the port goes into the cluster view) but accept only once the upstream's API
-        # versions are known: an early client would otherwise be told the cluster has no Metadata API.
-        coordinator = Listener(self, None)
-        port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
-        self.listeners.append(coordinator)
+            self._embedded_watch = asyncio.ensure_future(self._watch_embedded(self.embedded))
+        self.upstream_probe = UpstreamProbe(self.upstream_health, lambda: bootstrap, self.upstream)
+        await self.upstream_probe.probe_once()  # answered before serving: ready with the first shards
+        self.upstream_probe.start()
         self.cluster = ClusterView(
             bootstrap,
             s.advertised,
@@ -221,6 +242,10 @@ class App:
             s.coordinator_node_id,
             self._open_broker_listener,
             security=self.upstream,
+        )
+        latest_from_fetch = s.upstream_latest_offset_from_fetch
+        self.cluster.latest_offset_from_fetch = (
+            self.embedded is not None if latest_from_fetch is None else latest_from_fetch
         )
         # Topic ids by name, live: requests naming topics by id are checked against them.
         self.protected_topics = dataclasses.replace(self.protected_topics, ids=self.cluster.topics.ids)
@@ -241,9 +266,10 @@ class App:
             self._join_cluster(bootstrap, port)
         else:
             await asyncio.gather(*(shard.first_load() for shard in self.shards))
+        self.listening = True
         if not s.cluster_enabled and not all(shard.loaded for shard in self.shards):
             waiting = [shard.index for shard in self.shards if not shard.loaded]
-            log.error("shards %s are not loaded; they retry in the background (see /healthz)", waiting)
+            log.error("shards %s are not loaded; they retry in the background (see /readyz)", waiting)
         log.info(
             "kcoord serving on %s:%d (advertised %s), %d shards, upstream %s",
             s.listen[0],
@@ -365,6 +391,20 @@ class App:
         self.fatal = why
         self.fatal_event.set()
 
+    async def _watch_embedded(self, broker: EmbeddedBroker) -> None:
+        """The embedded broker is kcoord's whole upstream and holds its data in memory: when it
+        exits, whatever kcoord serves from then on is lost or refused. kcoord stops at once, with a
+        non-zero exit and one line saying why (cli.py), rather than restarting it empty behind
+        clients that believe their commits are stored."""
+        how = await broker.wait_exit()
+        if self.fatal is None:
+            self._cluster_fatal(f"the embedded broker {how}; its log: {broker.log_path}")
+
+    @property
+    def waiting_for_shards(self) -> bool:
+        """Cluster mode, before the cluster's group first assigned this node its shards."""
+        return self.settings.cluster_enabled and self.router.ownership is None
+
     def serving_shards(self) -> frozenset[int]:
         """The shards this node answers for (/healthz, metrics): every configured shard outside
         cluster mode (also before they exist, while storage opens: not loaded yet, so 503)."""
@@ -464,9 +504,11 @@ class App:
         """Listen for ``broker``: on the next of ``broker.ports``, else on the listen port + 1, + 2, ...
 
         A derived port another socket already holds (it may have been handed out as the ephemeral
-        port of some outgoing connection) is passed over for one the OS picks, with a warning: a
-        client must never lose its connection because kcoord met a new broker. A port the
-        operator listed is theirs to free, so failing to bind it raises.
+        port of some outgoing connection) is an error naming the settings: a port the OS picks
+        instead is one that clients behind published container ports or a firewall can never
+        reach, and they would fail far from the cause. With ``broker.ports.auto`` (tests, hosts
+        whose every port is reachable) it is passed over for one the OS picks, with a warning. A
+        port the operator listed is theirs to free, so failing to bind it raises.
         """
         s = self.settings
         derived = False
@@ -483,7 +525,15 @@ class App:
             actual = await listener.start(s.listen[0], port)
         except OSError as exc:
             if not derived:
-                raise
+                raise ListenError(
+                    f"cannot listen for broker {broker.node_id} on {s.listen[0]}:{port} (broker.ports): {exc}"
+                ) from None
+            if not s.broker_ports_auto:
+                raise ListenError(
+                    f"port {port} for broker {broker.node_id} (listen port + {self._broker_port_index}) is "
+                    f"taken: {exc}; free it, name the ports with broker.ports, or set broker.ports.auto=true "
+                    "to let the OS pick one (unreachable behind published ports or a firewall)"
+                ) from None
             actual = await listener.start(s.listen[0], 0)
             log.warning(
                 "port %d for broker %d is taken (%s): serving it on %d instead",
@@ -499,25 +549,48 @@ class App:
     def port(self) -> int:
         return self.listeners[0].port
 
+    def upstream_lost(self) -> bool:
+        """The upstream is known to be gone: silent past the readiness timeout, failing since its
+        last answer, or (embedded) exited. Nothing waiting on it will be answered."""
+        embedded_gone = self.embedded is not None and (
+            self.embedded.process is None or self.embedded.process.poll() is not None
+        )
+        return embedded_gone or self.upstream_health.suspect
+
     async def stop(self, grace: float = 10.0) -> None:
-        """Stop accepting, let in-flight requests finish, flush the shards' logs, shut down."""
+        """Stop accepting, let in-flight requests finish, flush the shards' logs, shut down.
+
+        With the upstream gone, nothing in flight can finish and nothing more can be acknowledged:
+        each wait below is then cut to a fraction of a second (what was acknowledged is stored
+        already; what was not was never answered), so SIGTERM ends in well under 2 s."""
+        lost = self.upstream_lost()
+
+        def wait(seconds: float) -> float:
+            return min(seconds, STOP_WAIT_UPSTREAM_LOST) if lost else seconds
+
+        if lost:
+            log.info("upstream unreachable: stopping without waiting for it")
         for listener in self.listeners:
             listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._embedded_watch is not None:
+            self._embedded_watch.cancel()
+        if self.upstream_probe is not None:
+            await self.upstream_probe.close()
         self.gc_pauses.uninstall()
-        deadline = asyncio.get_running_loop().time() + grace
+        deadline = asyncio.get_running_loop().time() + wait(grace)
         while any(not c.idle for c in self.connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
         if self.membership is not None:
             # Releases (drains) this node's shards and leaves the group: the others take them now.
             try:
-                await asyncio.wait_for(self.membership.stop(), 10.0)
+                await asyncio.wait_for(self.membership.stop(), wait(10.0))
             except (TimeoutError, OSError) as exc:
                 log.warning("cluster: leaving the group did not finish: %r", exc)
         # Flush what was written, all shards at once and for a bounded time: with the cluster
         # unreachable nothing more can be acknowledged, and shutdown must not wait on it.
-        await asyncio.gather(*(shard.drain(timeout=5.0) for shard in self.shards))
+        await asyncio.gather(*(shard.drain(timeout=wait(5.0)) for shard in self.shards))
         for shard in self.shards:
             shard.close()
         self.router.close()
@@ -529,14 +602,14 @@ class App:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(listener.server.wait_closed(), 2.0)
         if self.event_writer is not None:
-            await self.event_writer.close()
+            await self.event_writer.close(timeout=wait(5.0))  # events are lossy by design (events.md)
         if self.acl_source is not None:
             await self.acl_source.close()
         if self.cluster is not None:
             await self.cluster.close()
         if self.storage is not None:
             try:
-                await asyncio.wait_for(self.storage.close(), 5.0)
+                await asyncio.wait_for(self.storage.close(), wait(5.0))
             except (TimeoutError, OSError) as exc:
                 log.warning("storage did not close cleanly: %r", exc)
         if self.embedded is not None:

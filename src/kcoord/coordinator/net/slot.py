@@ -9,7 +9,7 @@ STREAM_UNDECIDED = -1
 class Slot:
     """A response owed to the client, in request order."""
 
-    __slots__ = ("api_key", "received", "data", "body", "failure", "sent", "cost")
+    __slots__ = ("api_key", "received", "data", "body", "failure", "upstream_failure", "sent", "cost")
 
     def __init__(self, api_key: int, received: float) -> None:
         self.api_key = api_key
@@ -21,6 +21,9 @@ class Slot:
         # it: one buffer, or the pieces a stepped encoding produced.
         self.body: bytes | list[bytes] | None = None
         self.failure: str | None = None  # set: close the connection when this slot comes up
+        self.upstream_failure = (
+            False  # that failure is the upstream's (logged once per outage: App.upstream_health)
+        )
         # Bytes of a large relayed answer's payload already written while it arrived (the relay's
         # business: STREAM_UNDECIDED before its first piece, negative while it is not streamed).
         self.sent = STREAM_UNDECIDED

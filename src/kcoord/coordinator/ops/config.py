@@ -160,6 +160,22 @@ def _host_port(raw: Any) -> tuple[str, int]:
     return host, port
 
 
+def _auto_boolean(raw: Any) -> bool | None:
+    """true, false, or auto (None: kcoord decides)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return None
+    return _boolean(raw)
+
+
+def _listen_address(raw: Any) -> tuple[str, int]:
+    """A listener's HOST:PORT, the port required: ``--listen notaport`` is a mistake, not host
+    "notaport" on 9092 (which failed only after the embedded broker had started, naming no setting)."""
+    text = _text(raw).strip()
+    if text and ":" not in (text.rpartition("]")[2] if text.startswith("[") else text):
+        raise ValueError(f"expected HOST:PORT, got {raw!r} (no port)")
+    return _host_port(raw)
+
+
 def _optional_host_port(raw: Any) -> tuple[str, int] | None:
     return None if isinstance(raw, str) and not raw.strip() else _host_port(raw)
 
@@ -296,7 +312,7 @@ class Option:
 _MS = "MS"
 OPTIONS: tuple[Option, ...] = (
     # server
-    Option("listen", "settings.listen", _host_port, "bootstrap and coordinator listener", "HOST:PORT"),
+    Option("listen", "settings.listen", _listen_address, "bootstrap and coordinator listener", "HOST:PORT"),
     Option(
         "bootstrap.server",
         "settings.bootstrap_servers",
@@ -318,6 +334,23 @@ OPTIONS: tuple[Option, ...] = (
         _port_list,
         "kcoord ports for the upstream brokers in node id order (empty: listen port + 1, + 2, ...)",
         "P1,P2,...",
+    ),
+    Option(
+        "upstream.latest.offset.from.fetch",
+        "settings.upstream_latest_offset_from_fetch",
+        _auto_boolean,
+        "raise ListOffsets LATEST answers to the Fetch high watermark, for an upstream that answers "
+        "LATEST short of the log end (tansu); auto: on for the embedded broker only",
+        "{auto,true,false}",
+        unset="auto",
+    ),
+    Option(
+        "broker.ports.auto",
+        "settings.broker_ports_auto",
+        _boolean,
+        "when a derived broker port (listen port + N) is taken, serve that broker on a port the OS "
+        "picks instead of failing (clients behind published ports or a firewall cannot reach it)",
+        "{true,false}",
     ),
     Option(
         "coordinator.node.id",
@@ -695,9 +728,16 @@ OPTIONS: tuple[Option, ...] = (
         "metrics",
         "settings.metrics",
         _optional_host_port,
-        "serve Prometheus /metrics and /healthz on HOST:PORT (empty: off)",
+        "serve Prometheus /metrics, /healthz (liveness) and /readyz (readiness) on HOST:PORT (empty: off)",
         "HOST:PORT",
         unset="off",
+    ),
+    Option(
+        "readiness.upstream.timeout.ms",
+        "settings.readiness_upstream_timeout_ms",
+        _integer(100),
+        "/readyz answers 503 when the upstream has not answered kcoord's probe for this long",
+        _MS,
     ),
     Option("log.level", "settings.log_level", _choice(*LOG_LEVELS, upper=True), "log level", "LEVEL"),
     Option(

@@ -1,4 +1,4 @@
-"""What an operator sees: group events as metrics and log lines, and the /metrics + /healthz endpoint.
+"""What an operator sees: group events as metrics and log lines; /metrics, /healthz and /readyz.
 
 :class:`ShardEventObserver` is the shard runtime's observer: storage and load timings go to
 :class:`~kcoord.coordinator.ops.metrics.Metrics`; the :mod:`kcoord.coordinator.core.events` a handler returns become
@@ -195,10 +195,10 @@ _HANDLERS: dict[type, Any] = {
 }
 
 
-# -- /metrics and /healthz --------------------------------------------------------------------------------
+# -- /metrics, /healthz and /readyz ----------------------------------------------------------------------
 class Observed(Protocol):
-    """What /metrics and /healthz read of the running server (the net layer's App, which this
-    layer must not import)."""
+    """What /metrics, /healthz and /readyz read of the running server (the net layer's App, which
+    this layer must not import)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -210,8 +210,20 @@ class Observed(Protocol):
     def metrics(self) -> Metrics: ...
 
 
-def health(app: Observed) -> tuple[bool, dict[str, Any]]:
-    """Healthy when every configured shard exists and is loaded; the body says which are not."""
+def liveness(app: Observed) -> tuple[bool, dict[str, Any]]:
+    """/healthz, Kubernetes' liveness: the process works (its event loop answers this very request)
+    and has not given up for good. Never about shards or the upstream: a restart cures neither,
+    and restarting every kcoord during an upstream outage would only add shard loads to it."""
+    fatal = getattr(app, "fatal", None)
+    if fatal is not None:
+        return False, {"status": "stopping", "reason": fatal}
+    return True, {"status": "ok"}
+
+
+def readiness(app: Observed) -> tuple[bool, dict[str, Any]]:
+    """/readyz, Kubernetes' readiness: kcoord serves its listeners, every shard this node owns is
+    loaded, and the upstream answered within ``readiness.upstream.timeout.ms``; the body says
+    what is missing."""
     expected = app.settings.shards
     # Cluster mode: a node answers for the shards the cluster gave it (a released shard is not its).
     serving = getattr(app, "serving_shards", None)
@@ -220,9 +232,17 @@ def health(app: Observed) -> tuple[bool, dict[str, Any]]:
     fenced = sorted(s.index for s in app.shards if s.fenced and s.index in indices)
     lost = {str(s.index): s.lost for s in app.shards if s.lost is not None and not s.fenced}
     not_loaded = [i for i in indices if i not in loaded]
-    ok = not not_loaded
+    listening = getattr(app, "listening", True)  # False until the listeners accept (start() is done)
+    waiting_for_shards = getattr(app, "waiting_for_shards", False)  # cluster mode: none assigned yet
+    upstream = getattr(app, "upstream_health", None)
+    if upstream is not None:
+        upstream.update()  # a silence seen here is logged now, not at the probe's next look
+    upstream_ok = upstream is None or upstream.is_answering()
+    ok = not not_loaded and listening and not waiting_for_shards and upstream_ok
+    ok = ok and liveness(app)[0]
     body: dict[str, Any] = {
         "status": "ok" if ok else "unavailable",
+        "listening": listening,
         "shards": expected,
         "loaded": len(loaded),
         "not_loaded": not_loaded,
@@ -230,6 +250,10 @@ def health(app: Observed) -> tuple[bool, dict[str, Any]]:
         "log_lost": lost,  # shard → why, until it is loaded again
         "log_lost_total": app.metrics.log_lost_total,  # shards that lost their log since start
     }
+    if waiting_for_shards:
+        body["waiting_for_shards"] = True
+    if upstream is not None:
+        body["upstream"] = upstream.describe()
     return ok, body
 
 
@@ -238,16 +262,23 @@ class MetricsServer:
         self.app = app
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
+        self._open: set[asyncio.StreamWriter] = set()  # scrapers' keep-alive connections, closed on close()
 
     async def start(self, host: str, port: int) -> int:
         self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = self.server.sockets[0].getsockname()[1]
-        http_log.info("metrics on http://%s:%d/metrics, health on /healthz", host, self.port)
+        http_log.info(
+            "metrics on http://%s:%d/metrics, liveness on /healthz, readiness on /readyz", host, self.port
+        )
         return self.port
 
     async def close(self) -> None:
         if self.server is not None:
             self.server.close()
+            # A scraper's idle keep-alive connection would hold its handler until the loop ends and
+            # cancels it; closed here, the handler sees EOF and ends by itself.
+            for writer in list(self._open):
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2.0)
 
@@ -258,12 +289,16 @@ class MetricsServer:
             return 405, "text/plain; charset=utf-8", b"method not allowed\n"
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, generate_latest(self.app.metrics.registry)
-        if path == "/healthz":
-            ok, body = health(self.app)
+        if path in ("/healthz", "/livez"):
+            ok, body = liveness(self.app)
             return (200 if ok else 503), "application/json", json.dumps(body).encode() + b"\n"
-        return 404, "text/plain; charset=utf-8", b"not found: try /metrics or /healthz\n"
+        if path == "/readyz":
+            ok, body = readiness(self.app)
+            return (200 if ok else 503), "application/json", json.dumps(body).encode() + b"\n"
+        return 404, "text/plain; charset=utf-8", b"not found: try /metrics, /healthz or /readyz\n"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             while True:
                 request_line = await asyncio.wait_for(reader.readline(), 30.0)
@@ -291,7 +326,12 @@ class MetricsServer:
                 await writer.drain()
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # Shutdown cancels what is still open. Ended quietly: asyncio's streams read the task's
+            # exception() in a done callback, which raises for a cancelled task and logs a traceback.
+            pass
         except Exception:
             http_log.exception("metrics endpoint failed")
         finally:
+            self._open.discard(writer)
             writer.close()

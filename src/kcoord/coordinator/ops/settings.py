@@ -46,6 +46,12 @@ class Settings:
     broker_ports: list[int] = field(
         default_factory=list
     )  # explicit ports for upstream brokers, in node id order
+    # ListOffsets LATEST raised to the Fetch high watermark (tansu answers it short of the log end):
+    # None decides by the upstream (on for the embedded broker), True/False force it.
+    upstream_latest_offset_from_fetch: bool | None = None
+    # A derived broker port (listen + N) that is taken: False fails (start-up stops, a broker met
+    # later is left out of Metadata); True serves it on a port the OS picks, with a warning.
+    broker_ports_auto: bool = False
     coordinator_node_id: int = 1_000_000
     shards: int = 50
     storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)
@@ -122,7 +128,9 @@ class Settings:
     authorizer_acl_refresh_ms: int = 2000
     super_users: str | None = None  # Kafka's super.users; None: the upstream broker's
     allow_everyone_if_no_acl_found: bool | None = None  # None: the upstream broker's
-    metrics: tuple[str, int] | None = None  # HOST:PORT of the Prometheus /metrics and /healthz endpoint
+    metrics: tuple[str, int] | None = None  # HOST:PORT of /metrics, /healthz and /readyz
+    # /readyz is 503 once the upstream has not answered kcoord's probe (every second) for this long.
+    readiness_upstream_timeout_ms: int = 5_000
     log_level: str = "INFO"
     log_format: str = "kv"  # "kv" (key=value) or "json": one line per log event
     group: GroupConfig = field(default_factory=GroupConfig)

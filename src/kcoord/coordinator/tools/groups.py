@@ -28,6 +28,7 @@ from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
 
 CLIENT_ID = "kcoord-groups"
+LIST_GROUPS_TYPES_SINCE = 5  # ListGroups answers each group's type from v5 (KIP-848)
 _RETRIABLE = {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -181,13 +182,17 @@ class GroupsAdmin:
 
     # list ------------------------------------------------------------------------------------------------
     def list_groups(self, states: Sequence[str] = ()) -> list[dict[str, str]]:
-        """Every group of every node in the cluster's Metadata (kcoord answers for all of them)."""
+        """Every group of every node in the cluster's Metadata (kcoord answers for all of them).
+
+        ``type`` is the group's type as ``kafka-groups.sh`` shows it (Classic, Consumer: ListGroups
+        v5+; "" from an older server), ``protocol_type`` what its members run ("consumer" for both
+        a classic consumer group and a KIP-848 one, "connect", ...)."""
         metadata = self._metadata([])
         nodes = {(b.host, b.port) for b in metadata.brokers} or set(self.bootstrap)
         found: dict[str, dict[str, str]] = {}
         for address in sorted(nodes):
             conn = self._conn(address)
-            version = conn.version(m.ListGroupsRequest, 4)
+            version = conn.version(m.ListGroupsRequest, LIST_GROUPS_TYPES_SINCE)
             req = m.ListGroupsRequest(states_filter=list(states) if version >= 4 else [], types_filter=[])
             resp = conn.call(req, version)
             if resp.error_code:
@@ -196,7 +201,13 @@ class GroupsAdmin:
                 state = g.group_state if version >= 4 else ""
                 if states and version < 4 and state not in states:
                     continue
-                found[g.group_id] = {"group": g.group_id, "protocol_type": g.protocol_type, "state": state}
+                group_type = g.group_type if version >= LIST_GROUPS_TYPES_SINCE else ""
+                found[g.group_id] = {
+                    "group": g.group_id,
+                    "type": group_type.capitalize(),  # Kafka's GroupType names: Classic, Consumer, Share
+                    "protocol_type": g.protocol_type,
+                    "state": state,
+                }
         return [found[k] for k in sorted(found)]
 
     # shards ----------------------------------------------------------------------------------------------
@@ -537,8 +548,11 @@ def run_groups(args: argparse.Namespace, out: Any = None) -> int:
                 else:
                     print(
                         _table(
-                            ["GROUP", "PROTOCOL-TYPE", "STATE"],
-                            [[g["group"], g["protocol_type"] or "-", g["state"] or "-"] for g in listed],
+                            ["GROUP", "TYPE", "PROTOCOL", "STATE"],
+                            [
+                                [g["group"], g["type"] or "-", g["protocol_type"] or "-", g["state"] or "-"]
+                                for g in listed
+                            ],
                         ),
                         file=out,
                     )

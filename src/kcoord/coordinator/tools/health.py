@@ -1,10 +1,12 @@
-"""``kcoord health``: is the kcoord in this container healthy? The image's HEALTHCHECK.
+"""``kcoord health``: is the kcoord in this container ready (or, ``--live``, alive)? The image's HEALTHCHECK.
 
-It asks /healthz on the metrics address kcoord was configured with, read the way ``kcoord serve``
+It asks /readyz (``--live``: /healthz) on the metrics address kcoord was configured with, read the way ``kcoord serve``
 reads it: the flags of the serving process (PID 1 in a container: ``ENTRYPOINT ["kcoord"]``, so
 /proc/1/cmdline is ``kcoord serve ...``), the KCOORD_* environment and KCOORD_CONFIG. A healthcheck
 that hard-codes a port goes wrong as soon as someone passes ``--metrics`` with another one.
-With metrics off there is no /healthz; then a TCP connect to the listen address is the check.
+Readiness is the default because Docker's "healthy" is what ``depends_on: condition:
+service_healthy`` and load balancers wait for: shards loaded and the upstream answering.
+With metrics off there is no /readyz; then a TCP connect to the listen address is the check.
 Exit 0 healthy, 1 not (the reason on stderr), 2 when the configuration cannot be read.
 """
 
@@ -23,8 +25,14 @@ from kcoord.coordinator.ops import config
 def add_health_parser(sub: Any) -> None:
     health = sub.add_parser(
         "health",
-        help="check the kcoord serving in this container (its /healthz)",
-        description="Exit 0 when /healthz on kcoord's configured metrics address answers 200.",
+        help="check the kcoord serving in this container (its /readyz, or /healthz with --live)",
+        description="Exit 0 when /readyz (--live: /healthz) on kcoord's configured metrics address "
+        "answers 200.",
+    )
+    health.add_argument(
+        "--live",
+        action="store_true",
+        help="ask /healthz (liveness: the process works) instead of /readyz (readiness)",
     )
     health.add_argument(
         "--pid", type=int, default=1, help="the serving process whose flags to read (default 1)"
@@ -71,12 +79,13 @@ def run_health(args: argparse.Namespace) -> int:
             return 1
         return 0
     host, port = _local(settings.metrics[0]), settings.metrics[1]
-    url = f"http://[{host}]:{port}/healthz" if ":" in host else f"http://{host}:{port}/healthz"
+    path = "/healthz" if args.live else "/readyz"
+    url = f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
     try:
         with urllib.request.urlopen(url, timeout=args.timeout) as resp:
             if resp.status == 200:
                 return 0
             print(f"kcoord health: {url} answered {resp.status}", file=sys.stderr)
-    except OSError as exc:  # urllib's HTTPError (503 while shards load) is an OSError too
+    except OSError as exc:  # urllib's HTTPError (503 while not ready) is an OSError too
         print(f"kcoord health: {url}: {exc}", file=sys.stderr)
     return 1

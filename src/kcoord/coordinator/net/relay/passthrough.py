@@ -40,6 +40,7 @@ from .addresses import (
     rewrite_metadata,
     rewrite_node_endpoints,
 )
+from .latest_offsets import corrected, latest_partitions
 from .requests import ACKS_ONE, METADATA_BY_ID_SINCE, metadata_asked_by_id, produce_acks
 
 if TYPE_CHECKING:
@@ -98,6 +99,16 @@ class UpstreamRelay:
             payload = metadata_asked_by_id(payload, version, correlation_id)
         self._forward_and_rewrite(payload, ApiKey.METADATA, version, rewrite_metadata)
 
+    def list_offsets(self, payload: bytes, version: int) -> None:
+        """A ListOffsets: as it came, unless the upstream answers LATEST short of the log end
+        (latest_offsets.py); then its LATEST partitions are raised to their high watermarks."""
+        cluster = self.conn.app.cluster
+        wanted = latest_partitions(payload, version) if cluster.latest_offset_from_fetch else []
+        if not wanted:
+            self._relay(payload, None)
+            return
+        self.forward_amended(payload, lambda raw: corrected(raw, version, wanted, cluster.high_watermarks))
+
     def describe_cluster(self, payload: bytes, version: int) -> None:
         self._forward_and_rewrite(payload, ApiKey.DESCRIBE_CLUSTER, version, rewrite_describe_cluster)
 
@@ -147,7 +158,7 @@ class UpstreamRelay:
         try:
             return self._send_upstream(frames.frame(payload), expect_response)
         except UpstreamClosed as exc:
-            self.conn.close_with(str(exc))
+            self.conn.close_with(str(exc), upstream=True)
             return None
 
     def _relay(self, payload: bytes, api: tuple[int, int] | None) -> None:
@@ -168,7 +179,7 @@ class UpstreamRelay:
             if up is not None and up.closed:
                 raise UpstreamClosed(f"upstream {up.address[0]}:{up.address[1]} is closed")
         except UpstreamClosed as exc:
-            self.conn.close_with(str(exc))
+            self.conn.close_with(str(exc), upstream=True)
             return
         self._outbox.append((framed if body is None else framed + body, True, answered))
         if self._opening is None:
@@ -237,7 +248,9 @@ class UpstreamRelay:
             return
         if self.conn.has_slots:
             # Responses owed by the broker will never come: the client must reconnect and retry.
-            self.conn.close_with(f"upstream {up.address[0]}:{up.address[1]} closed with requests in flight")
+            self.conn.close_with(
+                f"upstream {up.address[0]}:{up.address[1]} closed with requests in flight", upstream=True
+            )
         elif self.conn.sasl is not None:
             # The client's authenticated session was that connection (a session lifetime ran out,
             # say): it must log in again, as it would to a broker.
@@ -278,7 +291,7 @@ class UpstreamRelay:
         conn = self.conn
         if raw is None:
             conn.app.metrics.upstream_error()
-            conn.fail(slot, "request failed: the upstream connection closed before answering")
+            conn.fail(slot, "request failed: the upstream connection closed before answering", upstream=True)
             return
         self._relayed_bytes[1] += len(raw) + 4
         if slot.sent >= 0:
@@ -333,7 +346,7 @@ class UpstreamRelay:
             conn.fill(slot, b"")
         elif failed is not None:
             conn.app.metrics.upstream_error()
-            conn.fail(slot, f"request failed: {failed!r}")
+            conn.fail(slot, f"request failed: {failed!r}", upstream=True)
         elif framed:
             conn.fill(slot, fut.result())
         else:
