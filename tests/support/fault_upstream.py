@@ -213,7 +213,11 @@ class FaultUpstream:
             fut = await answers.get()
             if fut is None:
                 return
-            answer = await fut
+            try:
+                answer = await fut
+            except Exception:  # the broker closed the relayed connection: close this one, as a proxy does
+                writer.close()
+                return
             assert self._flowing is not None
             await self._flowing.wait()
             framed = frames.frame(answer)
