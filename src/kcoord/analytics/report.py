@@ -93,14 +93,7 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
             "The event topic holds no events for this period (and the offsets topic no commits): "
             "nothing to report. Is kcoord running with --events-topic set?"
         )
-    r.h2("Bad input")
-    if bad.empty:
-        r.p("No corrupt or unknown-version records.")
-    else:
-        counts = bad.groupby("problem").size().reset_index(name="records")
-        r.p(f"{len(bad)} records were skipped.")
-        r.table(counts)
-        r.table(bad[["partition", "offset", "problem", "sample"]], limit=5)
+    _bad_input_section(r, bad, _pdf(_table(spark, out, "bad_offset_records")), summary)
     if n_events:
         _rebalance_section(r, spark, out, F)
         _fencing_section(r, spark, out)
@@ -111,6 +104,23 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
     if r.pngs:
         overview(r.pngs, out / "overview.png")
     return path
+
+
+def _bad_input_section(r: Report, bad_events: Any, bad_offsets: Any, summary: dict[str, Any]) -> None:
+    """Records of either topic that were skipped, counted by problem, with a few samples: bad
+    input is reported, never read as numbers."""
+    r.h2("Bad input")
+    topics = [(summary.get("events_topic") or "events topic", bad_events)]
+    if not bad_offsets.empty or "bad_offset_records" in summary.get("rows", {}):
+        topics.append((summary.get("offsets_topic") or "offsets topic", bad_offsets))
+    for topic, bad in topics:
+        if bad.empty:
+            r.p(f"{topic}: no bad records.")
+            continue
+        r.p(f"{topic}: {len(bad)} records were skipped.")
+        r.table(bad.groupby("problem").size().reset_index(name="records"))
+        shown = [c for c in ("partition", "offset", "problem", "detail", "sample") if c in bad.columns]
+        r.table(bad[shown], limit=5)
 
 
 def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:

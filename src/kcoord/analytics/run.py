@@ -196,7 +196,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     spark = spark_session(args.master, driver_memory=getattr(args, "driver_memory", None))
     from . import pipeline
 
-    summary: dict[str, Any] = {"since_ms": since, "events_topic": args.events_topic}
+    summary: dict[str, Any] = {
+        "since_ms": since,
+        "events_topic": args.events_topic,
+        "offsets_topic": args.offsets_topic,
+    }
     raw_events = raw_offsets = None
     if args.input_parquet:
         raw_events = spark.read.parquet(args.input_parquet)
