@@ -142,8 +142,8 @@ def scenario() -> list[dict[str, Any]]:
             group="g-range",
             member="c4-id",
             kind="dynamic",
-            client_id="c4",
-            host="/10.0.0.1",
+            client_id="",  # the writer forgets an expired member's client: the join names it
+            host="",
             error="UNKNOWN_MEMBER_ID",
             api="offset_commit",
             mode="classic:generation",
@@ -249,6 +249,9 @@ def test_fenced_commits_by_error_and_mode(tables: dict[str, Any]) -> None:
 def test_zombie_is_a_member_fenced_after_it_expired(tables: dict[str, Any]) -> None:
     z = tables["zombies"]
     assert list(z[z["zombie"]]["member"]) == ["c4-id"]
+    assert list(z[z["zombie"]][["client_id", "host"]].itertuples(index=False, name=None)) == [
+        ("c4", "/10.0.0.1")
+    ]
 
 
 def test_churn_per_client(tables: dict[str, Any]) -> None:
@@ -277,7 +280,10 @@ def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None
     offsets = raw_frame(spark, [GARBAGE]).withColumn("key", pyspark.sql.functions.col("value"))
     built = pipeline.build(spark, raw_frame(spark, values), offsets)
     rows = {}
+    # The offsets side's other tables are not what this test checks: Spark writes each slowly.
     for name, df in built.items():
+        if name in ("offset_commits", "generations", "generation_movement"):
+            continue
         df.write.mode("overwrite").parquet(str(tmp_path / "full" / name))
         rows[name] = df.count()
     summary = {"rows": rows, "source": "test", "events_topic": "ev", "offsets_topic": "off"}
@@ -306,3 +312,38 @@ def test_since_accepts_ages_iso_and_epoch() -> None:
     assert parse_since("1700000000000") == 1_700_000_000_000
     assert parse_since("2023-11-14T22:13:20") == 1_700_000_000_000
     assert parse_since(None) is None
+
+
+def consumer_assignment(partitions: list[int]) -> bytes:
+    from kcoord.protocol import messages as m
+
+    TP = m.ConsumerProtocolAssignment.TopicPartition
+    body = m.ConsumerProtocolAssignment(
+        assigned_partitions=[TP(topic="t", partitions=partitions)], user_data=None
+    )
+    return (1).to_bytes(2, "big") + body.encode(1)
+
+
+def test_generation_partitions_are_distinct_after_static_rejoins(spark: Any) -> None:
+    """A static member's rejoin writes its generation's record again under a new member id (no
+    rebalance): 6 partitions, 2 members, however often."""
+    from kcoord.protocol import records as r
+
+    def generation_record(member_ids: tuple[str, str]) -> tuple[bytes, bytes | None]:
+        members = [
+            r.MemberMetadata(member_id=member_id, group_instance_id=f"i{n}", client_id="c", client_host="/h",
+                             rebalance_timeout=60_000, session_timeout=10_000, subscription=b"",
+                             assignment=consumer_assignment([3 * n, 3 * n + 1, 3 * n + 2]))
+            for n, member_id in enumerate(member_ids)
+        ]  # fmt: skip
+        value = r.GroupMetadataValue(protocol_type="consumer", generation=1, protocol="range", leader=member_ids[0],
+                                     current_state_timestamp=T0, members=members)  # fmt: skip
+        return r.encode_record(r.Record(r.GroupMetadataKey(group="gs"), value))
+
+    records = [generation_record(("a", "b")), generation_record(("a", "b2")), generation_record(("a", "b3"))]
+    frame = spark.createDataFrame(
+        [(0, i, T0 + i, key, value) for i, (key, value) in enumerate(records)],
+        "partition int, offset long, timestamp long, key binary, value binary",
+    )
+    gens = pipeline.build(spark, None, frame)["generations"].toPandas()
+    assert gens[["group", "generation", "members", "partitions"]].values.tolist() == [["gs", 1, 2, 6]]

@@ -306,8 +306,18 @@ def zombies(events: DataFrame) -> DataFrame:
             F.collect_set("api").alias("apis"),
             F.min("ts").alias("first_fenced_ts"),
             F.max("ts").alias("last_fenced_ts"),
-            F.first("client_id").alias("client_id"),
-            F.first("host").alias("host"),
+            F.max(F.nullif("client_id", F.lit(""))).alias("fenced_client_id"),
+            F.max(F.nullif("host", F.lit(""))).alias("fenced_host"),
+        )
+    )
+    # The writer names a fenced member's client only while it remembers the join (not after the
+    # member left or expired, nor in another kcoord process): the join event names it for good.
+    joined = (
+        events.where(F.col("type") == "member_joined")
+        .groupBy("group", "member")
+        .agg(
+            F.max_by(F.nullif("client_id", F.lit("")), "ts").alias("joined_client_id"),
+            F.max_by(F.nullif("host", F.lit("")), "ts").alias("joined_host"),
         )
     )
     gone = (
@@ -315,7 +325,16 @@ def zombies(events: DataFrame) -> DataFrame:
         .groupBy("group", "member")
         .agg(F.min("ts").alias("gone_ts"))
     )
-    z = f.join(gone, ["group", "member"], "left")
+    z = (
+        f.join(gone, ["group", "member"], "left")
+        .join(joined, ["group", "member"], "left")
+        .select(
+            "*",
+            F.coalesce("fenced_client_id", "joined_client_id", F.lit("")).alias("client_id"),
+            F.coalesce("fenced_host", "joined_host", F.lit("")).alias("host"),
+        )
+        .drop("fenced_client_id", "joined_client_id", "fenced_host", "joined_host")
+    )
     zombie = (
         F.array_contains("errors", "FENCED_INSTANCE_ID")
         | (F.col("gone_ts").isNotNull() & (F.col("last_fenced_ts") >= F.col("gone_ts")))
@@ -574,7 +593,8 @@ def build(
             F.first("protocol_type").alias("protocol_type"),
             F.first("protocol").alias("protocol"),
             F.countDistinct("owner").alias("members"),
-            F.count("tp").alias("partitions"),
+            # distinct: a generation's record is written again on a static member's rejoin
+            F.countDistinct("tp").alias("partitions"),
         )
         tables["generation_movement"] = movement(
             generations_from_rows(gen_rows.where(F.col("owner").isNotNull()))

@@ -118,8 +118,13 @@ def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, sou
 
     use_spark = source == "spark-kafka" or (source == "auto" and spark_kafka_available(spark))
     if use_spark:
+        # read_committed: an aborted transaction's records (a TxnOffsetCommit) are no data, as for
+        # the Python source, which drops them by the log's markers (kafka_io.take_committed).
         reader = (
-            spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.isolation.level", "read_committed")
+            .option("subscribe", topic)
         )
         if since_ms is not None:
             reader = reader.option("startingTimestamp", str(since_ms))
