@@ -347,3 +347,39 @@ def test_generation_partitions_are_distinct_after_static_rejoins(spark: Any) -> 
     )
     gens = pipeline.build(spark, None, frame)["generations"].toPandas()
     assert gens[["group", "generation", "members", "partitions"]].values.tolist() == [["gs", 1, 2, 6]]
+
+
+def test_a_generation_without_assignment_is_classed_by_its_group_and_protocol(spark: Any) -> None:
+    """The last generation of a classic group that emptied has no assignment event: it is still
+    eager (range), and the report's per-group table says so."""
+    from kcoord.analytics.report import per_group_rebalances
+
+    joined = ev("member_joined", T0, group="g-empty", member="a-id", kind="dynamic", client_id="a",
+                protocol_type="consumer", rejoin=False)  # fmt: skip
+    emptied = ev("rebalance_completed", T0 + 5000, group="g-empty", generation=2, duration_ms=10, members=0,
+                 protocol="range")  # fmt: skip
+    events = [joined, *rebalance("g-empty", 1, T0 + 10, "range", {"a": [0, 1]}, "member_joined"), emptied]
+    built = pipeline.build(spark, raw_frame(spark, [json.dumps(e).encode() for e in events]), None)
+    reb = built["rebalances"].toPandas().sort_values("generation")
+    assert list(reb["protocol_class"]) == ["eager", "eager"]
+    assert per_group_rebalances(reb)["protocol_class"].tolist() == ["eager"]
+
+
+def test_per_group_table_takes_the_last_known_protocol_class() -> None:
+    from kcoord.analytics.report import per_group_rebalances
+
+    reb = pd.DataFrame(
+        {
+            "group": ["g", "g", "g"],
+            "generation": [1, 2, 3],
+            "completed_ts": [3, 1, 2],
+            "moved": [0, 1, 2],
+            "stw_partition_seconds": [0.0, 0.5, 0.25],
+            "duration_ms": [10, 20, 30],
+            "protocol": ["range", "range", None],
+            "protocol_class": ["unknown", "cooperative", "eager"],
+        }
+    )
+    row = per_group_rebalances(reb).iloc[0]
+    # in completion order: cooperative (ts 1), eager (ts 2), unknown (ts 3) → eager
+    assert (row["rebalances"], row["moved"], row["protocol_class"]) == (3, 3, "eager")

@@ -212,8 +212,27 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
         "members",
         "protocol",
     )
-    r = done.join(starts, ["group", "episode"], "left").join(
-        moves.drop("ts", "protocol"), ["group", "generation"], "left"
+    # A generation with no assignment event (an empty group's, or one that completed before the
+    # read started) is classed by the group's protocol type and the rebalance's own protocol.
+    group_types = (
+        events.where(F.col("type").isin("member_joined", "assignment") & F.col("protocol_type").isNotNull())
+        .groupBy("group")
+        .agg(F.max_by("protocol_type", F.struct("ts", "offset")).alias("group_protocol_type"))
+    )
+    r = (
+        done.join(starts, ["group", "episode"], "left")
+        .join(moves.drop("ts", "protocol"), ["group", "generation"], "left")
+        .join(group_types, ["group"], "left")
+        .withColumn(
+            "protocol_class",
+            F.coalesce(
+                "protocol_class",
+                F.when(
+                    F.col("protocol").isNotNull(),
+                    protocol_class(F.coalesce("protocol_type", "group_protocol_type"), F.col("protocol")),
+                ),
+            ),
+        )
     )
     eager = F.col("protocol_class") == "eager"
     unowned = F.when(eager, F.greatest("partitions_before", "partitions_after")).otherwise(

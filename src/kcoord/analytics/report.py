@@ -138,25 +138,38 @@ def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
     plt.close(fig)
 
 
-def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
-    reb = _pdf(_table(spark, out, "rebalances"))
-    r.h2("Rebalances")
-    if reb.empty:
-        r.p("No rebalance completed in this period.")
-        return
-    per_group = (
-        reb.groupby("group")
+def _last_known(values: Any) -> Any:
+    """The last value that is not "unknown" (a generation no assignment described), else "unknown"."""
+    known = [v for v in values if v is not None and v != "unknown"]
+    return known[-1] if known else "unknown"
+
+
+def per_group_rebalances(reb: Any) -> Any:
+    """The per-group table of the report: rebalances, partitions moved, stop-the-world seconds, mean
+    duration, and the group's protocol and protocol class as last known (in completion order)."""
+    return (
+        reb.sort_values("completed_ts")
+        .groupby("group")
         .agg(
             rebalances=("generation", "count"),
             moved=("moved", "sum"),
             stw_partition_seconds=("stw_partition_seconds", "sum"),
             mean_duration_ms=("duration_ms", "mean"),
             protocol=("protocol", "last"),
-            protocol_class=("protocol_class", "last"),
+            protocol_class=("protocol_class", _last_known),
         )
         .reset_index()
         .sort_values("rebalances", ascending=False)
     )
+
+
+def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
+    reb = _pdf(_table(spark, out, "rebalances"))
+    r.h2("Rebalances")
+    if reb.empty:
+        r.p("No rebalance completed in this period.")
+        return
+    per_group = per_group_rebalances(reb)
     r.table(per_group)
     fig, ax = r.figure("rebalances_over_time", "Rebalances per group over time")
     import pandas as pd
