@@ -379,6 +379,20 @@ def test_bad_records_in_the_topic_are_counted_and_never_numbers(
     assert f"{topic}: 4 records were skipped." in report and "not_utf8" in report
 
 
+def test_a_missing_events_topic_is_one_line_and_a_non_zero_exit(
+    kcoord: KcoordProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kcoord.analytics.run import main
+
+    topic = unique("an-typo")
+    assert (
+        main(["--bootstrap-server", kcoord.bootstrap, "--out", str(tmp_path), "--events-topic", topic]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the events topic '{topic}' does not exist" in err
+    assert not (tmp_path / "report.html").exists()
+
+
 def test_lag_from_committed_offsets_and_end_offsets(pipeline_out: dict[str, Any]) -> None:
     group = pipeline_out["lag_group"]
     lag = pipeline_out["tables"]["lag"]

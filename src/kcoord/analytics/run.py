@@ -252,9 +252,36 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(args)
 
 
+def preflight(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line or the cluster, in one line, before Spark starts (a
+    typo must not look like an empty topic, nor a dead cluster like a Java trace); None if nothing."""
+    try:
+        parse_since(args.since)
+    except ValueError:
+        return f"--since {args.since!r}: give an ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m"
+    if args.input_parquet or not args.events_topic:
+        return None
+    from . import kafka_io
+
+    try:
+        found = kafka_io.partitions(args.bootstrap_server, args.events_topic)
+    except Exception as exc:  # the client's own error names the broker and the cause
+        return f"cannot reach {args.bootstrap_server}: {exc}"
+    if not found:
+        return (
+            f"the events topic {args.events_topic!r} does not exist on {args.bootstrap_server} "
+            "(--events-topic names it; '' skips it)"
+        )
+    return None
+
+
 def run_cli(args: argparse.Namespace) -> int:
     if not args.bootstrap_server and not args.input_parquet:
         print("kcoord analytics: --bootstrap-server or --input-parquet is required", file=sys.stderr)
+        return 2
+    problem = preflight(args)
+    if problem is not None:
+        print(f"kcoord analytics: {problem}", file=sys.stderr)
         return 2
     summary = run(args)
     print(
