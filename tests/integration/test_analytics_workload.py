@@ -328,6 +328,71 @@ def test_an_empty_topic_gives_an_empty_report(kcoord: KcoordProcess, spark: Any,
     assert "No events" in (tmp_path / "report.html").read_text()
 
 
+def test_bad_records_in_the_topic_are_counted_and_never_numbers(
+    kcoord: KcoordProcess, spark: Any, tmp_path: Path
+) -> None:
+    """Records a real producer wrote to an event topic: one good rebalance, then the bad inputs an
+    operator met (non-UTF-8 bytes, a string ts, a negative duration, a fenced count that is a
+    word). The good one is the only rebalance; the others are counted by problem in the report."""
+    import json
+
+    topic = unique("an-bad")
+    create_topic(kcoord.bootstrap, topic, 1)
+    now = int(time.time() * 1000)
+    completed = {"v": 1, "type": "rebalance_completed", "ts": now, "shard": 0, "group": "g",
+                 "generation": 1, "duration_ms": 100, "members": 1, "protocol": "range"}  # fmt: skip
+    sums = {"v": 1, "type": "commits", "ts": now, "shard": 0, "group": "g", "count": 1, "requests": 1,
+            "fenced": {"ILLEGAL_GENERATION": "lots"}, "rejected": {}, "mode": "classic:generation"}  # fmt: skip
+    values = [
+        json.dumps(completed).encode(),
+        b"\x00\x01garbage\xff\xfe",
+        json.dumps({**completed, "generation": 2, "ts": "abc"}).encode(),
+        json.dumps({**completed, "generation": 3, "duration_ms": -5}).encode(),
+        json.dumps(sums).encode(),
+    ]
+    producer = confluent_kafka.Producer({"bootstrap.servers": kcoord.bootstrap})
+    for value in values:
+        producer.produce(topic, value=value, key=b"g")
+    assert producer.flush(30) == 0
+    from kcoord.analytics.run import run
+
+    summary = run(
+        argparse.Namespace(
+            bootstrap_server=kcoord.bootstrap,
+            out=str(tmp_path),
+            since=None,
+            master="local[2]",
+            events_topic=topic,
+            offsets_topic="",
+            source="python",
+            input_parquet=None,
+            no_report=False,
+            lag_points=5,
+        )
+    )
+    bad = spark.read.parquet(str(tmp_path / "bad_events")).toPandas().sort_values("offset")
+    assert list(bad["problem"]) == ["not_utf8", "wrong_type", "out_of_range", "wrong_type"]
+    rebalances = spark.read.parquet(str(tmp_path / "rebalances")).toPandas()
+    assert list(rebalances["generation"]) == [1] and list(rebalances["duration_ms"]) == [100]
+    assert summary["rows"]["commits"] == 0
+    report = (tmp_path / "report.html").read_text()
+    assert f"{topic}: 4 records were skipped." in report and "not_utf8" in report
+
+
+def test_a_missing_events_topic_is_one_line_and_a_non_zero_exit(
+    kcoord: KcoordProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kcoord.analytics.run import main
+
+    topic = unique("an-typo")
+    assert (
+        main(["--bootstrap-server", kcoord.bootstrap, "--out", str(tmp_path), "--events-topic", topic]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the events topic '{topic}' does not exist" in err
+    assert not (tmp_path / "report.html").exists()
+
+
 def test_lag_from_committed_offsets_and_end_offsets(pipeline_out: dict[str, Any]) -> None:
     group = pipeline_out["lag_group"]
     lag = pipeline_out["tables"]["lag"]

@@ -53,3 +53,19 @@ def test_auto_picks_the_python_source_without_the_connector_jar(spark: Any) -> N
         spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:1").option(
             "subscribe", "t"
         ).load()
+
+
+def test_a_bad_since_is_one_line_and_a_non_zero_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["analytics", "--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x", "--since", "yesterday"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--since 'yesterday'" in err
+
+
+def test_an_unreachable_bootstrap_is_one_line_and_a_non_zero_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    # Port 1 on the loopback: nothing listens, so the connection is refused at once.
+    assert main(["analytics", "--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kcoord analytics: cannot reach 127.0.0.1:1:")

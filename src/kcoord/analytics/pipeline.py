@@ -1,7 +1,7 @@
 """The analytics pipeline: raw topic records → typed Spark tables (written as Parquet).
 
 Inputs, each a DataFrame with Spark's Kafka-source columns (``partition, offset, timestamp, key, value``):
-- the event topic (``__kcoord_events``, JSON schema v1, docs/events.md);
+- the event topic (``__kcoord_events``, JSON schema v1, docs/events.md; checked by :mod:`.event_schema`);
 - optionally an offsets topic in Kafka's ``__consumer_offsets`` formats — kcoord's own internal
   topic or a plain Kafka cluster's ``__consumer_offsets`` — decoded with kcoord's record decoders.
 
@@ -29,66 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-SCHEMA_VERSION = 1
-EVENT_TYPES = (
-    "member_joined",
-    "member_left",
-    "member_expired",
-    "member_fenced",
-    "rebalance_started",
-    "rebalance_completed",
-    "assignment",
-    "commits",
-    "shard_loaded",
-    "group_deleted",
-)
-
-EVENT_SCHEMA = T.StructType(
-    [
-        T.StructField("v", T.IntegerType()),
-        T.StructField("type", T.StringType()),
-        T.StructField("ts", T.LongType()),
-        T.StructField("shard", T.IntegerType()),
-        T.StructField("group", T.StringType()),
-        T.StructField("member", T.StringType()),
-        T.StructField("instance", T.StringType()),
-        T.StructField("kind", T.StringType()),
-        T.StructField("client_id", T.StringType()),
-        T.StructField("host", T.StringType()),
-        T.StructField("protocol_type", T.StringType()),
-        T.StructField("rejoin", T.BooleanType()),
-        T.StructField("reason", T.StringType()),
-        T.StructField("detail", T.StringType()),
-        T.StructField("timeout_ms", T.LongType()),
-        T.StructField("error", T.StringType()),
-        T.StructField("api", T.StringType()),
-        T.StructField("mode", T.StringType()),
-        T.StructField("generation", T.IntegerType()),
-        T.StructField("members", T.IntegerType()),
-        T.StructField("duration_ms", T.LongType()),
-        T.StructField("protocol", T.StringType()),
-        T.StructField("count", T.LongType()),
-        T.StructField("requests", T.LongType()),
-        T.StructField("fenced", T.MapType(T.StringType(), T.LongType())),
-        T.StructField("rejected", T.MapType(T.StringType(), T.LongType())),
-        T.StructField("records", T.LongType()),
-        T.StructField("records_read", T.LongType()),
-        T.StructField("seconds", T.DoubleType()),
-        T.StructField(
-            "assignment",
-            T.ArrayType(
-                T.StructType(
-                    [
-                        T.StructField("member", T.StringType()),
-                        T.StructField("instance", T.StringType()),
-                        T.StructField("partitions", T.ArrayType(T.StringType())),
-                        T.StructField("bytes", T.LongType()),
-                    ]
-                )
-            ),
-        ),
-    ]
-)
+from . import event_schema
 
 # A member that owns no partition still gets one row, with a null partition.
 NO_PARTITION: list[tuple[str | None, int | None]] = [(None, None)]
@@ -124,38 +65,36 @@ def protocol_class(protocol_type: Any, protocol: Any) -> Any:
 
 # -- the event topic ----------------------------------------------------------------------------------
 def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(events, bad_events): JSON schema v1 parsed; corrupt, unknown-version and unknown-type
-    records go to bad_events with a sample of their bytes. The input is read and parsed once
-    (cached); both tables are filters of that."""
+    """(events, bad_events): each record checked against its version's strict schema
+    (:mod:`.event_schema`); one that fails goes to bad_events with its problem, the failing fields
+    and a sample. The input is read and parsed once (cached); both tables are filters of that."""
     text = F.col("value").cast("string")
     parsed = raw.select(
         "partition",
         "offset",
         F.col("timestamp").alias("record_ts"),
+        "value",
         text.alias("text"),
-        F.from_json(text, EVENT_SCHEMA, {"mode": "PERMISSIVE"}).alias("e"),
+        F.from_json(text, event_schema.PARSE_SCHEMA, event_schema.JSON_OPTIONS).alias("e"),
     )
-    problem = (
-        F.when(F.col("e").isNull() | F.col("e.v").isNull() | F.col("e.type").isNull(), "corrupt")
-        .when(F.col("e.v") != SCHEMA_VERSION, "unknown_version")
-        .when(~F.col("e.type").isin(*EVENT_TYPES), "unknown_type")
-    )
-    parsed = (
-        parsed.withColumn("problem", problem)
-        .select(
-            "partition",
-            "offset",
-            "record_ts",
-            "problem",
-            F.when(F.col("problem").isNotNull(), F.substring("text", 1, 200)).alias("sample"),
-            "e",
-        )
-        .cache()
-    )
+    parsed = parsed.withColumn("problem", event_schema.problem(F.col("value"), F.col("text"), F.col("e")))
+    parsed = parsed.select(
+        "partition",
+        "offset",
+        "record_ts",
+        "problem",
+        event_schema.problem_detail(F.col("problem"), F.col("e")).alias("detail"),
+        event_schema.sample(F.col("value"), F.col("text"), F.col("problem")).alias("sample"),
+        "e",
+    ).cache()
     bad = parsed.where(F.col("problem").isNotNull()).select(
-        "partition", "offset", "record_ts", "problem", "sample"
+        "partition", "offset", "record_ts", "problem", "detail", "sample"
     )
-    events = parsed.where(F.col("problem").isNull()).select("partition", "offset", "e.*")
+    events = (
+        parsed.where(F.col("problem").isNull())
+        .select("partition", "offset", "e.*")
+        .drop(event_schema.CORRUPT)
+    )
     return events, bad
 
 
@@ -273,8 +212,27 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
         "members",
         "protocol",
     )
-    r = done.join(starts, ["group", "episode"], "left").join(
-        moves.drop("ts", "protocol"), ["group", "generation"], "left"
+    # A generation with no assignment event (an empty group's, or one that completed before the
+    # read started) is classed by the group's protocol type and the rebalance's own protocol.
+    group_types = (
+        events.where(F.col("type").isin("member_joined", "assignment") & F.col("protocol_type").isNotNull())
+        .groupBy("group")
+        .agg(F.max_by("protocol_type", F.struct("ts", "offset")).alias("group_protocol_type"))
+    )
+    r = (
+        done.join(starts, ["group", "episode"], "left")
+        .join(moves.drop("ts", "protocol"), ["group", "generation"], "left")
+        .join(group_types, ["group"], "left")
+        .withColumn(
+            "protocol_class",
+            F.coalesce(
+                "protocol_class",
+                F.when(
+                    F.col("protocol").isNotNull(),
+                    protocol_class(F.coalesce("protocol_type", "group_protocol_type"), F.col("protocol")),
+                ),
+            ),
+        )
     )
     eager = F.col("protocol_class") == "eager"
     unowned = F.when(eager, F.greatest("partitions_before", "partitions_after")).otherwise(
@@ -367,8 +325,18 @@ def zombies(events: DataFrame) -> DataFrame:
             F.collect_set("api").alias("apis"),
             F.min("ts").alias("first_fenced_ts"),
             F.max("ts").alias("last_fenced_ts"),
-            F.first("client_id").alias("client_id"),
-            F.first("host").alias("host"),
+            F.max(F.nullif("client_id", F.lit(""))).alias("fenced_client_id"),
+            F.max(F.nullif("host", F.lit(""))).alias("fenced_host"),
+        )
+    )
+    # The writer names a fenced member's client only while it remembers the join (not after the
+    # member left or expired, nor in another kcoord process): the join event names it for good.
+    joined = (
+        events.where(F.col("type") == "member_joined")
+        .groupBy("group", "member")
+        .agg(
+            F.max_by(F.nullif("client_id", F.lit("")), "ts").alias("joined_client_id"),
+            F.max_by(F.nullif("host", F.lit("")), "ts").alias("joined_host"),
         )
     )
     gone = (
@@ -376,7 +344,16 @@ def zombies(events: DataFrame) -> DataFrame:
         .groupBy("group", "member")
         .agg(F.min("ts").alias("gone_ts"))
     )
-    z = f.join(gone, ["group", "member"], "left")
+    z = (
+        f.join(gone, ["group", "member"], "left")
+        .join(joined, ["group", "member"], "left")
+        .select(
+            "*",
+            F.coalesce("fenced_client_id", "joined_client_id", F.lit("")).alias("client_id"),
+            F.coalesce("fenced_host", "joined_host", F.lit("")).alias("host"),
+        )
+        .drop("fenced_client_id", "joined_client_id", "fenced_host", "joined_host")
+    )
     zombie = (
         F.array_contains("errors", "FENCED_INSTANCE_ID")
         | (F.col("gone_ts").isNotNull() & (F.col("last_fenced_ts") >= F.col("gone_ts")))
@@ -481,9 +458,24 @@ class _ConsumerGroups:
                     )
 
 
-def _bad_row(group: str | None, ts: Any, reason: str) -> tuple[Any, ...]:
-    """A row of the offsets topic that could not be read: counted, with a sample of why."""
-    return ("bad", group, None, None, None, ts, None, None, None, None, None, None, reason)
+def _bad_row(group: str | None, row: Any, problem: str, detail: str) -> tuple[Any, ...]:
+    """A row of the offsets topic that could not be read: counted, with where it is and why
+    (``sample`` is "problem: detail"; the table splits it)."""
+    return (
+        "bad",
+        group,
+        None,
+        row["partition"],
+        row["offset"],
+        row["timestamp"],
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        f"{problem}: {detail}",
+    )
 
 
 def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
@@ -502,7 +494,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         try:
             rec = decode_record(bytes(key), None if value is None else bytes(value))
         except Exception as exc:  # corrupt bytes: counted, a sample kept
-            yield _bad_row(None, ts, f"{type(exc).__name__}: {bytes(key)[:40].hex()}")
+            yield _bad_row(None, row, type(exc).__name__, f"{exc}; key {bytes(key)[:40].hex()}")
             continue
         if rec is None:
             continue  # a record type kcoord does not read
@@ -536,7 +528,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
             try:
                 v = group_parts.whole_value(rec.key.group, rec.value)
             except MissingPartError as exc:  # a part this read did not see: counted, a sample kept
-                yield _bad_row(rec.key.group, ts, str(exc))
+                yield _bad_row(rec.key.group, row, type(exc).__name__, str(exc))
                 continue
             when = (
                 v.current_state_timestamp
@@ -581,7 +573,9 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
 
 
 def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
-    rdd = raw.select("key", "value", "timestamp").rdd.mapPartitions(_decode_offsets_partition)
+    rdd = raw.select("partition", "offset", "key", "value", "timestamp").rdd.mapPartitions(
+        _decode_offsets_partition
+    )
     return spark.createDataFrame(rdd, OFFSET_ROWS)
 
 
@@ -618,10 +612,17 @@ def build(
             F.first("protocol_type").alias("protocol_type"),
             F.first("protocol").alias("protocol"),
             F.countDistinct("owner").alias("members"),
-            F.count("tp").alias("partitions"),
+            # distinct: a generation's record is written again on a static member's rejoin
+            F.countDistinct("tp").alias("partitions"),
         )
         tables["generation_movement"] = movement(
             generations_from_rows(gen_rows.where(F.col("owner").isNotNull()))
         )
-        tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select("ts", "sample")
+        tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select(
+            "partition",
+            "offset",
+            "ts",
+            F.regexp_extract("sample", r"^([^:]+):", 1).alias("problem"),
+            "sample",
+        )
     return tables

@@ -93,14 +93,7 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
             "The event topic holds no events for this period (and the offsets topic no commits): "
             "nothing to report. Is kcoord running with --events-topic set?"
         )
-    r.h2("Bad input")
-    if bad.empty:
-        r.p("No corrupt or unknown-version records.")
-    else:
-        counts = bad.groupby("problem").size().reset_index(name="records")
-        r.p(f"{len(bad)} records were skipped.")
-        r.table(counts)
-        r.table(bad[["partition", "offset", "problem", "sample"]], limit=5)
+    _bad_input_section(r, bad, _pdf(_table(spark, out, "bad_offset_records")), summary)
     if n_events:
         _rebalance_section(r, spark, out, F)
         _fencing_section(r, spark, out)
@@ -111,6 +104,23 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
     if r.pngs:
         overview(r.pngs, out / "overview.png")
     return path
+
+
+def _bad_input_section(r: Report, bad_events: Any, bad_offsets: Any, summary: dict[str, Any]) -> None:
+    """Records of either topic that were skipped, counted by problem, with a few samples: bad
+    input is reported, never read as numbers."""
+    r.h2("Bad input")
+    topics = [(summary.get("events_topic") or "events topic", bad_events)]
+    if not bad_offsets.empty or "bad_offset_records" in summary.get("rows", {}):
+        topics.append((summary.get("offsets_topic") or "offsets topic", bad_offsets))
+    for topic, bad in topics:
+        if bad.empty:
+            r.p(f"{topic}: no bad records.")
+            continue
+        r.p(f"{topic}: {len(bad)} records were skipped.")
+        r.table(bad.groupby("problem").size().reset_index(name="records"))
+        shown = [c for c in ("partition", "offset", "problem", "detail", "sample") if c in bad.columns]
+        r.table(bad[shown], limit=5)
 
 
 def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
@@ -128,25 +138,38 @@ def overview(pngs: list[Path], path: Path, columns: int = 2) -> None:
     plt.close(fig)
 
 
-def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
-    reb = _pdf(_table(spark, out, "rebalances"))
-    r.h2("Rebalances")
-    if reb.empty:
-        r.p("No rebalance completed in this period.")
-        return
-    per_group = (
-        reb.groupby("group")
+def _last_known(values: Any) -> Any:
+    """The last value that is not "unknown" (a generation no assignment described), else "unknown"."""
+    known = [v for v in values if v is not None and v != "unknown"]
+    return known[-1] if known else "unknown"
+
+
+def per_group_rebalances(reb: Any) -> Any:
+    """The per-group table of the report: rebalances, partitions moved, stop-the-world seconds, mean
+    duration, and the group's protocol and protocol class as last known (in completion order)."""
+    return (
+        reb.sort_values("completed_ts")
+        .groupby("group")
         .agg(
             rebalances=("generation", "count"),
             moved=("moved", "sum"),
             stw_partition_seconds=("stw_partition_seconds", "sum"),
             mean_duration_ms=("duration_ms", "mean"),
             protocol=("protocol", "last"),
-            protocol_class=("protocol_class", "last"),
+            protocol_class=("protocol_class", _last_known),
         )
         .reset_index()
         .sort_values("rebalances", ascending=False)
     )
+
+
+def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
+    reb = _pdf(_table(spark, out, "rebalances"))
+    r.h2("Rebalances")
+    if reb.empty:
+        r.p("No rebalance completed in this period.")
+        return
+    per_group = per_group_rebalances(reb)
     r.table(per_group)
     fig, ax = r.figure("rebalances_over_time", "Rebalances per group over time")
     import pandas as pd

@@ -118,8 +118,13 @@ def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, sou
 
     use_spark = source == "spark-kafka" or (source == "auto" and spark_kafka_available(spark))
     if use_spark:
+        # read_committed: an aborted transaction's records (a TxnOffsetCommit) are no data, as for
+        # the Python source, which drops them by the log's markers (kafka_io.take_committed).
         reader = (
-            spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.isolation.level", "read_committed")
+            .option("subscribe", topic)
         )
         if since_ms is not None:
             reader = reader.option("startingTimestamp", str(since_ms))
@@ -196,7 +201,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     spark = spark_session(args.master, driver_memory=getattr(args, "driver_memory", None))
     from . import pipeline
 
-    summary: dict[str, Any] = {"since_ms": since, "events_topic": args.events_topic}
+    summary: dict[str, Any] = {
+        "since_ms": since,
+        "events_topic": args.events_topic,
+        "offsets_topic": args.offsets_topic,
+    }
     raw_events = raw_offsets = None
     if args.input_parquet:
         raw_events = spark.read.parquet(args.input_parquet)
@@ -243,9 +252,36 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(args)
 
 
+def preflight(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line or the cluster, in one line, before Spark starts (a
+    typo must not look like an empty topic, nor a dead cluster like a Java trace); None if nothing."""
+    try:
+        parse_since(args.since)
+    except ValueError:
+        return f"--since {args.since!r}: give an ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m"
+    if args.input_parquet or not args.events_topic:
+        return None
+    from . import kafka_io
+
+    try:
+        found = kafka_io.partitions(args.bootstrap_server, args.events_topic)
+    except Exception as exc:  # the client's own error names the broker and the cause
+        return f"cannot reach {args.bootstrap_server}: {exc}"
+    if not found:
+        return (
+            f"the events topic {args.events_topic!r} does not exist on {args.bootstrap_server} "
+            "(--events-topic names it; '' skips it)"
+        )
+    return None
+
+
 def run_cli(args: argparse.Namespace) -> int:
     if not args.bootstrap_server and not args.input_parquet:
         print("kcoord analytics: --bootstrap-server or --input-parquet is required", file=sys.stderr)
+        return 2
+    problem = preflight(args)
+    if problem is not None:
+        print(f"kcoord analytics: {problem}", file=sys.stderr)
         return 2
     summary = run(args)
     print(
