@@ -6,7 +6,11 @@ the Java peers: one clock on one machine), and :func:`audit` turns them into a :
 
 What counts:
 - a record is identified by its sequence number (the producer writes each once, idempotently);
-  delivered twice: processed more than once, by two members or by one member twice;
+  delivered twice: processed more than once, by two members or by one member twice; such a
+  duplicate is "after a refused commit" when a member that processed it before had a commit covering
+  it refused (at-least-once doing its job: the next owner starts from the last committed offset),
+  and unexplained otherwise (every commit acknowledged, and still processed again: two owners, or
+  committed offsets lost);
   never delivered: acknowledged by the broker, processed by nobody by the end of the drain;
 - a partition is owned by a member from the rebalance callback that handed it over until the one
   that took it back (revoked or lost) or the member's end; ownerless seconds are counted between
@@ -43,11 +47,16 @@ class OwnershipChange:
 
 @dataclass(frozen=True, slots=True)
 class CommitRefusal:
-    """An offset commit the coordinator refused, with the client's name for the error."""
+    """An offset commit the coordinator refused, with the client's name for the error and what it
+    would have committed: (partition, next offset) pairs."""
 
     member: str
     at: float
     error: str
+    offsets: tuple[tuple[int, int], ...] = ()
+
+    def covers(self, partition: int, offset: int) -> bool:
+        return any(p == partition and offset < next_offset for p, next_offset in self.offsets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,7 @@ class RollReport:
     duplicated_records: int  # records processed more than once
     duplicate_deliveries: int  # the deliveries beyond the first
     duplicated_across_members: int  # of duplicated_records: processed by two different members
+    duplicated_unexplained: int  # of duplicated_records: no refused commit covered an earlier delivery
     never_delivered: int
     refused_commits: Counter[str]
     double_ownership_episodes: int
@@ -114,7 +124,8 @@ class RollReport:
         steps = " ".join(f"{s.label}={_seconds(s.seconds)}" for s in self.steps)
         return (
             f"produced={self.produced} delivered={self.delivered} dup_records={self.duplicated_records} "
-            f"(across members {self.duplicated_across_members}, extra deliveries {self.duplicate_deliveries}) "
+            f"(across members {self.duplicated_across_members}, unexplained {self.duplicated_unexplained}, "
+            f"extra deliveries {self.duplicate_deliveries}) "
             f"lost={self.never_delivered} refused_commits={refused} "
             f"double_owner={self.double_ownership_episodes} ({self.double_ownership_seconds:.2f} s) "
             f"ownerless max={self.ownerless_max:.2f} s total={self.ownerless_total:.2f} s | steps: {steps}"
@@ -165,6 +176,21 @@ def _owner_counts(intervals: Sequence[Interval], start: float, end: float) -> li
     return pieces
 
 
+def _unexplained(deliveries: list[Delivery], refusals_of: dict[str, list[CommitRefusal]]) -> bool:
+    """A record processed again although no earlier processing of it had its commit refused."""
+    ordered = sorted(deliveries, key=lambda d: d.at)
+    for i in range(1, len(ordered)):
+        excused = any(
+            refusal.covers(earlier.partition, earlier.offset)
+            for earlier in ordered[:i]
+            for refusal in refusals_of.get(earlier.member, [])
+            if refusal.at >= earlier.at
+        )
+        if not excused:
+            return True
+    return False
+
+
 def audit(
     *,
     partitions: int,
@@ -179,6 +205,10 @@ def audit(
     """The counts of one roll. ``window`` is (first settled, end of the roll): where ownerless time and
     double ownership are measured (before it the group was forming; after it, draining and closing)."""
     acked = set(produced)
+    refusal_list = list(refusals)
+    refusals_of: dict[str, list[CommitRefusal]] = {}
+    for refusal in refusal_list:
+        refusals_of.setdefault(refusal.member, []).append(refusal)
     by_sequence: dict[int, list[Delivery]] = {}
     for delivery in deliveries:
         by_sequence.setdefault(delivery.sequence, []).append(delivery)
@@ -199,8 +229,9 @@ def audit(
         duplicated_records=len(duplicated),
         duplicate_deliveries=sum(len(ds) - 1 for ds in duplicated.values()),
         duplicated_across_members=sum(1 for ds in duplicated.values() if len({d.member for d in ds}) > 1),
+        duplicated_unexplained=sum(1 for ds in duplicated.values() if _unexplained(ds, refusals_of)),
         never_delivered=len(acked - by_sequence.keys()),
-        refused_commits=Counter(refusal.error for refusal in refusals),
+        refused_commits=Counter(refusal.error for refusal in refusal_list),
         double_ownership_episodes=episodes,
         double_ownership_seconds=overlap,
         ownerless_seconds=ownerless,

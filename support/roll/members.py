@@ -112,7 +112,12 @@ class JavaMember:
 
     def refusals(self) -> list[CommitRefusal]:
         return [
-            CommitRefusal(self.spec.name, e["ts"] / 1000, str(e.get("error")))
+            CommitRefusal(
+                self.spec.name,
+                e["ts"] / 1000,
+                str(e.get("error")),
+                tuple((_partition_of(name), offset) for name, offset in e.get("offsets", {}).items()),
+            )
             for e in self._events()
             if e.get("event") == "commit_failed"
         ]
@@ -247,7 +252,8 @@ class ConfluentMember:
             error = exc.args[0]
             name = error.name() if hasattr(error, "name") else str(error)
             with self._lock:
-                self._refusals.append(CommitRefusal(self.spec.name, time.time(), name))
+                refused = tuple((p, o + 1) for p, o in last.items())
+                self._refusals.append(CommitRefusal(self.spec.name, time.time(), name, refused))
 
     def owned(self) -> frozenset[int]:
         with self._lock:

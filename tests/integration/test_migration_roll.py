@@ -1,6 +1,7 @@
 """A live consumer group rolled from the classic protocol to KIP-848's and back, member by member,
-with a producer running (support/roll/): no record processed twice, none lost, no partition with two
-owners at once, and every step settled (each partition one owner, each member some).
+with a producer running (support/roll/): no record lost, no partition with two owners at once, no
+record processed twice unless a commit covering it was refused, and every step settled (each
+partition one owner, each member some).
 
 The same roll runs with Apache Kafka 4.0 itself as the coordinator, which proves the test can pass:
 Kafka 4.0 serves the mixed group (``group.consumer.migration.policy`` defaults to bidirectional).
@@ -74,7 +75,9 @@ def check_roll(coordinator: RollCoordinator, roll_plan: RollPlan, log_dir: Path)
     assert report.all_steps_settled and len(report.steps) == 1 + 2 * roll_plan.members, report.notes
     assert report.produced > 0 and report.delivered > 0
     assert report.never_delivered == 0, report.summary()
-    assert report.duplicated_records == 0, report.summary()
+    # Processed again after a refused commit is at-least-once at work (Kafka 4.0 has some too, with the
+    # Java cooperative-sticky consumer: bench/RESULTS.md); processed again with every commit accepted is not.
+    assert report.duplicated_unexplained == 0, report.summary()
     assert report.double_ownership_episodes == 0, report.summary()
 
 

@@ -106,3 +106,25 @@ def test_two_owners_at_once_are_episodes_with_their_seconds() -> None:
     assert report.steps[0].seconds == pytest.approx(1.2)
     assert not report.all_steps_settled
     assert "upgrade c1=unsettled" in report.summary()
+
+
+def test_a_duplicate_after_a_refused_commit_is_explained_and_one_without_is_not() -> None:
+    deliveries = [
+        Delivery("a", 0, 5, 5, 1.0),
+        Delivery("b", 0, 5, 5, 3.0),  # a's commit of offset 6 was refused: b starts again at 5
+        Delivery("a", 1, 7, 8, 1.0),
+        Delivery("b", 1, 7, 8, 3.0),  # a's commit of partition 1 went through: unexplained
+    ]
+    refusals = [CommitRefusal("a", 1.1, "ILLEGAL_GENERATION", ((0, 6),))]
+    report = audit(
+        partitions=2,
+        produced=[5, 8],
+        deliveries=deliveries,
+        changes=[],
+        lives=[],
+        refusals=refusals,
+        steps=[],
+        window=(0.0, 4.0),
+    )
+    assert (report.duplicated_records, report.duplicated_unexplained) == (2, 1)
+    assert refusals[0].covers(0, 5) and not refusals[0].covers(0, 6) and not refusals[0].covers(1, 5)
