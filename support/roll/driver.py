@@ -62,6 +62,7 @@ class Roll:
         self.every: list[RollMember] = []
         self.steps: list[StepTiming] = []
         self.notes: list[str] = []
+        self.first_settled: float | None = None  # where ownerless time starts being counted
         self._incarnations = 0
 
     def spec(self, slot: int, protocol: GroupProtocol) -> MemberSpec:
@@ -116,20 +117,19 @@ class Roll:
             self.notes.append(f"coordinator killed (SIGKILL) and restarted during {label}")
         self.wait_settled(label, started)
 
-    def run(self) -> float:
-        """The roll itself; returns the moment the group first settled."""
+    def run(self) -> None:
+        """The roll itself."""
         for slot in range(self.plan.members):
             self.live.append(self.start(slot, "classic"))
         began = time.time()
         self.wait_settled("classic group formed", began)
-        first_settled = self.steps[-1].settled or began
+        self.first_settled = self.steps[-1].settled
         middle = self.plan.members // 2
         for slot in range(self.plan.members):
             kill = self.plan.kill_mid_roll and slot == middle
             self.replace(slot, "consumer", f"upgrade c{slot}", kill)
         for slot in range(self.plan.members):
             self.replace(slot, "classic", f"downgrade c{slot}", False)
-        return first_settled
 
     def delivered(self) -> set[int]:
         return {d.sequence for m in self.every for d in m.deliveries()}
@@ -165,14 +165,14 @@ def run_roll(coordinator: RollCoordinator, plan: RollPlan, log_dir: Path) -> Rol
     roll = Roll(coordinator, plan, log_dir)
     create_topic(coordinator.upstream, roll.topic, plan.partitions)
     producer = SequenceProducer(coordinator.upstream, roll.topic, plan.partitions, plan.rate).start()
-    first_settled = time.time()
     with _stopping(roll.live):
         try:
-            first_settled = roll.run()
+            roll.run()
         except RollAborted as exc:
             roll.notes.append(f"roll abandoned: {exc}")
-        roll_end = time.time()
-        acked = producer.stop()
+        finally:
+            roll_end = time.time()
+            acked = producer.stop()
         roll.drain(acked)
     changes = [c for m in roll.every for c in m.changes()]
     report = audit(
@@ -183,7 +183,7 @@ def run_roll(coordinator: RollCoordinator, plan: RollPlan, log_dir: Path) -> Rol
         lives=[m.life() for m in roll.every],
         refusals=[r for m in roll.every for r in m.refusals()],
         steps=roll.steps,
-        window=(first_settled, roll_end),
+        window=(roll.first_settled or roll_end, roll_end),
     )
     report.notes += roll.notes + [f"producer: {e}" for e in producer.failed[:5]]
     report.notes += [f for m in roll.every if (f := m.failure()) is not None]
