@@ -198,8 +198,17 @@ class ConfluentMember:
             else:
                 self._owned -= parts
 
+    def _is_fatal(self, error: Any) -> bool:
+        """A ConsumerGroupHeartbeat refused for good, say: librdkafka hands it over as code _FATAL
+        (whose own ``fatal()`` is False), and the consumer is of no more use."""
+        return bool(error.fatal()) or error.code() == self._kafka.KafkaError._FATAL
+
     def _error(self, error: Any) -> None:
-        self._problems.setdefault(str(error))
+        if self._is_fatal(error):
+            self._failure = f"{self.spec.name}: {error}"
+            self._stop.set()
+        else:
+            self._problems.setdefault(str(error))
 
     def _assigned(self, _consumer: Any, partitions: list[Any]) -> None:
         self._change(partitions, True)
@@ -215,7 +224,7 @@ class ConfluentMember:
             while not self._stop.is_set():
                 self._poll_once()
         except Exception as exc:  # a fatal client error ends this member; the driver reports it
-            self._failure = f"{self.spec.name}: {exc!r}"
+            self._failure = self._failure or f"{self.spec.name}: {exc!r}"
         finally:
             with contextlib.suppress(Exception):
                 self.consumer.close()
@@ -231,7 +240,7 @@ class ConfluentMember:
         for message in messages:
             error = message.error()
             if error is not None:
-                if error.fatal():
+                if self._is_fatal(error):
                     raise self._kafka.KafkaException(error)
                 self._problems.setdefault(str(error))
                 continue
