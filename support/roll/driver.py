@@ -42,6 +42,9 @@ class RollPlan:
     step_timeout: float = 30.0
     dwell: float = 1.0  # seconds of traffic after each settled step, before the next
     drain_timeout: float = 30.0
+    # The drain ends early once nothing new came for this long: longer than a classic session (10 s),
+    # so a static member's partitions, held until its session expires, reach another member first.
+    drain_quiet: float = 15.0
     kill_mid_roll: bool = False
 
 
@@ -144,7 +147,7 @@ class Roll:
                 return
             if len(delivered) != seen:
                 seen, quiet_since = len(delivered), time.monotonic()
-            elif time.monotonic() - quiet_since > 10:
+            elif time.monotonic() - quiet_since > self.plan.drain_quiet:
                 return
             time.sleep(0.2)
 
