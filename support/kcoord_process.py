@@ -40,7 +40,14 @@ def pinned_kcoord(name: str, upstream: str, cpu: int | None, *extra: str) -> tup
 class KcoordProcess:
     """``python -m kcoord.coordinator serve`` with its log in a temp file; stop() asserts a clean exit."""
 
-    def __init__(self, *extra_args: str, bootstrap: str | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        *extra_args: str,
+        bootstrap: str | None = None,
+        port: int | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.python = python  # another venv's interpreter runs the kcoord tree installed there
         self.port = port or free_port_block()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.upstream = bootstrap
@@ -49,7 +56,7 @@ class KcoordProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 40.0) -> KcoordProcess:
-        args = serve_command(self.bootstrap, self.upstream, self.extra_args)
+        args = serve_command(self.bootstrap, self.upstream, self.extra_args, self.python)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # Tests pick a free block of ports for listen + brokers, but another process may still take
         # one before kcoord binds it: they opt into an OS-picked port then (an error by default).
