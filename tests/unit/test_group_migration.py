@@ -330,3 +330,30 @@ def test_a_classic_static_member_replacing_the_last_consumer_static_member_conve
     assert sync.error_code == ErrorCode.NONE
     assert {p for _, p in assigned_partitions(sync.assignment)} == {p for _, p in held}
     ctx.check()
+
+
+def test_a_consumer_static_member_takes_the_instance_id_of_a_classic_static_member_that_did_not_leave() -> (
+    None
+):
+    """A rolling upgrade of static members: each classic member stops without a LeaveGroup (static
+    members do) and comes back with ``group.protocol=consumer`` and its instance id. Kafka replaces
+    the classic member at once (UNRELEASED_INSTANCE_ID is only between consumer-protocol members)."""
+    ctx = Migration()
+    members, generation = stable_classic_group(ctx, static=True)
+    ctx.consumer_heartbeat("new", 0)  # converts the group; the classic static members keep theirs
+    held = ctx.consumer_group().members[members[0]].held_partitions()
+    assert held
+    joined = ctx.consumer_heartbeat("c0-consumer", 0, instance_id="instance-0")
+    assert joined.error_code == ErrorCode.NONE, joined
+    group = ctx.consumer_group()
+    assert members[0] not in group.members
+    replacement = group.members["c0-consumer"]
+    assert replacement.instance_id == "instance-0" and not replacement.uses_classic_protocol
+    # It carries on with the classic member's partitions (less what the group's new target moves).
+    kept = {p for _, p in replacement.held_partitions()}
+    assert kept and kept <= {p for _, p in held}
+    ctx.check()
+    # Between consumer-protocol members the instance id stays refused until its holder left.
+    again = ctx.consumer_heartbeat("c0-other", 0, instance_id="instance-0")
+    assert again.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    ctx.check()

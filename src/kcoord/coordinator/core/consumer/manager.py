@@ -582,14 +582,21 @@ class ConsumerGroupManager:
         joining: bool,
     ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
         """Kafka's ``getOrMaybeSubscribeStaticConsumerGroupMember``: the member, and the one it
-        replaces (a static member that left with epoch -2 and rejoins under a new member id)."""
+        replaces (a static member that left with epoch -2, or a classic static member, whose
+        instance id joins under a new member id)."""
         existing_id = group.static_member_id(instance_id)
         existing = None if existing_id is None else group.members.get(existing_id)
         if joining:
             if existing is None:
                 self.log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Only a consumer-protocol holder must have left (epoch -2) first: a classic one is
+            # replaced at once, as Kafka does, since a classic static member restarting (here, to
+            # speak the consumer protocol in a rolling upgrade) sends no LeaveGroup.
+            if (
+                existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                and not existing.uses_classic_protocol
+            ):
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance_id} cannot join the group because "
