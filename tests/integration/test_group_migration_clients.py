@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaProducer
 
+from kcoord.coordinator.tools.groups import GroupsAdmin, render_description
 from kcoord.protocol import messages as m
 from support.kcoord_process import KcoordProcess
 from support.workload import create_topic, produce_numbered, unique
@@ -119,6 +120,12 @@ def test_a_classic_member_and_a_consumer_protocol_member_share_a_group_and_conve
                 assert seen is not None, "the group is a consumer group while both are in it"
                 assert all(len(holders) == 1 for holders in seen.values()), seen
                 time.sleep(0.1)
+        # `kcoord groups describe` shows which protocol each member speaks (ConsumerGroupDescribe v1).
+        host, port = kcoord.bootstrap.rsplit(":", 1)
+        with GroupsAdmin([(host, int(port))]) as admin:
+            description = admin.describe(group)
+        assert sorted(mem.protocol or "" for mem in description.members) == ["classic", "consumer"]
+        assert "PROTOCOL" in render_description(description)
         wait_for(lambda: len(set(classic.values) | set(modern.values)) >= 200, 30, "every record read")
         modern.stop()  # the last consumer-protocol member leaves: the group is a classic one again
         wait_for(lambda: classic.assignment == set(range(PARTITIONS)), 30, "the classic member takes over")

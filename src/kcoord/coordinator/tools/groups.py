@@ -93,6 +93,9 @@ class Member:
     client_id: str
     host: str
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    # In a consumer group: the protocol the member speaks, "consumer" or "classic" (a classic
+    # member kept through an online migration); None in a classic group.
+    protocol: str | None = None
 
 
 @dataclass
@@ -339,6 +342,7 @@ class GroupsAdmin:
                 mem.client_id,
                 mem.client_host,
                 {t.topic_name: sorted(t.partitions) for t in mem.assignment.topic_partitions},
+                _MEMBER_TYPES.get(mem.member_type),
             )
             for mem in described.members
         ]
@@ -447,16 +451,24 @@ def _assignment_text(assignment: dict[str, list[int]]) -> str:
     return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items())) or "-"
 
 
+# ConsumerGroupDescribe v1's MemberType (Kafka's MemberType: -1 unknown, 0 classic, 1 consumer).
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}
+
+
 def render_description(d: GroupDescription) -> str:
     if d.error:
         return f"Consumer group '{d.group}': {d.error}."
+    # Which protocol each member speaks, for a consumer group (classic members kept through an
+    # online migration speak the classic one), as ConsumerGroupDescribe v1 tells.
+    with_protocol = any(mem.protocol is not None for mem in d.members)
     parts = [
         _table(
             ["GROUP", "COORDINATOR (ID)", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
             [[d.group, d.coordinator, d.protocol_type or "-", d.protocol or "-", d.state, len(d.members)]],
         ),
         _table(
-            ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            + (["PROTOCOL"] if with_protocol else []),
             [
                 [
                     d.group,
@@ -467,6 +479,7 @@ def render_description(d: GroupDescription) -> str:
                     sum(len(p) for p in mem.assignment.values()),
                     _assignment_text(mem.assignment),
                 ]
+                + ([mem.protocol or "-"] if with_protocol else [])
                 for mem in d.members
             ],
         )
