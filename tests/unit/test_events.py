@@ -247,10 +247,20 @@ def test_group_gauges_are_read_from_the_shards_at_scrape_time() -> None:
     metrics = Metrics()
     metrics.watch_shards(lambda: [Runtime(), Loading()], lambda: 3)
     got = samples(metrics)
-    assert got[("kcoord_groups", (("protocol_type", "consumer"), ("state", "Stable")))] == 1
-    assert got[("kcoord_groups", (("protocol_type", "consumer"), ("state", "PreparingRebalance")))] == 1
-    assert got[("kcoord_group_members", (("kind", "static"),))] == 1
-    assert got[("kcoord_group_members", (("kind", "dynamic"),))] == 2
+    classic = (("protocol_type", "consumer"), ("type", "classic"))
+    assert got[("kcoord_groups", (classic[0], ("state", "Stable"), classic[1]))] == 1
+    assert got[("kcoord_groups", (classic[0], ("state", "PreparingRebalance"), classic[1]))] == 1
+    members = {labels: n for (name, labels), n in got.items() if name == "kcoord_group_members"}
+    assert members == {
+        (("kind", "static"), ("protocol", "classic"), ("state", "Stable"), ("type", "classic")): 1,
+        (("kind", "dynamic"), ("protocol", "classic"), ("state", "Stable"), ("type", "classic")): 1,
+        (
+            ("kind", "dynamic"),
+            ("protocol", "classic"),
+            ("state", "PreparingRebalance"),
+            ("type", "classic"),
+        ): 1,
+    }
     assert got[("kcoord_shards", (("status", "loaded"),))] == 1
     assert got[("kcoord_shards", (("status", "loading"),))] == 2  # one loading, one not created yet
 

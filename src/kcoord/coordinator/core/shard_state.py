@@ -431,6 +431,11 @@ class GroupCoordinatorShard:
         return list(self.classic.groups.values())
 
     @property
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        """The KIP-848 consumer groups, mixed ones (classic members kept by a migration) included."""
+        return list(self.consumer.groups.values())
+
+    @property
     def rebalances_prepared(self) -> int:
         return self.classic_manager.rebalances_prepared
 

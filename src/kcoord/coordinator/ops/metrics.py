@@ -424,8 +424,14 @@ class GroupStateCollector(Collector):
     """Gauges read from the shards' live state at scrape time, on the event loop that owns it.
 
     Counting at scrape time (rather than incrementing gauges on every transition) cannot drift
-    from the truth after a shard reload; a scrape walks every group once, which is cheap next to
-    the request rate and bounded by the number of groups.
+    from the truth after a shard reload. A scrape walks every group once, and the members of
+    consumer groups once (their protocol and kind are per member; classic groups keep counts):
+    bounded by the groups and members, next to a request rate that touches them far more often.
+
+    Groups are labelled by ``type``, the protocol the group runs (classic, or consumer for KIP-848
+    groups), and members also by ``protocol``, the one the member speaks: a consumer group with
+    classic members (an online migration under way) shows ``type="consumer", protocol="classic"``
+    members and counts in ``kcoord_mixed_groups``.
     """
 
     def __init__(self, shards: Callable[[], list[Any]], expected: Callable[[], int]) -> None:
@@ -438,15 +444,25 @@ class GroupStateCollector(Collector):
     def collect(self) -> Iterator[Any]:
         groups = GaugeMetricFamily(
             "kcoord_groups",
-            "Groups by state and protocol type (loaded shards)",
-            labels=["state", "protocol_type"],
+            "Groups by type (classic, consumer), state and protocol type (loaded shards)",
+            labels=["type", "state", "protocol_type"],
+        )
+        mixed = GaugeMetricFamily(
+            "kcoord_mixed_groups",
+            "Consumer groups with classic-protocol members (an online migration under way), by state",
+            labels=["state"],
         )
         members = GaugeMetricFamily(
-            "kcoord_group_members", "Members of classic groups, by kind", labels=["kind"]
+            "kcoord_group_members",
+            "Members by group type, group state, the member's protocol and kind (static, dynamic)",
+            labels=["type", "state", "protocol", "kind"],
         )
         shards = GaugeMetricFamily("kcoord_shards", "Coordinator shards by status", labels=["status"])
-        by_group: dict[tuple[str, str], int] = {}
-        static = dynamic = 0
+        by_group: defaultdict[tuple[str, str, str], int] = defaultdict(int)  # type, state, protocol type
+        by_mixed: defaultdict[str, int] = defaultdict(int)  # state
+        by_member: defaultdict[tuple[str, str, str, str], int] = defaultdict(
+            int
+        )  # type, state, protocol, kind
         status = {"loaded": 0, "loading": 0, "fenced": 0, "log_lost": 0}
         runtimes = self._shards()
         for runtime in runtimes:
@@ -461,17 +477,32 @@ class GroupStateCollector(Collector):
                 continue
             status["loaded"] += 1
             for group in getattr(runtime.state, "groups", ()):
-                key = (str(group.state_name), protocol_type_label(group.protocol_type))
-                by_group[key] = by_group.get(key, 0) + 1
-                static += group.num_static_members
-                dynamic += group.num_dynamic_members
+                state = str(group.state_name)
+                by_group[("classic", state, protocol_type_label(group.protocol_type))] += 1
+                by_member[("classic", state, "classic", "static")] += group.num_static_members
+                by_member[("classic", state, "classic", "dynamic")] += group.num_dynamic_members
+            for consumer_group in getattr(runtime.state, "consumer_groups", ()):
+                state = str(consumer_group.state_name)
+                by_group[("consumer", state, "consumer")] += 1
+                classic_members = 0
+                for member in consumer_group.members.values():
+                    protocol = "classic" if member.uses_classic_protocol else "consumer"
+                    classic_members += protocol == "classic"
+                    kind = "static" if member.instance_id is not None else "dynamic"
+                    by_member[("consumer", state, protocol, kind)] += 1
+                if classic_members:
+                    by_mixed[state] += 1
         status["loading"] += max(0, self._expected() - len(runtimes))
-        for (state, protocol_type), n in sorted(by_group.items()):
-            groups.add_metric([state, protocol_type], n)
-        members.add_metric(["static"], static)
-        members.add_metric(["dynamic"], dynamic)
+        for (group_type, state, protocol_type), n in sorted(by_group.items()):
+            groups.add_metric([group_type, state, protocol_type], n)
+        for state, n in sorted(by_mixed.items()):
+            mixed.add_metric([state], n)
+        for labels, n in sorted(by_member.items()):
+            if n:
+                members.add_metric(list(labels), n)
         for name, n in status.items():
             shards.add_metric([name], n)
         yield groups
+        yield mixed
         yield members
         yield shards
