@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -101,6 +108,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ... under the
+        # names every Prometheus client library uses, read from /proc at scrape time (nothing on
+        # other systems, where /proc is missing).
+        ProcessCollector(registry=r)
         self.log_lost_total = 0  # shards that lost their log since start (also a labelled counter below)
         # The per-request series (requests, responses, request latency, committed partitions) are
         # plain tallies exported by RequestTallyCollector at scrape time: prometheus_client's
