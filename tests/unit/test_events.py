@@ -175,12 +175,13 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
     got = samples(metrics)
     assert got[("kcoord_member_joins_total", (("kind", "static"),))] == 1
     assert got[("kcoord_member_joins_total", (("kind", "dynamic"),))] == 1
-    assert got[("kcoord_rebalances_total", (("reason", "member_joined"),))] == 1
+    classic = ("protocol", "classic")
+    assert got[("kcoord_rebalances_total", (classic, ("reason", "member_joined")))] == 1
     assert (
-        got[("kcoord_rebalances_total", (("reason", "other"),))] == 1
+        got[("kcoord_rebalances_total", (classic, ("reason", "other")))] == 1
     )  # unbounded text never becomes a label
-    assert got[("kcoord_rebalance_duration_seconds_count", ())] == 1
-    assert got[("kcoord_rebalance_duration_seconds_sum", ())] == 1.5
+    assert got[("kcoord_rebalance_duration_seconds_count", (classic,))] == 1
+    assert got[("kcoord_rebalance_duration_seconds_sum", (classic,))] == 1.5
     assert got[("kcoord_member_removals_total", (("reason", "leave_group"),))] == 1
     assert got[("kcoord_member_removals_total", (("reason", "expired"),))] == 1
     assert got[("kcoord_shard_load_seconds_count", ())] == 1
@@ -191,8 +192,8 @@ def test_observer_counts_events_and_logs_one_line_each(caplog: pytest.LogCapture
                       "rebalance.completed", "member.left", "member.expired", "shard.loaded"]  # fmt: skip
     line = KeyValueFormatter().format(caplog.records[4])
     assert (
-        "event=rebalance.completed shard=3 group=g generation=1 duration_ms=1500 members=2 protocol=range"
-        in line
+        "event=rebalance.completed shard=3 group=g generation=1 duration_ms=1500 members=2 protocol=range "
+        "type=classic" in line
     )
 
 

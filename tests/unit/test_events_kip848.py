@@ -61,8 +61,11 @@ def test_join_bump_assignment_leave_and_expiry() -> None:
         "RebalanceStarted",
         "AssignmentComputed",
         "RebalanceCompleted",
+        "ReconciliationCompleted",  # a lone member owns its target at once
     ]
-    joined, started, assigned, done = ctx.events
+    joined, started, assigned, done, reconciled = ctx.events
+    assert (started.group_type, done.group_type) == ("consumer", "consumer")
+    assert (reconciled.epoch, reconciled.duration_ms, reconciled.members) == (1, 0, 1)
     assert (joined.client_id, joined.client_host, joined.protocol_type) == ("client-1", "/10.0.0.7", "kip848")
     assert (started.reason, started.generation) == ("member_joined", 0)
     assert (assigned.generation, assigned.protocol_type, assigned.protocol) == (1, "kip848", "uniform")

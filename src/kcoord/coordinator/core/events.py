@@ -92,24 +92,50 @@ class MemberFenced:
     api: str  # the request that was refused: join_group, sync_group, heartbeat, ...
 
 
+# Which protocol a group runs (Kafka's GroupType): RebalanceStarted/RebalanceCompleted.group_type.
+GROUP_TYPES = ("classic", "consumer")
+
+
 @dataclass(frozen=True, slots=True)
 class RebalanceStarted:
+    """Classic groups: the group enters PreparingRebalance. KIP-848 consumer groups: the group
+    epoch is bumped (``generation`` is then the epoch being replaced)."""
+
     group: str
     reason: str  # one of REBALANCE_REASONS
     generation: int  # the generation being replaced
     members: int
     detail: str = ""
+    group_type: str = "classic"  # one of GROUP_TYPES
 
 
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted:
-    """A generation is complete: every member has its assignment (the group is Stable)."""
+    """Classic groups: a generation is complete, every member has its assignment (the group is
+    Stable). KIP-848 consumer groups: the target assignment of a new group epoch is computed (the
+    members then reconcile to it: :class:`ReconciliationCompleted`)."""
 
     group: str
     generation: int
-    duration_ms: int  # from entering PreparingRebalance to Stable
+    duration_ms: int  # classic: PreparingRebalance to Stable; consumer: epoch bump to new target
     members: int
     protocol: str | None = None
+    group_type: str = "classic"  # one of GROUP_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciliationCompleted:
+    """Every member of a KIP-848 consumer group reports the target assignment of the group's epoch
+    (member epoch == group epoch, nothing left to revoke or wait for): the group is Stable again.
+
+    ``duration_ms`` runs from the first group epoch bump the group had not yet reconciled to, so
+    bumps that follow one another before the members settle count as one reconciliation, as a
+    classic rebalance that members join midway counts as one."""
+
+    group: str
+    epoch: int  # the group epoch every member reached
+    duration_ms: int
+    members: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +203,7 @@ GroupEvent = (
     | MemberFenced
     | RebalanceStarted
     | RebalanceCompleted
+    | ReconciliationCompleted
     | GroupStateChanged
     | GroupDeleted
     | AssignmentComputed

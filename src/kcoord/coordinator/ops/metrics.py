@@ -25,7 +25,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from kcoord.coordinator.core.events import FENCING_ERRORS, LEAVE_REASONS, REBALANCE_REASONS
+from kcoord.coordinator.core.events import FENCING_ERRORS, GROUP_TYPES, LEAVE_REASONS, REBALANCE_REASONS
 from kcoord.protocol.api_names import API_NAMES
 from kcoord.protocol.codec import Message
 from kcoord.protocol.errors import ErrorCode
@@ -218,14 +218,27 @@ class Metrics:
             registry=r,
         )
         # group lifecycle (from kcoord.coordinator.core.events)
+        rebalance_buckets = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
         self.rebalances = Counter(
-            "kcoord_rebalances", "Rebalances started, by reason", ["reason"], registry=r
+            "kcoord_rebalances",
+            "Rebalances started (consumer protocol: group epoch bumps), by reason and protocol",
+            ["reason", "protocol"],
+            registry=r,
         )
         self.rebalance_duration = Histogram(
             "kcoord_rebalance_duration_seconds",
-            "From PreparingRebalance to Stable",
+            "Classic protocol: from PreparingRebalance to Stable; consumer protocol: from a group epoch "
+            "bump to its target assignment computed",
+            ["protocol"],
             registry=r,
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            buckets=rebalance_buckets,
+        )
+        self.reconciliation_duration = Histogram(
+            "kcoord_consumer_group_reconciliation_seconds",
+            "KIP-848 consumer groups: from a group epoch bump until every member reports the target "
+            "assignment of the group epoch",
+            registry=r,
+            buckets=rebalance_buckets,
         )
         self.member_joins = Counter(
             "kcoord_member_joins", "Members added to a group, by kind (static/dynamic)", ["kind"], registry=r
@@ -314,11 +327,14 @@ class Metrics:
         self.log_lost_total += 1
 
     # -- group lifecycle ------------------------------------------------------------------------------
-    def rebalance_started(self, reason: str) -> None:
-        self.rebalances.labels(_bounded(reason, REBALANCE_REASONS)).inc()
+    def rebalance_started(self, reason: str, group_type: str = "classic") -> None:
+        self.rebalances.labels(_bounded(reason, REBALANCE_REASONS), _bounded(group_type, GROUP_TYPES)).inc()
 
-    def rebalance_completed(self, seconds: float) -> None:
-        self.rebalance_duration.observe(seconds)
+    def rebalance_completed(self, seconds: float, group_type: str = "classic") -> None:
+        self.rebalance_duration.labels(_bounded(group_type, GROUP_TYPES)).observe(seconds)
+
+    def reconciliation_completed(self, seconds: float) -> None:
+        self.reconciliation_duration.observe(seconds)
 
     def member_joined(self, static: bool) -> None:
         self.member_joins.labels("static" if static else "dynamic").inc()

@@ -141,7 +141,7 @@ class ShardEventObserver:
         )
 
     def _rebalance_started(self, shard: int, e: ev.RebalanceStarted) -> None:
-        self.metrics.rebalance_started(e.reason)
+        self.metrics.rebalance_started(e.reason, e.group_type)
         log_event(
             self.log,
             "rebalance.started",
@@ -151,10 +151,11 @@ class ShardEventObserver:
             generation=e.generation,
             members=e.members,
             detail=e.detail or None,
+            type=e.group_type,
         )
 
     def _rebalance_completed(self, shard: int, e: ev.RebalanceCompleted) -> None:
-        self.metrics.rebalance_completed(e.duration_ms / 1000.0)
+        self.metrics.rebalance_completed(e.duration_ms / 1000.0, e.group_type)
         log_event(
             self.log,
             "rebalance.completed",
@@ -164,6 +165,19 @@ class ShardEventObserver:
             duration_ms=e.duration_ms,
             members=e.members,
             protocol=e.protocol,
+            type=e.group_type,
+        )
+
+    def _reconciled(self, shard: int, e: ev.ReconciliationCompleted) -> None:
+        self.metrics.reconciliation_completed(e.duration_ms / 1000.0)
+        log_event(
+            self.log,
+            "group.reconciled",
+            shard=shard,
+            group=e.group,
+            epoch=e.epoch,
+            duration_ms=e.duration_ms,
+            members=e.members,
         )
 
     def _state_changed(self, shard: int, e: ev.GroupStateChanged) -> None:
@@ -190,6 +204,7 @@ _HANDLERS: dict[type, Any] = {
     ev.MemberFenced: ShardEventObserver._fenced,
     ev.RebalanceStarted: ShardEventObserver._rebalance_started,
     ev.RebalanceCompleted: ShardEventObserver._rebalance_completed,
+    ev.ReconciliationCompleted: ShardEventObserver._reconciled,
     ev.GroupStateChanged: ShardEventObserver._state_changed,
     ev.GroupDeleted: ShardEventObserver._deleted,
 }

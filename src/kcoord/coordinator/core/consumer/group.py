@@ -110,6 +110,11 @@ class ConsumerGroup:
         return self.state.value
 
     @property
+    def unreconciled_members(self) -> int:
+        """Members not (yet) reconciled to the target assignment epoch: the group is Stable at 0."""
+        return self._unreconciled
+
+    @property
     def is_empty(self) -> bool:
         return self.state is ConsumerGroupState.EMPTY
 

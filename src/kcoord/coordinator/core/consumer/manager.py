@@ -240,6 +240,10 @@ class ConsumerGroupManager:
         # epoch was last bumped (soft state, for RebalanceCompleted.duration_ms only).
         self._events: list[ev.GroupEvent] = []
         self._bumped_at: dict[str, int] = {}
+        # When each group's first epoch bump its members have not all reconciled to yet happened
+        # (soft state, for ReconciliationCompleted.duration_ms only; lost on a reload, when the
+        # reconciliation under way is then not measured).
+        self._unreconciled_since: dict[str, int] = {}
         # Memos (soft state, see "memos of the topic image"): never read as a record would be.
         self._ids_memo: tuple[TopicImage, dict[str, uuid.UUID]] | None = None
         self._matches_memo: dict[str, tuple[TopicImage, frozenset[str]]] = {}
@@ -508,6 +512,8 @@ class ConsumerGroupManager:
         assignment_changed = reconciled != updated or (replaced is None and member_id not in group.members)
         if assignment_changed:
             records.append(rec.consumer_group_current_assignment_record(group_id, reconciled))
+        if group_id in self._unreconciled_since:
+            self._maybe_reconciled(group, reconciled, replaced, group_epoch, target_epoch, now)
         return reconciled, assignment_changed, deferred_ms
 
     def _assignment_deferred_ms(self, group: ConsumerGroup, members_after: int, now: int) -> int:
@@ -795,6 +801,7 @@ class ConsumerGroupManager:
         downgraded = self.downgrade(group, (member.member_id,))
         if downgraded is not None:
             self._cancel_timers(group_id, member.member_id)
+            self._unreconciled_since.pop(group_id, None)  # a classic group from now on
             return downgraded
         records = rec.consumer_group_member_tombstones(group_id, member.member_id)
         resolved = dict(group.resolved_regular_expressions)
@@ -814,8 +821,60 @@ class ConsumerGroupManager:
 
     # -- events (reported by the shard runtime; never read back) ----------------------------------------
     def _rebalance_started(self, group: ConsumerGroup, reason: str, members: int, now: int) -> None:
-        self._bumped_at[group.group_id] = now
-        self._events.append(ev.RebalanceStarted(group.group_id, reason, group.group_epoch, members))
+        group_id = group.group_id
+        self._bumped_at[group_id] = now
+        if members > 0:
+            if group_id not in self._unreconciled_since:
+                self._forget_reconciliations_of_gone_groups()
+                self._unreconciled_since[group_id] = now
+        else:
+            self._unreconciled_since.pop(group_id, None)  # nobody left to reconcile
+        self._events.append(
+            ev.RebalanceStarted(group_id, reason, group.group_epoch, members, group_type="consumer")
+        )
+
+    def _maybe_reconciled(
+        self,
+        group: ConsumerGroup,
+        reconciled: ConsumerGroupMember,
+        replaced: ConsumerGroupMember | None,
+        group_epoch: int,
+        target_epoch: int,
+        now: int,
+    ) -> None:
+        """Report the end of the group's reconciliation when this request's member, as ``reconciled``,
+        is the last one to reach the target of the group epoch. Decided from the group as it was
+        before this request and what the request changes, in O(1): the group's count of unreconciled
+        members, less this member's (and a replaced static member's) part in it; a target computed
+        in this very request leaves every other member on an older epoch."""
+        if target_epoch != group_epoch or not reconciled.is_reconciled_to(group_epoch):
+            return
+        member_id = reconciled.member_id
+        previous = group.members.get(member_id)
+        gone = None if replaced is None else group.members.get(replaced.member_id)
+        before = [m for m in (previous, gone) if m is not None]
+        if target_epoch != group.target_assignment_epoch:
+            others_unreconciled = len(group.members) - len(before)
+        else:
+            others_unreconciled = group.unreconciled_members - sum(
+                not m.is_reconciled_to(target_epoch) for m in before
+            )
+        if others_unreconciled > 0:
+            return
+        started = self._unreconciled_since.pop(group.group_id)
+        members = len(group.members) - len(before) + 1
+        self._events.append(
+            ev.ReconciliationCompleted(group.group_id, group_epoch, max(0, now - started), members)
+        )
+
+    def _forget_reconciliations_of_gone_groups(self) -> None:
+        """Bound the soft state: a group deleted, or converted to a classic group, while its
+        members reconciled leaves its start behind. Every group with a start is in the store (its
+        records are replayed before the next request), so more starts than groups, by a margin that
+        keeps the walk rare, means some are gone."""
+        if len(self._unreconciled_since) > len(self.groups.groups) + 64:
+            for group_id in [g for g in self._unreconciled_since if self.groups.get(g) is None]:
+                del self._unreconciled_since[group_id]
 
     def _assignment_computed(
         self, group: ConsumerGroup, epoch: int, result: TargetAssignmentResult, topics: TopicImage, now: int
@@ -838,7 +897,9 @@ class ConsumerGroupManager:
         started = self._bumped_at.pop(group.group_id, now)
         self._events.append(ev.AssignmentComputed(group.group_id, epoch, "kip848", assignor, tuple(members)))
         self._events.append(
-            ev.RebalanceCompleted(group.group_id, epoch, max(0, now - started), len(members), assignor)
+            ev.RebalanceCompleted(
+                group.group_id, epoch, max(0, now - started), len(members), assignor, group_type="consumer"
+            )
         )
 
     # -- timers -------------------------------------------------------------------------------------
