@@ -27,6 +27,8 @@ from support.workload import create_topic, produce_numbered, unique
 from tests.support.monitoring import (
     PROMETHEUS_SERIES,
     dashboard_expressions,
+    documented_metrics,
+    exported_metrics,
     exported_series,
     rule_expressions,
     series_named,
@@ -197,3 +199,12 @@ def test_the_dashboard_and_the_alerts_name_only_metrics_kcoord_exports(kcoord: K
     assert not unknown, unknown
     named = set().union(*(series_named(e) for e in expressions))
     assert len(named) >= 25, sorted(named)  # the dashboard covers the metrics table, not a few of them
+
+
+def test_the_metrics_table_in_the_docs_names_what_a_running_kcoord_exports(kcoord: KcoordProcess) -> None:
+    """docs/operations.md's table against a real scrape, both ways (tests/unit/test_metrics_documented.py
+    checks an App's registry the same way without a process)."""
+    text, _samples = scrape(kcoord)
+    exported, documented = exported_metrics(text), documented_metrics()
+    assert sorted(exported - documented) == [], "exported but not documented"
+    assert sorted(documented - exported) == [], "documented but not exported"

@@ -49,3 +49,19 @@ def series_named(expr: str) -> set[str]:
     without_labels = re.sub(r"\{[^}]*\}", "", expr)
     words = set(re.findall(r"\b(?:kcoord|process|python)_[a-zA-Z0-9_]+\b|\bup\b", without_labels))
     return words
+
+
+OPERATIONS = REPO / "docs" / "operations.md"
+
+
+def documented_metrics() -> set[str]:
+    """The metric names in docs/operations.md's metrics table (the first cell of each row, which
+    may name several), as a scrape shows them: counters with ``_total``, histograms by base name."""
+    section = OPERATIONS.read_text().split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+
+
+def exported_metrics(exposition: str) -> set[str]:
+    """The metric names of a text exposition, one per family, as its ``# TYPE`` lines name them."""
+    return set(re.findall(r"^# TYPE (\S+) \S+$", exposition, re.M))
