@@ -111,3 +111,15 @@ def test_shards_not_serving_count_no_groups() -> None:
     assert gauges(metrics, "kcoord_group_members") == {}
     assert gauges(metrics, "kcoord_shards")[(("status", "fenced"),)] == 1
     assert gauges(metrics, "kcoord_shards")[(("status", "loading"),)] == 1  # the one not created yet
+
+
+def test_static_classic_members_of_a_mixed_group_are_counted_apart_from_its_consumer_members() -> None:
+    migration = Migration()
+    stable_classic_group(migration, static=True)
+    assert migration.consumer_heartbeat("new", 0, instance_id="i-new").error_code == ErrorCode.NONE
+    metrics = Metrics()
+    metrics.watch_shards(lambda: [Loaded(migration.shard)], lambda: 1)
+    assert gauges(metrics, "kcoord_group_members") == {
+        (("kind", "static"), ("protocol", "classic"), ("state", "Reconciling"), ("type", "consumer")): 2,
+        (("kind", "static"), ("protocol", "consumer"), ("state", "Reconciling"), ("type", "consumer")): 1,
+    }

@@ -154,6 +154,13 @@ class MigrationMachine(RuleBasedStateMachine):
         assert self.ctx.fresh_replay_view() == self.ctx.shard.durable_view()
 
     @invariant()
+    def the_counts_kept_by_replay_match_the_members(self) -> None:
+        group = self.ctx.consumer_group()
+        if group is not None:
+            classic = [m for m in group.members.values() if m.uses_classic_protocol]
+            assert group.num_classic_protocol_members == len(classic)
+
+    @invariant()
     def a_partition_has_one_owner(self) -> None:
         if self.ctx.consumer_group() is not None:
             assert all(len(holders) == 1 for holders in self.ctx.owners().values()), self.ctx.owners()

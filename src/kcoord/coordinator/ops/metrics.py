@@ -511,14 +511,23 @@ class GroupStateCollector(Collector):
             for consumer_group in getattr(runtime.state, "consumer_groups", ()):
                 state = str(consumer_group.state_name)
                 by_group[("consumer", state, "consumer")] += 1
-                classic_members = 0
-                for member in consumer_group.members.values():
-                    protocol = "classic" if member.uses_classic_protocol else "consumer"
-                    classic_members += protocol == "classic"
-                    kind = "static" if member.instance_id is not None else "dynamic"
-                    by_member[("consumer", state, protocol, kind)] += 1
-                if classic_members:
+                group_members = consumer_group.members
+                # O(1) per group: the group keeps its counts of classic-protocol and static members
+                # by replay; only a mixed group's members are walked, to split its static ones.
+                classic = consumer_group.num_classic_protocol_members
+                static = len(consumer_group.static_members)
+                if classic:
                     by_mixed[state] += 1
+                    classic_static = sum(
+                        1
+                        for m in group_members.values()
+                        if m.classic_member_metadata is not None and m.instance_id is not None
+                    )
+                    by_member[("consumer", state, "classic", "static")] += classic_static
+                    by_member[("consumer", state, "classic", "dynamic")] += classic - classic_static
+                    static -= classic_static
+                by_member[("consumer", state, "consumer", "static")] += static
+                by_member[("consumer", state, "consumer", "dynamic")] += len(group_members) - classic - static
         status["loading"] += max(0, self._expected() - len(runtimes))
         for (group_type, state, protocol_type), n in sorted(by_group.items()):
             groups.add_metric([group_type, state, protocol_type], n)

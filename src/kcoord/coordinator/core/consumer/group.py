@@ -100,6 +100,7 @@ class ConsumerGroup:
         # regex, a member added or removed, a regex resolved anew): what memos of it are keyed on.
         self.subscriptions_version = 0
         self._unreconciled = 0  # members not reconciled to the target assignment epoch: the state, in O(1)
+        self._classic_protocol_members = 0  # members that speak the classic protocol (a mixed group)
         self._subscribed_names_memo: tuple[int, frozenset[str]] | None = None
         # The heartbeat's memo of the metadata hash: (subscriptions version, topic image, hash).
         self.metadata_hash_memo: tuple[int, object, int] | None = None
@@ -180,7 +181,7 @@ class ConsumerGroup:
 
     @property
     def num_classic_protocol_members(self) -> int:
-        return sum(1 for member in self.members.values() if member.uses_classic_protocol)
+        return self._classic_protocol_members
 
     def subscribed_topic_names(self) -> frozenset[str]:
         """The topics the group subscribes to: by a member's name, or through a resolved regular
@@ -331,6 +332,7 @@ class ConsumerGroup:
             self._forget(old)
         self.members[new.member_id] = new
         self._unreconciled += not new.is_reconciled_to(self.target_assignment_epoch)
+        self._classic_protocol_members += new.uses_classic_protocol
         self._add_partition_epochs(new.assigned_partitions, new.member_epoch)
         self._add_partition_epochs(new.partitions_pending_revocation, new.member_epoch)
         if new.instance_id is not None:
@@ -355,6 +357,7 @@ class ConsumerGroup:
     def _forget(self, old: ConsumerGroupMember) -> None:
         """Undo what ``old`` added to the derived state."""
         self._unreconciled -= not old.is_reconciled_to(self.target_assignment_epoch)
+        self._classic_protocol_members -= old.uses_classic_protocol
         self._remove_partition_epochs(old.assigned_partitions, old.member_epoch)
         self._remove_partition_epochs(old.partitions_pending_revocation, old.member_epoch)
         # Kafka writes a replaced static member's tombstones before its successor's records; an
