@@ -240,10 +240,10 @@ class ConsumerGroupManager:
         # epoch was last bumped (soft state, for RebalanceCompleted.duration_ms only).
         self._events: list[ev.GroupEvent] = []
         self._bumped_at: dict[str, int] = {}
-        # When each group's first epoch bump its members have not all reconciled to yet happened
-        # (soft state, for ReconciliationCompleted.duration_ms only; lost on a reload, when the
-        # reconciliation under way is then not measured).
-        self._unreconciled_since: dict[str, int] = {}
+        # Each group's first epoch bump its members have not all reconciled to yet: (the epoch it
+        # bumped to, when). Soft state, for ReconciliationCompleted.duration_ms only; lost on a
+        # reload, when the reconciliation under way is then not measured.
+        self._unreconciled_since: dict[str, tuple[int, int]] = {}
         # Memos (soft state, see "memos of the topic image"): never read as a record would be.
         self._ids_memo: tuple[TopicImage, dict[str, uuid.UUID]] | None = None
         self._matches_memo: dict[str, tuple[TopicImage, frozenset[str]]] = {}
@@ -824,9 +824,12 @@ class ConsumerGroupManager:
         group_id = group.group_id
         self._bumped_at[group_id] = now
         if members > 0:
-            if group_id not in self._unreconciled_since:
+            since = self._unreconciled_since.get(group_id)
+            # A start whose bump is not in the group was never written (its request was refused
+            # after it): this bump starts the reconciliation.
+            if since is None or since[0] > group.group_epoch:
                 self._forget_reconciliations_of_gone_groups()
-                self._unreconciled_since[group_id] = now
+                self._unreconciled_since[group_id] = (group.group_epoch + 1, now)
         else:
             self._unreconciled_since.pop(group_id, None)  # nobody left to reconcile
         self._events.append(
@@ -861,7 +864,7 @@ class ConsumerGroupManager:
             )
         if others_unreconciled > 0:
             return
-        started = self._unreconciled_since.pop(group.group_id)
+        _, started = self._unreconciled_since.pop(group.group_id)
         members = len(group.members) - len(before) + 1
         self._events.append(
             ev.ReconciliationCompleted(group.group_id, group_epoch, max(0, now - started), members)
