@@ -196,6 +196,14 @@ class Supervisor:
             worker.port = int(started.get("port", 0))
             worker.metrics_port = started.get("metrics_port")
             worker.serving.set()
+            pid = worker.process.pid if worker.process is not None else None
+            log.info(
+                "worker %d (node %d, pid %s) serves on port %d",
+                worker.index,
+                worker.node_id,
+                pid,
+                worker.port,
+            )
 
     async def _remove_from_cluster(self, worker: Worker, how: str) -> str:
         if not worker.member_id:
