@@ -3,6 +3,7 @@
 port; a kill -9 of one worker under that committing load is repaired by the supervisor (LeaveGroup
 of the dead member, a replacement), every group commits again within seconds, and every
 acknowledged commit is read back; new members rejoin at the committed offsets; SIGTERM stops it all.
+Without a bootstrap.server the supervisor starts the one embedded broker the workers share.
 
 The workers join the cluster's group as dynamic members on tansu (it mishandles static members,
 docs/tansu.md) and as static members (kcoord's default) on Kafka. ``KCOORD_WORKERS_KILLS=N``
@@ -45,6 +46,15 @@ KILLS = int(os.environ.get("KCOORD_WORKERS_KILLS", "1"))
 _WORKER_SERVES = re.compile(r"worker (\d+) \(node (\d+), pid (\d+)\) serves on port (\d+)")
 
 
+def every_worker_ready(metrics_port: int) -> bool:
+    """The supervisor's /readyz: 200 once every worker answers its own with 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 class Workers(KcoordProcess):
     """The supervisor as a child process; its workers found in its log."""
 
@@ -63,11 +73,7 @@ class Workers(KcoordProcess):
         )  # fmt: skip
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        return every_worker_ready(self.metrics_port)
 
     def worker_pids(self) -> dict[int, int]:
         """node id -> pid of its latest process."""
@@ -184,3 +190,21 @@ def test_two_workers_serve_stock_clients_and_replace_a_killed_worker_losing_no_c
     started = time.monotonic()
     assert workers.stop() == 0
     print(f"SIGTERM to stopped: {time.monotonic() - started:.2f} s")
+
+
+def test_two_workers_share_the_supervisors_embedded_broker_and_stop_together() -> None:
+    """No bootstrap.server: the supervisor starts the one embedded tansu broker for both workers."""
+    metrics_port = free_port()
+    supervisor = KcoordProcess("--workers", "2", "--metrics", f"127.0.0.1:{metrics_port}")
+    supervisor.start(timeout=90)
+    try:
+        supervisor.wait_for_log("kcoord workers serving on", 90)
+        embedded = supervisor.wait_for_log("embedded tansu broker")
+        assert len(embedded) == 1, embedded  # one broker, started by the supervisor
+        wait_until(lambda: every_worker_ready(metrics_port), 60, "every worker ready")
+        nodes = {coordinator_of(supervisor.bootstrap, unique("embedded-group"))[0] for _ in range(40)}
+        assert nodes == {BASE_NODE_ID, BASE_NODE_ID + 1}
+        assert supervisor.stop() == 0
+        assert supervisor.log_lines("kcoord.workers msg=stopped")
+    finally:
+        supervisor.kill()

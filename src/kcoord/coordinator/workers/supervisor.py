@@ -130,10 +130,10 @@ class Supervisor:
 
     # -- one worker, for as long as the supervisor runs ------------------------------------------------
     async def _keep(self, worker: Worker) -> None:
-        while not self.stopping:
+        while not self.stop_requested.is_set():
             how = await self._run_once(worker)
-            if self.stopping:
-                return
+            if self.stop_requested.is_set():
+                return  # stopping: a terminal's Ctrl-C reaches the workers too, before stop() does
             if not worker.serving.is_set() and worker.restarts == 0:
                 # It never served: a bad setting or a port taken, which a restart does not cure.
                 self.fatal = f"worker {worker.index} (node {worker.node_id}) {how} before it served"
@@ -222,7 +222,7 @@ class Supervisor:
 
     async def _watch_embedded(self, broker: EmbeddedBroker) -> None:
         how = await broker.wait_exit()
-        if not self.stopping:
+        if not self.stop_requested.is_set():
             self.fatal = f"the embedded broker {how}; its log: {broker.log_path}"
             self.stop_requested.set()
 
