@@ -66,9 +66,10 @@ class ListenError(OSError):
     broker met while serving is left out of an answer (relay/addresses.py) rather than failing it."""
 
 
-def upstream_security(s: Settings) -> UpstreamSecurity:
+def upstream_security(s: Settings, warn: bool = True) -> UpstreamSecurity:
     """The upstream's TLS context and kcoord's login there, from ``upstream.*`` (bad files and
-    unreadable passwords stop start-up here)."""
+    unreadable passwords stop start-up here). ``warn``: log what the set-up means for relayed
+    requests (the supervisor of --workers relays nothing: its workers say it)."""
     context = None
     if s.upstream_security_protocol in ("SSL", "SASL_SSL"):
         context = client_context(
@@ -85,7 +86,7 @@ def upstream_security(s: Settings) -> UpstreamSecurity:
     if s.upstream_sasl_password_file:
         password = read_password_file(s.upstream_sasl_password_file)
     login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
-    if not s.listener_security_protocol.startswith("SASL_"):
+    if warn and not s.listener_security_protocol.startswith("SASL_"):
         # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
         # their own to run as upstream: they run as kcoord's (listener.relay.principal=kcoord,
         # the configuration refuses this otherwise), which an operator must keep in mind.

@@ -82,7 +82,7 @@ class Supervisor:
     # -- start --------------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
-        self.security = upstream_security(s)
+        self.security = upstream_security(s, warn=False)
         if s.metrics is not None:
             self.endpoint = SupervisorEndpoint(self._metrics_ports, lambda: self.stopping)
             await self.endpoint.start(*s.metrics)
