@@ -39,6 +39,7 @@ log = logging.getLogger("kcoord.workers")
 
 START_TIMEOUT = 120.0  # seconds a worker may take to serve at start-up (storage, the cluster's group)
 STOP_TIMEOUT = 15.0  # seconds a worker may take to stop on SIGTERM before it is killed
+EMBEDDED_STOP_TIMEOUT = 1.0  # seconds the embedded broker gets to exit on SIGTERM once the workers stopped
 EXIT_FATAL = 3  # as one process: the upstream (embedded broker) is gone
 
 
@@ -236,9 +237,25 @@ class Supervisor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self.embedded is not None:
-            await self.embedded.stop_async()
+            await self._stop_embedded(self.embedded)
         if self.endpoint is not None:
             await self.endpoint.close()
+
+    async def _stop_embedded(self, broker: EmbeddedBroker) -> None:
+        """SIGTERM, then SIGKILL after EMBEDDED_STOP_TIMEOUT. Its workers are gone by now; tansu's
+        graceful exit can still wait out a rebalance it holds (half the session timeout) for
+        members that no longer exist, and its memory storage is lost either way."""
+        proc = broker.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        deadline = time.monotonic() + EMBEDDED_STOP_TIMEOUT
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if proc.poll() is None:
+            proc.kill()
+            while proc.poll() is None:
+                await asyncio.sleep(0.02)
 
     async def _stop_worker(self, worker: Worker) -> None:
         process = worker.process
