@@ -207,11 +207,13 @@ class Supervisor:
             )
 
     async def _remove_from_cluster(self, worker: Worker, how: str) -> str:
-        if not worker.member_id:
-            return "it had no member id in the cluster's group yet"
         assert self.security is not None
         s = worker.settings
         instance_id = instance_id_for(worker.node_id) if s.cluster_static_membership else None
+        if not worker.member_id and instance_id is None:
+            return "it had no member id in the cluster's group yet"
+        # A static member is removed by its instance id even before it told its member id
+        # (KIP-345: an unknown member id with an instance id names the static member).
         return await remove_member(
             self.bootstrap,
             group_id_for(s.internal_topic),
