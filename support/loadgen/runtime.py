@@ -243,8 +243,12 @@ class Runtime:
         lanes: int = 1000,
         heartbeat_interval_s: float = 3.0,
         client_id: str = "kcoord-loadgen",
+        group_coordinators: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         self.host, self.port = coordinator
+        # Per-member shape: a member whose group's coordinator is elsewhere (the workers of
+        # `kcoord serve --workers N`, a kcoord cluster) opens its connection there.
+        self.group_coordinators = group_coordinators or {}
         self.stats = stats
         self.per_member = connections is None
         self.connections_n = 0 if connections is None else max(1, connections)
@@ -279,7 +283,7 @@ class Runtime:
         conns = await open_in_batches(
             len(todo),
             lambda i: open_connection(
-                self.host, self.port, self.stats, self.client_id, name=f"member{todo[i].index}"
+                *self.coordinator_of(todo[i]), self.stats, self.client_id, name=f"member{todo[i].index}"
             ),
         )
         for mem, conn in zip(todo, conns, strict=True):
@@ -290,9 +294,12 @@ class Runtime:
         conn: Connection | None = member.conn
         if conn is None or conn.closed:
             conn = member.conn = await open_connection(
-                self.host, self.port, self.stats, self.client_id, name=f"member{member.index}"
+                *self.coordinator_of(member), self.stats, self.client_id, name=f"member{member.index}"
             )
         return conn
+
+    def coordinator_of(self, member: Member) -> tuple[str, int]:
+        return self.group_coordinators.get(member.group_id, (self.host, self.port))
 
     def connections(self) -> list[Connection]:
         """Every connection the members use for heartbeats and commits (each once)."""

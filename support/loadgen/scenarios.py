@@ -23,7 +23,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .admin import create_topic, single_coordinator
+from .admin import create_topic, find_coordinators, single_coordinator
 from .conn import Stats
 from .member import Member, MemberListener, State
 from .ownership import OwnershipTracker
@@ -471,9 +471,18 @@ async def commit_storm(
     topic = f"bench-commit-{run}"
     topic_status = await _create_topic(target.bootstrap, topic, group_size)
     group_ids = [f"commit-{run}-{g}" for g in range(group_count)]
-    coordinator = await single_coordinator(target.bootstrap, group_ids)
+    coordinators = await find_coordinators(target.bootstrap, group_ids)
+    if connections is not None and len(set(coordinators.values())) > 1:
+        raise RuntimeError("groups are spread over several coordinators: the shared shape drives one")
     stats = Stats()
-    rt = await Runtime(coordinator, stats, connections, min(committers, 2000), interval_s).start()
+    rt = await Runtime(
+        coordinators[group_ids[0]],
+        stats,
+        connections,
+        min(committers, 2000),
+        interval_s,
+        group_coordinators=coordinators,
+    ).start()
     try:
         groups: list[list[Member]] = [[] for _ in range(group_count)]
         for i in range(committers):

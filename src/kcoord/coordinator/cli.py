@@ -10,11 +10,15 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .ops import config
 from .ops.logs import setup_logging
 from .ops.settings import Settings
+
+if TYPE_CHECKING:
+    from .net.server import App
 
 log = logging.getLogger("kcoord")
 
@@ -64,7 +68,9 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-async def serve(settings: Settings) -> int:
+async def serve(settings: Settings, started: Callable[[App], None] | None = None) -> int:
+    """Run one kcoord process until SIGTERM/SIGINT or a fatal error; ``started`` is told once it
+    serves (a worker reports its ports to the supervisor there)."""
     from .net.server import App
 
     app = App(settings)
@@ -80,6 +86,8 @@ async def serve(settings: Settings) -> int:
         await app.stop(grace=0)
         return 1
     tune_gc_for_serving()
+    if started is not None:
+        started(app)
     fatal = asyncio.ensure_future(app.fatal_event.wait())
     await asyncio.wait([asyncio.ensure_future(stop.wait()), fatal], return_when=asyncio.FIRST_COMPLETED)
     if app.fatal is not None:
@@ -138,12 +146,20 @@ def _run(argv: list[str] | None) -> int:
     for warning in resolved.warnings:
         log.warning("%s", warning)
     log.info("configuration: %s", config.describe(resolved))
+    if settings.workers > 1:
+        from .workers.supervisor import supervise
+
+        return run_loop(supervise(settings))
+    return run_loop(serve(settings))
+
+
+def run_loop(main: Coroutine[Any, Any, int]) -> int:
+    """Run ``main`` on uvloop when it is installed, else on asyncio's own loop."""
     try:
         import uvloop
-
-        return uvloop.run(serve(settings))
     except ImportError:
-        return asyncio.run(serve(settings))
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 if __name__ == "__main__":

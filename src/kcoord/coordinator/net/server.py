@@ -66,6 +66,41 @@ class ListenError(OSError):
     broker met while serving is left out of an answer (relay/addresses.py) rather than failing it."""
 
 
+def upstream_security(s: Settings, warn: bool = True) -> UpstreamSecurity:
+    """The upstream's TLS context and kcoord's login there, from ``upstream.*`` (bad files and
+    unreadable passwords stop start-up here). ``warn``: log what the set-up means for relayed
+    requests (the supervisor of --workers relays nothing: its workers say it)."""
+    context = None
+    if s.upstream_security_protocol in ("SSL", "SASL_SSL"):
+        context = client_context(
+            ClientTls(
+                truststore=s.upstream_ssl_truststore_location,
+                keystore=s.upstream_ssl_keystore_location,
+                key_password=s.upstream_ssl_key_password,
+                endpoint_identification=s.upstream_ssl_endpoint_identification_algorithm,
+            )
+        )
+    if not s.upstream_security_protocol.startswith("SASL_"):
+        return UpstreamSecurity(ssl=context)
+    password = s.upstream_sasl_password
+    if s.upstream_sasl_password_file:
+        password = read_password_file(s.upstream_sasl_password_file)
+    login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
+    if warn and not s.listener_security_protocol.startswith("SASL_"):
+        # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
+        # their own to run as upstream: they run as kcoord's (listener.relay.principal=kcoord,
+        # the configuration refuses this otherwise), which an operator must keep in mind.
+        log.warning(
+            "listeners are %s and the upstream is %s: relayed requests of every client run as "
+            "kcoord's principal %s (listener.relay.principal=kcoord; SASL listeners give each "
+            "client its own)",
+            s.listener_security_protocol,
+            s.upstream_security_protocol,
+            login.principal,
+        )
+    return UpstreamSecurity(ssl=context, sasl=login)
+
+
 class Listener:
     """A listening socket: the coordinator listener (node_id None) or one upstream broker's port.
 
@@ -85,22 +120,31 @@ class Listener:
     def is_coordinator(self) -> bool:
         return self.node_id is None
 
-    async def start(self, host: str, port: int, serve: bool = True) -> int:
+    async def start(self, host: str, port: int, serve: bool = True, shared: bool = False) -> int:
+        """Bind and listen; ``shared``: SO_REUSEPORT, so every worker of this host accepts on the
+        port and the kernel spreads the connections among them (workers/)."""
         context = self.app.listener_ssl
         if context is not None:
-            return self._start_tls(host, port, context, serve)
+            return self._start_tls(host, port, context, serve, shared)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True, start_serving=serve
+            lambda: ClientConnection(self),
+            host,
+            port,
+            reuse_address=True,
+            reuse_port=shared or None,
+            start_serving=serve,
         )
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
-    def _start_tls(self, host: str, port: int, context: ssl.SSLContext, serve: bool) -> int:
+    def _start_tls(self, host: str, port: int, context: ssl.SSLContext, serve: bool, shared: bool) -> int:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if shared:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((host, port))
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
@@ -221,11 +265,21 @@ class App:
         # versions are known: an early client would otherwise be told the cluster has no Metadata API.
         # Before the embedded broker starts, so a listen address that cannot work stops start-up first.
         coordinator = Listener(self, None)
-        try:
-            port = await coordinator.start(s.listen[0], s.listen[1], serve=False)
-        except OSError as exc:
-            raise ListenError(f"cannot listen on {s.listen[0]}:{s.listen[1]} (listen): {exc}") from None
+        port = await self._bind_coordinator(coordinator)
         self.listeners.append(coordinator)
+        shared: Listener | None = None
+        if s.shared_listen is not None:
+            # A worker: clients bootstrap to the one port every worker accepts on; the group APIs
+            # then go to the worker FindCoordinator names, at its own port (the one above).
+            shared = Listener(self, None)
+            try:
+                await shared.start(*s.shared_listen, serve=False, shared=True)
+            except OSError as exc:
+                raise ListenError(
+                    f"cannot listen on {s.shared_listen[0]}:{s.shared_listen[1]} (listen, shared by the "
+                    f"workers): {exc}"
+                ) from None
+            self.listeners.append(shared)
         bootstrap = list(s.bootstrap_servers)
         if not bootstrap:
             self.embedded = EmbeddedBroker()
@@ -262,6 +316,8 @@ class App:
         await self.cluster.topics.lookup(sorted(self.protected_topics.names))
         await self._start_acl_source()
         await coordinator.serve()  # while shards load, group requests get COORDINATOR_LOAD_IN_PROGRESS
+        if shared is not None:
+            await shared.serve()
         if s.cluster_enabled:
             self._join_cluster(bootstrap, port)
         else:
@@ -278,6 +334,21 @@ class App:
             s.shards,
             ",".join(f"{h}:{p}" for h, p in bootstrap),
         )
+
+    async def _bind_coordinator(self, coordinator: Listener) -> int:
+        """Bind the coordinator listener (not accepting yet); a worker whose derived port is taken
+        gets one the OS picks under broker.ports.auto, as a derived broker port does."""
+        s = self.settings
+        try:
+            return await coordinator.start(s.listen[0], s.listen[1], serve=False)
+        except OSError as exc:
+            if not (s.listen_port_derived and s.broker_ports_auto):
+                raise ListenError(f"cannot listen on {s.listen[0]}:{s.listen[1]} (listen): {exc}") from None
+            port = await coordinator.start(s.listen[0], 0, serve=False)
+            log.warning(
+                "worker port %d is taken (%s): serving this worker on %d instead", s.listen[1], exc, port
+            )
+            return port
 
     async def _start_acl_source(self) -> None:
         """Read the upstream's ACLs before serving (for a bounded time: until they are read, the
@@ -303,38 +374,7 @@ class App:
             self.listener_ssl = server_context(s)
 
     def _make_upstream_security(self) -> UpstreamSecurity:
-        """The upstream's TLS context and kcoord's login there, from ``upstream.*`` (bad files and
-        unreadable passwords stop start-up here)."""
-        s = self.settings
-        context = None
-        if s.upstream_security_protocol in ("SSL", "SASL_SSL"):
-            context = client_context(
-                ClientTls(
-                    truststore=s.upstream_ssl_truststore_location,
-                    keystore=s.upstream_ssl_keystore_location,
-                    key_password=s.upstream_ssl_key_password,
-                    endpoint_identification=s.upstream_ssl_endpoint_identification_algorithm,
-                )
-            )
-        if not s.upstream_security_protocol.startswith("SASL_"):
-            return UpstreamSecurity(ssl=context)
-        password = s.upstream_sasl_password
-        if s.upstream_sasl_password_file:
-            password = read_password_file(s.upstream_sasl_password_file)
-        login = SaslCredentials(s.upstream_sasl_mechanism, s.upstream_sasl_username, password)
-        if not s.listener_security_protocol.startswith("SASL_"):
-            # Nobody logs in on kcoord's listeners, so their relayed requests have no principal of
-            # their own to run as upstream: they run as kcoord's (listener.relay.principal=kcoord,
-            # the configuration refuses this otherwise), which an operator must keep in mind.
-            log.warning(
-                "listeners are %s and the upstream is %s: relayed requests of every client run as "
-                "kcoord's principal %s (listener.relay.principal=kcoord; SASL listeners give each "
-                "client its own)",
-                s.listener_security_protocol,
-                s.upstream_security_protocol,
-                login.principal,
-            )
-        return UpstreamSecurity(ssl=context, sasl=login)
+        return upstream_security(self.settings)
 
     # -- cluster mode -------------------------------------------------------------------------------
     def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:
@@ -511,18 +551,22 @@ class App:
         port the operator listed is theirs to free, so failing to bind it raises.
         """
         s = self.settings
+        # A worker derives its broker ports from the port all workers share, and shares them too:
+        # whichever worker a client's connection lands on relays it.
+        base = s.shared_listen if s.shared_listen is not None else s.listen
         derived = False
         if self._broker_port_index < len(s.broker_ports):
             port = s.broker_ports[self._broker_port_index]
-        elif s.listen[1] != 0 and not s.broker_ports:
-            port = s.listen[1] + 1 + self._broker_port_index
+        elif base[1] != 0 and not s.broker_ports:
+            port = base[1] + 1 + self._broker_port_index
             derived = True
         else:
             port = 0
         self._broker_port_index += 1
         listener = Listener(self, broker.node_id)
+        shared = s.shared_listen is not None
         try:
-            actual = await listener.start(s.listen[0], port)
+            actual = await listener.start(s.listen[0], port, shared=shared)
         except OSError as exc:
             if not derived:
                 raise ListenError(

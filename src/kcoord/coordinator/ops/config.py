@@ -336,6 +336,22 @@ OPTIONS: tuple[Option, ...] = (
         "P1,P2,...",
     ),
     Option(
+        "workers",
+        "settings.workers",
+        _integer(1, 1024),
+        "worker processes on this host under one supervisor, each a cluster node serving a share of the "
+        "shards; all accept on the listen port (SO_REUSEPORT) and on a port of their own (worker.ports)",
+        "N",
+    ),
+    Option(
+        "worker.ports",
+        "settings.worker_ports",
+        _port_list,
+        "each worker's own coordinator port, which FindCoordinator names (empty: listen port + 100, "
+        "+ 101, ...; with broker.ports.auto a taken one is replaced by a port the OS picks)",
+        "P1,P2,...",
+    ),
+    Option(
         "upstream.latest.offset.from.fetch",
         "settings.upstream_latest_offset_from_fetch",
         _auto_boolean,
@@ -1035,11 +1051,34 @@ def resolve(
             f"{settings.cluster_heartbeat_interval_ms} is more than half of cluster.session.timeout.ms "
             f"= {settings.cluster_session_timeout_ms}"
         )
+    _check_workers(settings, sources)
     _check_tls(settings, sources)
     _check_sasl(settings, sources)
     if settings.metrics is not None and settings.metrics == settings.listen and settings.listen[1] != 0:
         raise ConfigError(f"invalid value for metrics ({sources['metrics']}): it is the listen address")
     return Resolved(settings, sources, warnings)
+
+
+def _check_workers(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Workers are cluster nodes: their state must be on the upstream, where the others can load it."""
+    if settings.workers == 1:
+        return
+    if settings.storage != "kafka":
+        raise ConfigError(
+            f"invalid value for workers ({sources['workers']}): workers share the shards through the "
+            "upstream cluster: they need storage=kafka"
+        )
+    if settings.worker_ports and len(settings.worker_ports) != settings.workers:
+        raise ConfigError(
+            f"invalid value for worker.ports ({sources['worker.ports']}): {len(settings.worker_ports)} ports "
+            f"for {settings.workers} workers"
+        )
+    if settings.cluster_heartbeat_interval_ms * 2 > settings.cluster_session_timeout_ms:
+        raise ConfigError(
+            f"invalid value for cluster.heartbeat.interval.ms ({sources['cluster.heartbeat.interval.ms']}): "
+            f"{settings.cluster_heartbeat_interval_ms} is more than half of cluster.session.timeout.ms "
+            f"= {settings.cluster_session_timeout_ms}"
+        )
 
 
 def _check_tls(settings: Settings, sources: Mapping[str, str]) -> None:
@@ -1131,7 +1170,11 @@ def settings_fields() -> set[str]:
     return {o.field for o in OPTIONS}
 
 
+# Settings fields the supervisor of --workers sets in each worker's settings: no option sets them.
+SUPERVISOR_FIELDS = frozenset({"group", "shared_listen", "listen_port_derived"})
+
+
 def all_fields() -> set[str]:
-    return {f"settings.{f.name}" for f in fields(Settings) if f.name != "group"} | {
+    return {f"settings.{f.name}" for f in fields(Settings) if f.name not in SUPERVISOR_FIELDS} | {
         f"group.{f.name}" for f in fields(GroupConfig)
     }

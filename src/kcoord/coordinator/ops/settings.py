@@ -8,6 +8,9 @@ from kcoord.coordinator.core.group_config import GroupConfig
 from kcoord.protocol.frames import DEFAULT_MAX_FRAME_SIZE
 
 INT32_MAX = 2**31 - 1  # Kafka's "unlimited" for max.connections and max.connections.per.ip
+# Worker i's own coordinator port, when worker.ports does not name it: listen port + 100 + i, above
+# the derived broker ports (listen port + 1, + 2, ...) of any upstream of fewer than 100 brokers.
+WORKER_PORT_OFFSET = 100
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -53,6 +56,16 @@ class Settings:
     # later is left out of Metadata); True serves it on a port the OS picks, with a warning.
     broker_ports_auto: bool = False
     coordinator_node_id: int = 1_000_000
+    # Worker processes on this host (kcoord.coordinator.workers): more than one runs a supervisor and
+    # that many cluster nodes sharing the listen port; each worker's own coordinator port is the
+    # next of worker_ports, else the listen port + WORKER_PORT_OFFSET + its index.
+    workers: int = 1
+    worker_ports: list[int] = field(default_factory=list)
+    # Set by the supervisor in each worker's settings, never by an option: the port every worker
+    # accepts on (SO_REUSEPORT; the broker ports derive from it and are shared the same way), and
+    # whether this worker's own listen port was derived (broker.ports.auto may then replace it).
+    shared_listen: tuple[str, int] | None = None
+    listen_port_derived: bool = False
     shards: int = 50
     storage: str = "kafka"  # "kafka" (durable, the internal topic) or "memory" (tests, throwaway runs)
     internal_topic: str = "__kcoord_offsets"  # the compacted topic holding group state (--storage kafka)

@@ -205,7 +205,7 @@ class ClusterMembership:
                     await task
         log.info("cluster: stopping: this node releases every shard and leaves group %s", self.group_id)
         await self._set(self._nothing())
-        conn = self._conn
+        conn = await self._leave_connection()
         if conn is not None and not conn.closed and self.member_id:
             identity = m.LeaveGroupRequest.MemberIdentity(
                 member_id=self.member_id, group_instance_id=self.instance_id, reason="kcoord node stopping"
@@ -219,6 +219,27 @@ class ClusterMembership:
         if conn is not None:
             conn.close()
         self._close_keepalive()
+
+    async def _leave_connection(self) -> Connection | None:
+        """The connection to send the LeaveGroup on: the coordinator connection, or a new one when
+        a JoinGroup or SyncGroup is still parked on it (answers come in order, so the LeaveGroup
+        would wait out the rest of the rebalance: seconds of shutdown, half the session timeout on
+        tansu)."""
+        conn = self._conn
+        if conn is None or conn.closed or not conn.in_flight or self._coordinator_address is None:
+            return conn
+        conn.close()
+        try:
+            self._conn = await connect(
+                self._coordinator_address,
+                timeout=5.0,
+                request_timeout=5.0,
+                limits=VERSION_LIMITS,
+                security=self.security,
+            )
+        except (KafkaClientError, OSError, TimeoutError):
+            self._conn = None  # no LeaveGroup: the session times out instead
+        return self._conn
 
     # -- the member loop ------------------------------------------------------------------------------
     async def _run(self) -> None:

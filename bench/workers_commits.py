@@ -1,0 +1,125 @@
+"""Durable commits at 1,000 connections: ``kcoord serve --workers 2``, one kcoord process, and
+Apache Kafka 4.0's own coordinator, in one run.
+
+    .venv/bin/python -m bench.workers_commits --rounds 2 --committers 1000 --duration 15
+
+One Kafka 4.0 broker (support/kafka_broker.py) is the upstream of both kcoord targets (``--storage
+kafka``, each on an internal topic of its own: a commit is answered once it is durable on Kafka)
+and the third target itself (its coordinator, ``__consumer_offsets``). Each run is the load
+generator's commit storm (``python -m bench.loadgen --scenario commit-storm``): one connection per
+committer, one OffsetCommit in flight each, the committers' connections opened to the coordinator
+FindCoordinator names for their group (so with workers, to the worker serving it). Rounds
+interleave the three targets, so each sees the same machine load; nothing is pinned (workers need
+the cores). Reported per run: commits/s, p50/p99, the CPU of the target's processes (kcoord: the
+supervisor and its workers, not the upstream Kafka; Kafka: its JVM) and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from support import REPO, procs
+from support.kafka_broker import KafkaBroker
+from support.kcoord_process import serve_command
+from support.ports import free_port_block
+from support.workload import unique
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def start_kcoord(name: str, upstream: str, workers: int) -> tuple[procs.Child, str, list[int]]:
+    """(child, its bootstrap address, the pids to charge) once every worker serves."""
+    listen = f"127.0.0.1:{free_port_block(4)}"
+    extra = ["--internal-topic", unique("__kcoord_bench"), "--workers", str(workers)]
+    child = procs.Child(name, serve_command(listen, upstream, extra), None).start()
+    child.wait_for_log("kcoord workers serving on" if workers > 1 else "kcoord serving on", 120)
+    assert child.proc is not None
+    pids = [child.proc.pid]
+    if workers > 1:
+        pids += [
+            p for p in children(child.proc.pid) if "workers.worker" in Path(f"/proc/{p}/cmdline").read_text()
+        ]
+        time.sleep(8)  # the workers' first rebalance: every shard served before anything is timed
+    return child, listen, pids
+
+
+def run_storm(label: str, bootstrap: str, pids: list[int], args: argparse.Namespace) -> dict[str, Any]:
+    out = Path(tempfile.mkstemp(prefix=f"workers-{label}-", suffix=".json")[1])
+    cmd = [
+        sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap, "--scenario", "commit-storm",
+        "--committers", str(args.committers), "--duration", str(args.duration), "--label", label,
+        "--storage", "kafka", "--json", str(out),
+    ]  # fmt: skip
+    for pid in pids:
+        cmd += ["--server-pid", str(pid)]
+    load_before = os.getloadavg()[0]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
+    if proc.returncode != 0:
+        return {"target": label, "error": proc.stderr[-1500:]}
+    result: dict[str, Any] = json.loads(out.read_text())
+    result["load_average"] = (round(load_before, 2), round(os.getloadavg()[0], 2))
+    return result
+
+
+def line(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"{result['target']}: FAILED {result['error']}"
+    commit = result.get("commit", {})
+    cpu = result.get("server_cores", "?")
+    per_commit = (
+        f"{cpu / result['commits_per_s'] * 1e6:.0f} µs CPU/commit"
+        if isinstance(cpu, float) and result["commits_per_s"]
+        else "?"
+    )
+    return (
+        f"{result['target']}: {result['commits_per_s']:,.0f} commits/s, p50 {commit.get('p50_ms')} ms, "
+        f"p99 {commit.get('p99_ms')} ms, server CPU {cpu} cores ({per_commit}), "
+        f"errors {sum(result.get('commit_errors', {}).values())}, load {result['load_average']}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--committers", type=int, default=1000)
+    ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--timeout", type=float, default=400.0, help="per load generator run, seconds")
+    ap.add_argument("--json", help="write every run's result here")
+    args = ap.parse_args()
+    results: list[dict[str, Any]] = []
+    with KafkaBroker(Path(tempfile.mkdtemp(prefix="bench-workers-")) / "kafka") as kafka:
+        kafka_pids = [kafka.process.pid] if kafka.process is not None else []
+        one, one_at, one_pids = start_kcoord("kcoord-1", kafka.bootstrap, 1)
+        two, two_at, two_pids = start_kcoord("kcoord-workers-2", kafka.bootstrap, 2)
+        try:
+            targets = [("kafka-4.0", kafka.bootstrap, kafka_pids), ("kcoord", one_at, one_pids),
+                       ("kcoord-workers-2", two_at, two_pids)]  # fmt: skip
+            for round_ in range(args.rounds):
+                for label, bootstrap, pids in targets:
+                    result = run_storm(label, bootstrap, pids, args)
+                    result["round"] = round_ + 1
+                    results.append(result)
+                    print(f"round {round_ + 1}: {line(result)}", flush=True)
+        finally:
+            two.stop()
+            one.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
