@@ -433,3 +433,39 @@ async def test_a_closed_connection_lets_its_transport_go_without_the_cycle_colle
         assert conn.closed and conn.transport is None
     finally:
         gc.enable()
+
+
+async def test_the_pieces_of_large_frames_are_read_one_connection_per_loop_iteration() -> None:
+    """Connections in the middle of large frames read their next piece in turn: one a loop iteration
+    after the first, in arrival order; a connection with a small request is never held back."""
+    app = app_with()
+    big = padded_api_versions(1, 200 * 1024)
+    first, rest = big[: 64 * 1024 + 100], big[64 * 1024 + 100 :]
+    piece, last = rest[: 32 * 1024], rest[32 * 1024 :]
+    (c0, t0), (c1, t1), (c2, t2) = senders = [connect(app) for _ in range(3)]
+    for conn, _ in senders:
+        conn.data_received(first)  # each has begun a large frame
+    assert [t.reading for _, t in senders] == [True, False, False], "c0 took this iteration's read"
+    small, st = connect(app)
+    small.data_received(requests(2))
+    assert st.reading and answers(st) == 2, "small requests are not held back"
+
+    await asyncio.sleep(0)  # the next iteration: c1's turn (c0 keeps reading until it waits too)
+    assert [t.reading for _, t in senders] == [True, True, False]
+    c0.data_received(piece)
+    c1.data_received(piece)
+    assert [t.reading for _, t in senders] == [False, False, False], "both wait behind c2"
+    done: list[ClientConnection] = []
+    for expected in (c2, c0, c1):
+        await asyncio.sleep(0)
+        assert [conn for conn, t in senders if t.reading and conn not in done] == [expected]
+        expected.data_received(last if expected is not c2 else piece)
+        if expected is not c2:
+            done.append(expected)
+    for conn, t in senders:
+        if conn is not c2:
+            assert t.reading and answers(t) == 1, "a complete frame reads on freely"
+    await asyncio.sleep(0)
+    assert t2.reading
+    c2.data_received(last)
+    assert answers(t2) == 1 and t2.reading

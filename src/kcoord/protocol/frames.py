@@ -275,6 +275,11 @@ class FrameDecoder:
             budget._release(reserved)
 
     @property
+    def receiving_large(self) -> bool:
+        """A frame above ``reserve_above`` has begun and is not complete."""
+        return self._pieces is not None
+
+    @property
     def large_partial(self) -> tuple[int, list[bytes]] | None:
         """The large frame being received, if any: its size and the pieces of its payload so far
         (the same list object until it completes; a relay forwards the pieces as they come)."""
