@@ -72,7 +72,7 @@ def test_kip848_target_assignment_epochs_are_generations_with_owners_and_partiti
     out = list(_decode_offsets_partition(iter(rows)))
     assert [o for o in out if o[0] != "group"] == []
     generations: dict[int, set[tuple[str, bool, str]]] = {}
-    for kind, group, _, _, _, ts, gen, protocol_type, _, owner, static, tp, _ in out:
+    for kind, group, _, _, _, ts, gen, protocol_type, _, owner, static, tp, _, _ in out:
         assert (kind, group, protocol_type) == ("group", G, "kip848") and ts >= 1000
         generations.setdefault(gen, set()).add((owner, static, tp))
     assert generations == {
