@@ -419,6 +419,46 @@ def churn(events: DataFrame) -> DataFrame:
 
 
 # -- the offsets topic (Kafka's __consumer_offsets formats) -------------------------------------------
+# Record types of an offsets topic that are no consumer group's (by Kafka's coordinator-record specs,
+# group-coordinator/src/main/resources/common/message): share groups (KIP-932) and streams groups
+# (KIP-1071), and kcoord's shard fence. Counted by type in ``other_offset_records``, not read further;
+# any other type no decoder knows is a bad record (``UnknownRecordType``).
+OTHER_RECORD_TYPES: dict[int, str] = {
+    10: "ShareGroupMemberMetadata",
+    11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment",
+    15: "ShareGroupStatePartitionMetadata",
+    17: "StreamsGroupMetadata",
+    19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata",
+    21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment",
+    23: "StreamsGroupTopology",
+    0x4B43: "KcoordShardFence",
+}
+
+
+def _record_type_and_group(key: bytes) -> tuple[int, str | None]:
+    """A record key's type and, when its first field is a string (every group record's GroupId), that."""
+    rtype = int.from_bytes(key[:2], "big", signed=True)
+    size = int.from_bytes(key[2:4], "big", signed=True) if len(key) >= 4 else -1
+    if size < 0 or len(key) < 4 + size:
+        return rtype, None
+    try:
+        return rtype, key[4 : 4 + size].decode("utf-8")
+    except UnicodeDecodeError:
+        return rtype, None
+
+
+def _other_row(row: Any, rtype: int, group: str | None) -> tuple[Any, ...]:
+    """A record of a type listed in :data:`OTHER_RECORD_TYPES` (``sample``: the type's name)."""
+    name = OTHER_RECORD_TYPES[rtype]
+    return ("other", group, None, row["partition"], row["offset"], row["timestamp"], None, None, None, None,
+            None, None, name, None)  # fmt: skip
+
+
 class _Lifetimes:
     """Which lifetime of its group a generation record belongs to, in one topic partition's
     offset order. A tombstone of the group's record (GroupMetadata, ConsumerGroupMetadata) marks it
@@ -572,8 +612,13 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         except Exception as exc:  # corrupt bytes: counted, a sample kept
             yield _bad_row(None, row, type(exc).__name__, f"{exc}; key {bytes(key)[:40].hex()}")
             continue
-        if rec is None:
-            continue  # a record type kcoord does not read
+        if rec is None:  # a record type kcoord has no decoder for
+            rtype, group = _record_type_and_group(bytes(key))
+            if rtype in OTHER_RECORD_TYPES:
+                yield _other_row(row, rtype, group)
+            else:
+                yield _bad_row(group, row, "UnknownRecordType", f"type {rtype}; key {bytes(key)[:40].hex()}")
+            continue
         if isinstance(rec.key, CONSUMER_GROUP_KEYS):
             yield from consumer_groups.apply(rec.key, rec.value, ts)
             continue
@@ -672,6 +717,11 @@ def build(
         )
         tables["generation_movement"] = movement(
             generations_from_rows(gen_rows.where(F.col("owner").isNotNull()))
+        )
+        tables["other_offset_records"] = (
+            decoded.where(F.col("kind") == "other")
+            .groupBy(F.col("sample").alias("record_type"), "group")
+            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts"))
         )
         tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select(
             "partition",
