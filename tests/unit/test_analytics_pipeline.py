@@ -8,6 +8,7 @@ records. The expected figures follow from the assignments by hand (see each test
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,11 @@ def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None
         data = Path(png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
     assert report.read_text().count("<img") == len(summary["plots"])
+    # commit rate per group over time, fencing over time by mode (g-range's commits are fenced)
+    assert {"commit_rate", "fenced_over_time"} <= {Path(png).stem for png in summary["plots"]}
+    # times in tables are readable UTC date-times, never raw epoch ms
+    assert re.findall(r"<td>\d{13}</td>", text) == []
+    assert "2023-11-14 22:13:2" in text  # T0 + a few seconds: the rebalances' completed_ts
 
     empty = pipeline.build(spark, raw_frame(spark, []), None)
     rows = {}
@@ -480,3 +486,15 @@ def test_a_recreated_group_in_the_offsets_topic_starts_a_new_lifetime(spark: Any
     assert sorted(zip(gens["group"], gens["lifetime"], gens["generation"], strict=True)) == [
         ("ga", 0, 1), ("ga", 0, 2), ("ga", 0, 3), ("ga", 1, 1), ("ga", 1, 2), ("gm", 0, 1), ("gm", 0, 2), ("gm", 0, 3)
     ]  # fmt: skip
+
+
+def test_readable_times_and_wrapped_titles() -> None:
+    from kcoord.analytics.report import TITLE_WIDTH, Report, readable_time, with_readable_times
+
+    assert readable_time(T0 + 7) == "2023-11-14 22:13:20.007 UTC"
+    assert readable_time(None) == ""
+    shown = with_readable_times(pd.DataFrame({"group": ["g"], "ts": [T0], "completed_ts": [T0], "n": [T0]}))
+    assert shown.iloc[0].tolist() == ["g", readable_time(T0), readable_time(T0), T0]
+    fig, ax = Report.figure(None, "x", "word " * 40)  # type: ignore[arg-type]
+    lines = ax.get_title().split("\n")
+    assert len(lines) > 1 and max(len(line) for line in lines) <= TITLE_WIDTH
