@@ -424,7 +424,7 @@ def test_a_recreated_group_never_merges_with_its_predecessor(spark: Any) -> None
 def test_a_recreated_group_in_the_offsets_topic_starts_a_new_lifetime(spark: Any) -> None:
     """Kafka's topic: a tombstone of the group's record deletes it; the re-created group's
     generation 1 is not its predecessor's. An online migration's tombstone is no new lifetime: the
-    consumer group goes on from the classic generation (here 2 → epoch 3)."""
+    consumer group goes on at the classic generation, and the classic group at the group epoch."""
     from kcoord.protocol import records as r
 
     def classic(group: str, gen: int, owners: dict[str, list[int]]) -> tuple[bytes, bytes | None]:
@@ -467,8 +467,13 @@ def test_a_recreated_group_in_the_offsets_topic_starts_a_new_lifetime(spark: Any
         classic("ga", 1, {"a": [0, 1, 2, 3, 4, 5]}), classic("ga", 2, {"a": [0, 1, 2], "b": [3, 4, 5]}),
         classic("ga", 3, {}), tombstone("ga"),
         classic("ga", 1, {"c": [0, 1, 2, 3, 4, 5]}), classic("ga", 2, {"c": [0, 1], "d": [2, 3, 4, 5]}),
+        # an upgrade (the classic group's tombstone, the consumer group at the classic generation, then
+        # a joining member's epoch), and a downgrade (the consumer group's tombstone, the classic group
+        # at the group epoch, then its rebalance)
         classic("gm", 1, {"a": [0, 1]}), classic("gm", 2, {"a": [0, 1]}), tombstone("gm"),
-        *kip848_epoch("gm", 3, {"b": [0, 1]}),
+        *kip848_epoch("gm", 2, {"a": [0, 1]}), *kip848_epoch("gm", 3, {"b": [0, 1]}),
+        r.encode_record(r.Record(r.ConsumerGroupMetadataKey(group_id="gm"), None)),
+        classic("gm", 3, {"b": [0, 1]}), classic("gm", 4, {"b": [0, 1]}),
     ]  # fmt: skip
     # one Spark partition, as a topic partition is read: the decoder replays it in offset order
     frame = spark.createDataFrame(
@@ -480,11 +485,12 @@ def test_a_recreated_group_in_the_offsets_topic_starts_a_new_lifetime(spark: Any
     # (an empty generation, ga's 3, has no owners to compare: it is in generations, not here)
     assert moves[["group", "lifetime", "generation", "moved"]].values.tolist() == [
         ["ga", 0, 1, 0], ["ga", 0, 2, 3], ["ga", 1, 1, 0], ["ga", 1, 2, 4],
-        ["gm", 0, 1, 0], ["gm", 0, 2, 0], ["gm", 0, 3, 2],
+        ["gm", 0, 1, 0], ["gm", 0, 2, 0], ["gm", 0, 3, 2], ["gm", 0, 4, 0],
     ]  # fmt: skip
     gens = built["generations"].toPandas()
     assert sorted(zip(gens["group"], gens["lifetime"], gens["generation"], strict=True)) == [
-        ("ga", 0, 1), ("ga", 0, 2), ("ga", 0, 3), ("ga", 1, 1), ("ga", 1, 2), ("gm", 0, 1), ("gm", 0, 2), ("gm", 0, 3)
+        ("ga", 0, 1), ("ga", 0, 2), ("ga", 0, 3), ("ga", 1, 1), ("ga", 1, 2),
+        ("gm", 0, 1), ("gm", 0, 2), ("gm", 0, 3), ("gm", 0, 4),
     ]  # fmt: skip
 
 

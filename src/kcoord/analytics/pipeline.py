@@ -461,27 +461,29 @@ def _other_row(row: Any, rtype: int, group: str | None) -> tuple[Any, ...]:
 
 class _Lifetimes:
     """Which lifetime of its group a generation record belongs to, in one topic partition's
-    offset order. A tombstone of the group's record (GroupMetadata, ConsumerGroupMetadata) marks it
-    deleted; the next generation record starts a new lifetime if its generation does not continue
-    the old ones (a re-created group starts again at 1), and the same one if it does (an online
-    migration writes the classic group's tombstone and goes on with its generation as the epoch)."""
+    offset order. A tombstone of the group's record (GroupMetadata for a classic group,
+    ConsumerGroupMetadata for a consumer group) marks it deleted. The next generation record starts
+    a new lifetime if it is of the same kind, or if its generation goes back (a re-created group
+    starts again at 1). One of the other kind that does not go back is an online migration: Kafka
+    writes the old kind's tombstone and goes on at the same generation as the other kind (classic
+    generation → consumer group epoch, or back), the same lifetime."""
 
     def __init__(self) -> None:
         self.current: dict[str, int] = {}
         self.last_generation: dict[str, int] = {}
-        self.deleted: set[str] = set()
+        self.deleted: dict[str, str] = {}  # group → the kind of record whose tombstone was seen
 
-    def delete(self, group: str) -> None:
+    def delete(self, group: str, kind: str) -> None:
         if group in self.last_generation:
-            self.deleted.add(group)
+            self.deleted[group] = kind
 
-    def of(self, group: str, generation: int) -> int:
+    def of(self, group: str, generation: int, kind: str) -> int:
+        """The lifetime of a ``kind`` ("classic" or "consumer") record of ``generation``."""
         last = self.last_generation.get(group)
-        if group in self.deleted:
-            self.deleted.discard(group)
-            if last is not None and generation <= last:
-                self.current[group] = self.current.get(group, 0) + 1
-                last = None
+        deleted_kind = self.deleted.pop(group, None)
+        if deleted_kind is not None and last is not None and (deleted_kind == kind or generation < last):
+            self.current[group] = self.current.get(group, 0) + 1
+            last = None
         self.last_generation[group] = generation if last is None else max(generation, last)
         return self.current.get(group, 0)
 
@@ -537,7 +539,7 @@ class _ConsumerGroups:
     def apply(self, key: Any, value: Any, ts: int) -> Iterator[tuple[Any, ...]]:
         name, group = type(key).__name__, key.group_id
         if name == "ConsumerGroupMetadataKey" and value is None:  # the group is deleted
-            self.lifetimes.delete(group)
+            self.lifetimes.delete(group, "consumer")
             self.target.pop(group, None)
             for k in [k for k in self.instance if k[0] == group]:
                 del self.instance[k]
@@ -561,7 +563,7 @@ class _ConsumerGroups:
         elif name == "ConsumerGroupTargetAssignmentMetadataKey" and value is not None:
             when = value.assignment_timestamp if value.assignment_timestamp > 0 else ts
             epoch = value.assignment_epoch
-            lifetime = self.lifetimes.of(group, epoch)
+            lifetime = self.lifetimes.of(group, epoch, "consumer")
             members = self.target.get(group, {})
             if not members:
                 yield _group_row(group, when, epoch, "kip848", None, lifetime)
@@ -628,7 +630,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         name = type(rec.key).__name__
         if rec.value is None:  # a tombstone: of a group's record, the group is deleted
             if name == "GroupMetadataKey":
-                lifetimes.delete(rec.key.group)
+                lifetimes.delete(rec.key.group, "classic")
             continue
         if name == "OffsetCommitKey":
             v = rec.value
@@ -660,7 +662,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
                 else ts
             )
             group = rec.key.group
-            lifetime = lifetimes.of(group, v.generation)
+            lifetime = lifetimes.of(group, v.generation, "classic")
             if not v.members:
                 yield _group_row(group, when, v.generation, v.protocol_type, v.protocol, lifetime)
             for mb in v.members:
