@@ -298,7 +298,8 @@ def _commit_rate_section(r: Report, spark: Any, out: Path) -> None:
     fig, ax = r.figure("commit_rate", f"Committed partitions per second per group ({step} steps)")
     for group in busiest:
         g = c[c["group"] == group].set_index("time")["partitions"].resample(step).sum() / per_step
-        ax.plot(g.index, g.values, label=str(group)[:30])
+        # markers: a group that committed in one step only is a point, not an invisible line
+        ax.plot(g.index, g.values, marker="o", markersize=3, label=str(group)[:30])
     ax.set_ylabel("partitions committed / s")
     time_axis(ax)
     ax.legend(fontsize=7)
@@ -351,7 +352,7 @@ def _fencing_over_time(r: Report, fencing: Any) -> None:
     fenced["mode"] = fenced["mode"].fillna("unknown")
     fig, ax = r.figure("fenced_over_time", "Fenced requests over time by fencing mode (cumulative)")
     for mode, g in fenced.sort_values("time").groupby("mode"):
-        ax.step(g["time"], g["n"].cumsum(), where="post", label=str(mode))
+        ax.step(g["time"], g["n"].cumsum(), where="post", marker="o", markersize=3, label=str(mode))
     ax.set_ylabel("fenced (cumulative)")
     time_axis(ax)
     ax.legend(fontsize=7)
