@@ -9,6 +9,10 @@ that commit after every record:
 - KIP-848 group ``kg`` (``group.protocol=consumer``, Kafka's uniform assignor): k1 joins and consumes
   all 40 (assignment epoch 1, 40 commits), k2 joins (epoch 2: 2 + 2, 2 moved), k1 leaves (epoch 3:
   k2 owns all 4, 2 moved);
+- KIP-848 group ``rx``: r1 subscribes by regular expression (Kafka writes a
+  ConsumerGroupRegularExpression record, type 16) and consumes all 40, then classic member c1
+  (``range``, the classic protocol) joins the consumer group (its member record carries
+  ClassicMemberMetadata): the epoch bumps, 2 + 2, 2 moved;
 - group ``tx``: a transactional producer commits offset 5 on every partition (TxnOffsetCommit,
   committed), then offset 9 in a transaction it aborts: Kafka keeps 5, and so must the pipeline
   (Kafka's topic holds both, the aborted ones followed by an abort marker).
@@ -54,7 +58,7 @@ def transactional_commits(bootstrap: str, group: str, topic: str) -> None:
 
 @pytest.fixture(scope="module")
 def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    topic, cl, kg, tx = unique("ak-t"), unique("ak-cl"), unique("ak-kg"), unique("ak-tx")
+    topic, cl, kg, tx, rx = unique("ak-t"), unique("ak-cl"), unique("ak-kg"), unique("ak-tx"), unique("ak-rx")
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     produce_numbered(kafka.bootstrap, topic, RECORDS, PARTITIONS)
     classic = {
@@ -68,12 +72,17 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
             kafka.bootstrap, cl, topic, "s1", {**classic, "group.instance.id": "s1"}
         )
         members["k1"] = CommittingMember(kafka.bootstrap, kg, topic, "k1", {"group.protocol": "consumer"})
-        wait_until(lambda: members["s1"].consumed == RECORDS and members["k1"].consumed == RECORDS, 60,
-                   "s1 and k1 consuming everything")  # fmt: skip
+        # librdkafka reads a topic that starts with ^ as a regular expression
+        members["r1"] = CommittingMember(
+            kafka.bootstrap, rx, f"^{topic}$", "r1", {"group.protocol": "consumer"}
+        )
+        wait_until(lambda: all(members[m].consumed == RECORDS for m in ("s1", "k1", "r1")), 60,
+                   "s1, k1 and r1 consuming everything")  # fmt: skip
         members["d1"] = CommittingMember(kafka.bootstrap, cl, topic, "d1", classic)
         members["k2"] = CommittingMember(kafka.bootstrap, kg, topic, "k2", {"group.protocol": "consumer"})
-        wait_until(lambda: all(len(members[m].assigned) == 2 for m in ("s1", "d1", "k1", "k2")), 60,
-                   "2 partitions each in both groups")  # fmt: skip
+        members["c1"] = CommittingMember(kafka.bootstrap, rx, topic, "c1", classic)
+        wait_until(lambda: all(len(members[m].assigned) == 2 for m in ("s1", "d1", "k1", "k2", "r1", "c1")), 60,
+                   "2 partitions each in the three groups")  # fmt: skip
         members["k1"].close()
         wait_until(lambda: len(members["k2"].assigned) == PARTITIONS, 60, "k2 owning all after k1 left")
         ids = {name: mb.member_id for name, mb in members.items()}
@@ -96,7 +105,9 @@ def report(kafka: KafkaBroker, spark: Any, tmp_path_factory: pytest.TempPathFact
         "cl": cl,
         "kg": kg,
         "tx": tx,
+        "rx": rx,
         "ids": ids,
+        "bootstrap": kafka.bootstrap,
         "out": out,
     }
 
@@ -158,3 +169,34 @@ def test_kip848_assignment_epochs_as_generations(report: dict[str, Any]) -> None
     # group: the pipeline's generations are target assignment epochs, so 3 is the last.
     gens = report["tables"]["generations"]
     assert sorted(gens[gens["group"] == kg]["generation"]) == [1, 2, 3]
+
+
+def test_a_regex_subscription_and_a_classic_member_in_a_kip848_group(report: dict[str, Any]) -> None:
+    from kcoord.analytics import kafka_io
+    from kcoord.protocol.records import decode_record
+
+    rx = report["rx"]
+    # Kafka's topic really holds both kinds of record for the group (else this proves nothing)
+    kinds = set()
+    for *_, key, value in kafka_io.read_all(report["bootstrap"], "__consumer_offsets"):
+        rec = decode_record(key, value) if key is not None else None
+        if rec is None or rec.value is None or getattr(rec.key, "group_id", None) != rx:
+            continue
+        name = type(rec.key).__name__
+        if name == "ConsumerGroupRegularExpressionKey":
+            kinds.add("regex")
+        if name == "ConsumerGroupMemberMetadataKey" and rec.value.classic_member_metadata is not None:
+            kinds.add("classic member")
+    assert kinds == {"regex", "classic member"}
+    moves = report["tables"]["generation_movement"]
+    mine = moves[moves["group"] == rx].sort_values("generation")
+    shown = mine[["lifetime", "generation", "protocol_class", "members_after", "moved"]].values.tolist()
+    # When r1 left, c1 alone was a classic member: Kafka converted the group to a classic group
+    # (an online downgrade: the consumer group's tombstone, then a GroupMetadata record whose
+    # generation goes on from the epoch). One lifetime throughout; KIP-848 epochs, then classic.
+    classes = list(mine["protocol_class"])
+    assert classes[0] == "kip848" and classes == sorted(classes, key=lambda c: c != "kip848"), shown
+    assert set(mine["lifetime"]) == {0}, shown
+    # c1 joined: the first epoch with two members splits the 4 partitions, 2 moved from r1
+    both = mine[mine["members_after"] == 2].iloc[0]
+    assert (both["members_in"], both["partitions_after"], both["moved"]) == (1, PARTITIONS, 2)

@@ -10,7 +10,11 @@ The workload, on one 6-partition topic, with confluent-kafka (librdkafka) consum
   then assign), 1 + 3 × 2 = 7; partitions moved (revoked) 3, 2 and 1;
 - group ``kg`` (KIP-848, ``group.protocol=consumer``, server-side uniform assignor): the same joins,
   one target assignment each: 4 rebalances, moving 3, 2 and 1 partitions;
-- 5 OffsetCommits to ``rg`` by an unknown member: 5 fenced commits (UNKNOWN_MEMBER_ID).
+- 5 OffsetCommits to ``rg`` by an unknown member: 5 fenced commits (UNKNOWN_MEMBER_ID);
+- group ``dg`` (range) lives twice under one name: d1 joins, d2 joins (3 moved), both leave, the
+  group is deleted (DeleteGroups); then d3 joins and d4 joins (3 moved). Its second lifetime starts
+  again at generation 1 and must not merge with the first (nothing moved by d3's join: nobody
+  owned the partitions).
 
 Then: the same event topic read as a stream (the Python data source's streaming reader) gives the
 same records as the batch read; an empty topic gives a report that says so.
@@ -129,13 +133,30 @@ def settled(members: list[Member], sizes: list[int]) -> Callable[[], bool]:
     return check
 
 
-def grow(bootstrap: str, group: str, topic: str, strategy: str) -> list[Member]:
+GROWTH = [[6], [3, 3], [2, 2, 2], [2, 2, 1, 1]]
+
+
+def grow(
+    bootstrap: str, group: str, topic: str, strategy: str, sizes: list[list[int]] = GROWTH, first: int = 1
+) -> list[Member]:
+    """Members c<first>, c<first+1>, ... join one at a time, each once the assignment is ``sizes[i]``."""
     members: list[Member] = []
-    for i, sizes in enumerate([[6], [3, 3], [2, 2, 2], [2, 2, 1, 1]]):
-        members.append(Member(bootstrap, group, topic, f"c{i + 1}", strategy))
-        wait_until(settled(members, sizes), 60, f"{group} with {i + 1} members")
+    for i, sizes_now in enumerate(sizes):
+        members.append(Member(bootstrap, group, topic, f"c{first + i}", strategy))
+        wait_until(settled(members, sizes_now), 60, f"{group} with {i + 1} members")
         time.sleep(0.3)  # let the last generation's events leave the heartbeat path
     return members
+
+
+def delete_group(bootstrap: str, group: str) -> None:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        results = admin.delete_groups([group])
+    finally:
+        admin.close()
+    assert results == {group: "OK"}, results
 
 
 def simple_commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
@@ -194,11 +215,17 @@ def pipeline_out(
     coop = grow(kcoord.bootstrap, cg, topic, "cooperative-sticky")
     kip848 = grow(kcoord.bootstrap, kg, topic, "kip848")
     fenced_commits(kcoord.bootstrap, rg, topic, 5)
+    dg = unique("dg")
+    first_life = grow(kcoord.bootstrap, dg, topic, "range", sizes=[[6], [3, 3]])
+    for mb in first_life:
+        mb.close()
+    delete_group(kcoord.bootstrap, dg)
+    second_life = grow(kcoord.bootstrap, dg, topic, "range", sizes=[[6], [3, 3]], first=3)
     lag_group = unique("lg")
     simple_commit(kcoord.bootstrap, lag_group, topic, 4)
     time.sleep(2.5)  # the commit sums of a second are written once it is over (linger 0.2 s)
     scripted_until = int(time.time() * 1000)  # closing the members below makes them leave: more rebalances
-    for mb in statics + ranged + coop + kip848:
+    for mb in statics + ranged + coop + kip848 + second_life:
         mb.close()
     out = tmp_path_factory.mktemp("analytics")
     from kcoord.analytics.run import run
@@ -223,6 +250,7 @@ def pipeline_out(
         "summary": summary,
         "tables": tables,
         "groups": (st, rg, cg, kg),
+        "recreated": dg,
         "out": out,
         "lag_group": lag_group,
     }
@@ -404,3 +432,15 @@ def test_lag_from_committed_offsets_and_end_offsets(pipeline_out: dict[str, Any]
     assert (last["lag"] == last["end_offset"] - 4).all()
     commits = pipeline_out["tables"]["offset_commits"]
     assert len(commits[commits["group"] == group]) == PARTITIONS
+
+
+def test_a_recreated_group_is_a_new_lifetime(pipeline_out: dict[str, Any]) -> None:
+    dg = pipeline_out["recreated"]
+    reb = pipeline_out["tables"]["rebalances"]
+    mine = reb[reb["group"] == dg].sort_values(["lifetime", "generation"])
+    lives = {life: g for life, g in mine.groupby("lifetime")}
+    assert sorted(lives) == [0, 1]
+    for life in (0, 1):  # each starts at generation 1 with nothing moved, then d2/d4 take 3
+        joins = lives[life][lives[life]["reason"] == "member_joined"].head(2)
+        assert joins[["generation", "partitions_before", "moved"]].values.tolist() == [[1, 0, 0], [2, 6, 3]]
+    assert lives[1]["moved"].sum() == 3  # the second lifetime moved 3, not its predecessor's too

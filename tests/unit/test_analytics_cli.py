@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -69,3 +70,25 @@ def test_an_unreachable_bootstrap_is_one_line_and_a_non_zero_exit(capsys: pytest
     assert main(["analytics", "--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("kcoord analytics: cannot reach 127.0.0.1:1:")
+
+
+@pytest.mark.parametrize("module", ["pyspark", "pyarrow", "pandas", "matplotlib"])
+def test_a_missing_extra_is_one_line_naming_what_to_install(
+    module: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # None in sys.modules makes the import fail as if the package were not installed
+    monkeypatch.setitem(sys.modules, module, None)
+    assert main(["analytics", "--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"kcoord analytics: needs {module}:") and "pip install 'kcoord[analytics]'" in err
+
+
+def test_no_java_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for module in ("pyspark", "pyarrow", "pandas", "matplotlib"):  # else the message names them first
+        pytest.importorskip(module, reason="the [analytics] extra is not installed here")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["analytics", "--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs Java 17" in err

@@ -6,6 +6,7 @@ is the function Spark maps over each topic partition.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Any
 
@@ -72,7 +73,7 @@ def test_kip848_target_assignment_epochs_are_generations_with_owners_and_partiti
     out = list(_decode_offsets_partition(iter(rows)))
     assert [o for o in out if o[0] != "group"] == []
     generations: dict[int, set[tuple[str, bool, str]]] = {}
-    for kind, group, _, _, _, ts, gen, protocol_type, _, owner, static, tp, _ in out:
+    for kind, group, _, _, _, ts, gen, protocol_type, _, owner, static, tp, _, _ in out:
         assert (kind, group, protocol_type) == ("group", G, "kip848") and ts >= 1000
         generations.setdefault(gen, set()).add((owner, static, tp))
     assert generations == {
@@ -88,3 +89,42 @@ def test_a_deleted_kip848_group_starts_over() -> None:
     out = list(_decode_offsets_partition(iter(row(rec, 5) for rec in log)))
     # the topic id names it: no subscription metadata record said its name
     assert [(o[6], o[9], o[11]) for o in out] == [(1, "m1", f"{TOPIC_ID}:0"), (1, None, None)]
+
+
+def test_every_record_type_and_value_version_of_kafkas_specs_decodes() -> None:
+    """Each consumer-group record type of Kafka's coordinator-record specs (kcoord's schemas are
+    those files), in every value version the spec lists, with a key and a value: nothing is bad."""
+    from kcoord.protocol import coordinator_records as cr
+
+    rows = []
+    for rtype, stem in cr.RECORD_STEMS.items():
+        key_cls, value_cls = cr.CLASSES[stem + "Key"], cr.CLASSES[stem + "Value"]
+        key = struct.pack(">h", rtype) + key_cls().encode(0)
+        valid = value_cls.SCHEMA.valid
+        for version in range(valid.low, (valid.high or 0) + 1):
+            rows.append({"key": key, "value": struct.pack(">h", version) + value_cls().encode(version)})
+    assert len(rows) == 5 + 5 + 7  # OffsetCommit v0-4, GroupMetadata v0-4, seven KIP-848 types v0
+    out = list(_decode_offsets_partition(iter(numbered(rows))))
+    assert [o for o in out if o[0] in ("bad", "other")] == []
+
+
+def group_key(rtype: int, group: str) -> bytes:
+    encoded = group.encode()
+    return struct.pack(">hh", rtype, len(encoded)) + encoded + b"\x00\x01m"
+
+
+def test_share_and_streams_group_records_are_counted_by_type_and_unknown_types_are_bad() -> None:
+    from kcoord.analytics.pipeline import OTHER_RECORD_TYPES
+
+    rows = [{"key": group_key(rtype, "sg"), "value": b"\x00\x00\x01"} for rtype in OTHER_RECORD_TYPES]
+    rows.append({"key": group_key(99, "future"), "value": b"\x00\x00"})
+    out = list(_decode_offsets_partition(iter(numbered(rows))))
+    other = [(o[1], o[12]) for o in out if o[0] == "other"]
+    assert other == [("sg", name) for name in OTHER_RECORD_TYPES.values()]
+    bad = [(o[1], o[4], o[12].split(":")[0]) for o in out if o[0] == "bad"]
+    assert bad == [("future", len(OTHER_RECORD_TYPES), "UnknownRecordType")]
+
+
+def numbered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as the topic reader gives them: partition, offset and timestamp too."""
+    return [{"partition": 0, "offset": i, "timestamp": 1000 + i, **r} for i, r in enumerate(rows)]

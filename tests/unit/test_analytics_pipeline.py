@@ -8,6 +8,8 @@ records. The expected figures follow from the assignments by hand (see each test
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +298,11 @@ def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None
         data = Path(png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
     assert report.read_text().count("<img") == len(summary["plots"])
+    # commit rate per group over time, fencing over time by mode (g-range's commits are fenced)
+    assert {"commit_rate", "fenced_over_time"} <= {Path(png).stem for png in summary["plots"]}
+    # times in tables are readable UTC date-times, never raw epoch ms
+    assert re.findall(r"<td>\d{13}</td>", text) == []
+    assert "2023-11-14 22:13:2" in text  # T0 + a few seconds: the rebalances' completed_ts
 
     empty = pipeline.build(spark, raw_frame(spark, []), None)
     rows = {}
@@ -383,3 +390,117 @@ def test_per_group_table_takes_the_last_known_protocol_class() -> None:
     row = per_group_rebalances(reb).iloc[0]
     # in completion order: cooperative (ts 1), eager (ts 2), unknown (ts 3) → eager
     assert (row["rebalances"], row["moved"], row["protocol_class"]) == (3, 3, "eager")
+
+
+def lifetime_scenario() -> list[dict[str, Any]]:
+    """Group "g-again" on a 6-partition topic, deleted and created again under the same name.
+    Its first lifetime: a (gen 1: all 6), b joins (gen 2: 3 + 3, 3 moved), a leaves (gen 3: b owns
+    all 6, 3 moved), b leaves (gen 4: empty, its 6 revoked), the group is deleted. Its second
+    lifetime starts again at generation 1: c (all 6, nothing moved: nobody owned them), d joins
+    (gen 2: c keeps 0-1, d takes 2-5: 4 moved)."""
+    out: list[dict[str, Any]] = []
+    gens = [{"a": [0, 1, 2, 3, 4, 5]}, {"a": [0, 1, 2], "b": [3, 4, 5]}, {"b": [0, 1, 2, 3, 4, 5]}, {}]
+    for gen, owners in enumerate(gens, start=1):
+        out += rebalance("g-again", gen, T0 + gen * 1000, "range", owners, "member_joined")
+    out.append(ev("group_deleted", T0 + 9000, group="g-again", reason="delete_groups"))
+    for gen, owners in enumerate([{"c": [0, 1, 2, 3, 4, 5]}, {"c": [0, 1], "d": [2, 3, 4, 5]}], start=1):
+        out += rebalance("g-again", gen, T0 + 10_000 + gen * 1000, "range", owners, "member_joined")
+    return out
+
+
+def test_a_recreated_group_never_merges_with_its_predecessor(spark: Any) -> None:
+    values = [json.dumps(e).encode() for e in lifetime_scenario()]
+    built = pipeline.build(spark, raw_frame(spark, values), None)
+    reb = built["rebalances"].toPandas().sort_values(["lifetime", "generation"])
+    assert reb[["lifetime", "generation", "moved"]].values.tolist() == [
+        [0, 1, 0], [0, 2, 3], [0, 3, 3], [0, 4, 6], [1, 1, 0], [1, 2, 4]
+    ]  # fmt: skip
+    assert reb["moved"].sum() == 16
+    moves = built["movement"].toPandas().set_index(["lifetime", "generation"])
+    assert (moves.loc[(1, 1), "partitions_before"], moves.loc[(1, 1), "assigned_from_nobody"]) == (0, 6)
+    assert moves.loc[(0, 4), "partitions_after"] == 0
+
+
+def test_a_recreated_group_in_the_offsets_topic_starts_a_new_lifetime(spark: Any) -> None:
+    """Kafka's topic: a tombstone of the group's record deletes it; the re-created group's
+    generation 1 is not its predecessor's. An online migration's tombstone is no new lifetime: the
+    consumer group goes on at the classic generation, and the classic group at the group epoch."""
+    from kcoord.protocol import records as r
+
+    def classic(group: str, gen: int, owners: dict[str, list[int]]) -> tuple[bytes, bytes | None]:
+        members = [
+            r.MemberMetadata(member_id=m, group_instance_id=None, client_id="c", client_host="/h",
+                             rebalance_timeout=60_000, session_timeout=10_000, subscription=b"",
+                             assignment=consumer_assignment(ps))
+            for m, ps in owners.items()
+        ]  # fmt: skip
+        value = r.GroupMetadataValue(protocol_type="consumer", generation=gen, protocol="range",
+                                     leader=next(iter(owners), None), current_state_timestamp=T0 + gen,
+                                     members=members)  # fmt: skip
+        return r.encode_record(r.Record(r.GroupMetadataKey(group=group), value))
+
+    def tombstone(group: str) -> tuple[bytes, bytes | None]:
+        return r.encode_record(r.Record(r.GroupMetadataKey(group=group), None))
+
+    topic_id = uuid.UUID("e3b0d9c8-c8f0-4b6a-9cfd-0e5ec0cf1122")
+
+    def kip848_epoch(
+        group: str, epoch: int, owners: dict[str, list[int]]
+    ) -> list[tuple[bytes, bytes | None]]:
+        """The topic's name, each member's target assignment, then the assignment epoch."""
+        TM = r.ConsumerGroupPartitionMetadataValue.TopicMetadata
+        TP = r.ConsumerGroupTargetAssignmentMemberValue.TopicPartition
+        names = r.ConsumerGroupPartitionMetadataValue(
+            topics=[TM(topic_id=topic_id, topic_name="t", num_partitions=6, partition_metadata=[])]
+        )
+        return [
+            r.encode_record(r.Record(r.ConsumerGroupPartitionMetadataKey(group_id=group), names)),
+            *(r.encode_record(r.Record(r.ConsumerGroupTargetAssignmentMemberKey(group_id=group, member_id=m),
+                                       r.ConsumerGroupTargetAssignmentMemberValue(
+                                           topic_partitions=[TP(topic_id=topic_id, partitions=ps)])))
+              for m, ps in owners.items()),
+            r.encode_record(r.Record(r.ConsumerGroupTargetAssignmentMetadataKey(group_id=group),
+                                     r.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch))),
+        ]  # fmt: skip
+
+    records = [
+        classic("ga", 1, {"a": [0, 1, 2, 3, 4, 5]}), classic("ga", 2, {"a": [0, 1, 2], "b": [3, 4, 5]}),
+        classic("ga", 3, {}), tombstone("ga"),
+        classic("ga", 1, {"c": [0, 1, 2, 3, 4, 5]}), classic("ga", 2, {"c": [0, 1], "d": [2, 3, 4, 5]}),
+        # an upgrade (the classic group's tombstone, the consumer group at the classic generation, then
+        # a joining member's epoch), and a downgrade (the consumer group's tombstone, the classic group
+        # at the group epoch, then its rebalance)
+        classic("gm", 1, {"a": [0, 1]}), classic("gm", 2, {"a": [0, 1]}), tombstone("gm"),
+        *kip848_epoch("gm", 2, {"a": [0, 1]}), *kip848_epoch("gm", 3, {"b": [0, 1]}),
+        r.encode_record(r.Record(r.ConsumerGroupMetadataKey(group_id="gm"), None)),
+        classic("gm", 3, {"b": [0, 1]}), classic("gm", 4, {"b": [0, 1]}),
+    ]  # fmt: skip
+    # one Spark partition, as a topic partition is read: the decoder replays it in offset order
+    frame = spark.createDataFrame(
+        [(0, i, T0 + i, key, value) for i, (key, value) in enumerate(records)],
+        "partition int, offset long, timestamp long, key binary, value binary",
+    ).coalesce(1)
+    built = pipeline.build(spark, None, frame)
+    moves = built["generation_movement"].toPandas().sort_values(["group", "lifetime", "generation"])
+    # (an empty generation, ga's 3, has no owners to compare: it is in generations, not here)
+    assert moves[["group", "lifetime", "generation", "moved"]].values.tolist() == [
+        ["ga", 0, 1, 0], ["ga", 0, 2, 3], ["ga", 1, 1, 0], ["ga", 1, 2, 4],
+        ["gm", 0, 1, 0], ["gm", 0, 2, 0], ["gm", 0, 3, 2], ["gm", 0, 4, 0],
+    ]  # fmt: skip
+    gens = built["generations"].toPandas()
+    assert sorted(zip(gens["group"], gens["lifetime"], gens["generation"], strict=True)) == [
+        ("ga", 0, 1), ("ga", 0, 2), ("ga", 0, 3), ("ga", 1, 1), ("ga", 1, 2),
+        ("gm", 0, 1), ("gm", 0, 2), ("gm", 0, 3), ("gm", 0, 4),
+    ]  # fmt: skip
+
+
+def test_readable_times_and_wrapped_titles() -> None:
+    from kcoord.analytics.report import TITLE_WIDTH, Report, readable_time, with_readable_times
+
+    assert readable_time(T0 + 7) == "2023-11-14 22:13:20.007 UTC"
+    assert readable_time(None) == ""
+    shown = with_readable_times(pd.DataFrame({"group": ["g"], "ts": [T0], "completed_ts": [T0], "n": [T0]}))
+    assert shown.iloc[0].tolist() == ["g", readable_time(T0), readable_time(T0), T0]
+    fig, ax = Report.figure(None, "x", "word " * 40)  # type: ignore[arg-type]
+    lines = ax.get_title().split("\n")
+    assert len(lines) > 1 and max(len(line) for line in lines) <= TITLE_WIDTH

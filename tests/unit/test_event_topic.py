@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from kcoord.coordinator.core import events as ev
@@ -83,3 +85,20 @@ def test_unreachable_cluster_never_blocks_and_close_drops_what_waits() -> None:
 
     w = asyncio.run(scenario())
     assert w.written == 0 and w.dropped == 1 and not w.queue
+
+
+def test_each_change_of_the_writers_state_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    from kcoord.coordinator.ops.event_topic import FAILING, TOPIC_MISSING, WRITING
+
+    w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry())
+    with caplog.at_level(logging.INFO, logger="kcoord.events.topic"):
+        w._enter(WRITING)  # the first write: nothing to say
+        for _ in range(3):
+            w._enter(TOPIC_MISSING, "Produce error 3 on partition 0")
+        for _ in range(3):
+            w._enter(FAILING, "produce failed (Produce error -1)")
+        w._enter(WRITING)
+        w._enter(WRITING)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3, said
+    assert "gone upstream" in said[0] and "retrying" in said[1] and "writing again" in said[2]

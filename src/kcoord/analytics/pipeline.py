@@ -49,6 +49,7 @@ OFFSET_ROWS = T.StructType(
         T.StructField("static", T.BooleanType()),
         T.StructField("tp", T.StringType()),
         T.StructField("sample", T.StringType()),
+        T.StructField("lifetime", T.IntegerType()),
     ]
 )
 
@@ -64,6 +65,22 @@ def protocol_class(protocol_type: Any, protocol: Any) -> Any:
 
 
 # -- the event topic ----------------------------------------------------------------------------------
+# The event types that describe generations, and the one that ends a group's lifetime.
+GENERATION_TYPES = ("assignment", "rebalance_started", "rebalance_completed")
+DELETED = "group_deleted"
+
+
+def with_lifetimes(events: DataFrame) -> DataFrame:
+    """The generation events (:data:`GENERATION_TYPES`) with ``lifetime``: how many times their
+    group was deleted before them in this read (0 for the group as first seen). A group deleted and
+    created again under the same name starts again at generation 1; keyed by (group, lifetime,
+    generation) its generations never collide with its predecessor's."""
+    rows = events.where(F.col("type").isin(*GENERATION_TYPES, DELETED))
+    before = Window.partitionBy("group").orderBy("ts", "offset").rowsBetween(Window.unboundedPreceding, -1)
+    deletions = F.sum((F.col("type") == DELETED).cast("int")).over(before)
+    return rows.withColumn("lifetime", F.coalesce(deletions, F.lit(0))).where(F.col("type") != DELETED)
+
+
 def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(events, bad_events): each record checked against its version's strict schema
     (:mod:`.event_schema`); one that fails goes to bad_events with its problem, the failing fields
@@ -99,7 +116,8 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 
 def assignment_generations(events: DataFrame) -> DataFrame:
-    """One row per assignment event: ``owners`` [{owner, static}] and ``tps`` [{tp, owner}]."""
+    """One row per assignment event (of :func:`with_lifetimes`): ``owners`` [{owner, static}] and
+    ``tps`` [{tp, owner}]."""
     a = events.where(F.col("type") == "assignment")
 
     def owner(member: Column) -> Column:
@@ -107,6 +125,7 @@ def assignment_generations(events: DataFrame) -> DataFrame:
 
     return a.select(
         "group",
+        "lifetime",
         "generation",
         "ts",
         "protocol_type",
@@ -128,8 +147,8 @@ def assignment_generations(events: DataFrame) -> DataFrame:
 
 
 def generations_from_rows(rows: DataFrame) -> DataFrame:
-    """The same shape from one row per (group, generation, owner, tp) (the offsets topic's members)."""
-    return rows.groupBy("group", "generation").agg(
+    """The same shape from one row per (group, lifetime, generation, owner, tp) (the offsets topic's members)."""
+    return rows.groupBy("group", "lifetime", "generation").agg(
         F.max("ts").alias("ts"),
         F.first("protocol_type").alias("protocol_type"),
         F.first("protocol").alias("protocol"),
@@ -139,15 +158,16 @@ def generations_from_rows(rows: DataFrame) -> DataFrame:
 
 
 def movement(gens: DataFrame) -> DataFrame:
-    """Per (group, generation): partitions before/after, moved, assigned from nobody, members in/out.
+    """Per (group, lifetime, generation): partitions before/after, moved, assigned from nobody,
+    members in/out. A lifetime's first generation follows nothing (a re-created group moves nothing).
 
     One window pass: each generation's partition → owner map next to the previous generation's
     (no joins, so it scales with the number of generations, not with partitions × generations)."""
-    # The last record of each (group, generation), should one be there twice: a sort-based window,
-    # not an aggregation (a hash aggregate of these arrays ran out of memory at 10M events).
-    last = Window.partitionBy("group", "generation").orderBy(F.col("ts").desc())
+    # The last record of each (group, lifetime, generation), should one be there twice: a sort-based
+    # window, not an aggregation (a hash aggregate of these arrays ran out of memory at 10M events).
+    last = Window.partitionBy("group", "lifetime", "generation").orderBy(F.col("ts").desc())
     g = gens.withColumn("_n", F.row_number().over(last)).where(F.col("_n") == 1).drop("_n")
-    w = Window.partitionBy("group").orderBy("generation")
+    w = Window.partitionBy("group", "lifetime").orderBy("generation")
     g = g.select(
         "*",
         F.lag("generation").over(w).alias("prev_generation"),
@@ -162,6 +182,7 @@ def movement(gens: DataFrame) -> DataFrame:
     )
     return g.select(
         "group",
+        "lifetime",
         "generation",
         "prev_generation",
         "ts",
@@ -185,18 +206,32 @@ def movement(gens: DataFrame) -> DataFrame:
     )
 
 
-def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
-    """One row per completed rebalance, with its cause and the partition movement it caused."""
-    marks = events.where(F.col("type").isin("rebalance_started", "rebalance_completed")).select(
-        "group", "ts", "offset", "type", "reason", "generation", "duration_ms", "members", "protocol"
+def rebalances(events: DataFrame, lives: DataFrame, moves: DataFrame) -> DataFrame:
+    """One row per completed rebalance, with its cause and the partition movement it caused
+    (``lives``: the generation events with their group's lifetime, :func:`with_lifetimes`)."""
+    marks = lives.where(F.col("type").isin("rebalance_started", "rebalance_completed")).select(
+        "group",
+        "lifetime",
+        "ts",
+        "offset",
+        "type",
+        "reason",
+        "generation",
+        "duration_ms",
+        "members",
+        "protocol",
     )
-    w = Window.partitionBy("group").orderBy("ts", "offset").rowsBetween(Window.unboundedPreceding, -1)
+    w = (
+        Window.partitionBy("group", "lifetime")
+        .orderBy("ts", "offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
     marks = marks.withColumn(
         "episode", F.coalesce(F.sum((F.col("type") == "rebalance_completed").cast("int")).over(w), F.lit(0))
     )
     starts = (
         marks.where(F.col("type") == "rebalance_started")
-        .groupBy("group", "episode")
+        .groupBy("group", "lifetime", "episode")
         .agg(
             F.min_by("reason", F.struct("ts", "offset")).alias("reason"),
             F.count(F.lit(1)).alias("triggers"),
@@ -205,6 +240,7 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
     )
     done = marks.where(F.col("type") == "rebalance_completed").select(
         "group",
+        "lifetime",
         "episode",
         "generation",
         F.col("ts").alias("completed_ts"),
@@ -220,8 +256,8 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
         .agg(F.max_by("protocol_type", F.struct("ts", "offset")).alias("group_protocol_type"))
     )
     r = (
-        done.join(starts, ["group", "episode"], "left")
-        .join(moves.drop("ts", "protocol"), ["group", "generation"], "left")
+        done.join(starts, ["group", "lifetime", "episode"], "left")
+        .join(moves.drop("ts", "protocol"), ["group", "lifetime", "generation"], "left")
         .join(group_types, ["group"], "left")
         .withColumn(
             "protocol_class",
@@ -240,6 +276,7 @@ def rebalances(events: DataFrame, moves: DataFrame) -> DataFrame:
     )
     return r.select(
         "group",
+        "lifetime",
         "generation",
         F.coalesce("reason", F.lit("unknown")).alias("reason"),
         F.coalesce("triggers", F.lit(0)).alias("triggers"),
@@ -382,6 +419,108 @@ def churn(events: DataFrame) -> DataFrame:
 
 
 # -- the offsets topic (Kafka's __consumer_offsets formats) -------------------------------------------
+# Record types of an offsets topic that are no consumer group's (by Kafka's coordinator-record specs,
+# group-coordinator/src/main/resources/common/message): share groups (KIP-932) and streams groups
+# (KIP-1071), and kcoord's shard fence. Counted by type in ``other_offset_records``, not read further;
+# any other type no decoder knows is a bad record (``UnknownRecordType``).
+OTHER_RECORD_TYPES: dict[int, str] = {
+    10: "ShareGroupMemberMetadata",
+    11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment",
+    15: "ShareGroupStatePartitionMetadata",
+    17: "StreamsGroupMetadata",
+    19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata",
+    21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment",
+    23: "StreamsGroupTopology",
+    0x4B43: "KcoordShardFence",
+}
+
+
+def _record_type_and_group(key: bytes) -> tuple[int, str | None]:
+    """A record key's type and, when its first field is a string (every group record's GroupId), that."""
+    rtype = int.from_bytes(key[:2], "big", signed=True)
+    size = int.from_bytes(key[2:4], "big", signed=True) if len(key) >= 4 else -1
+    if size < 0 or len(key) < 4 + size:
+        return rtype, None
+    try:
+        return rtype, key[4 : 4 + size].decode("utf-8")
+    except UnicodeDecodeError:
+        return rtype, None
+
+
+def _other_row(row: Any, rtype: int, group: str | None) -> tuple[Any, ...]:
+    """A record of a type listed in :data:`OTHER_RECORD_TYPES` (``sample``: the type's name)."""
+    name = OTHER_RECORD_TYPES[rtype]
+    return ("other", group, None, row["partition"], row["offset"], row["timestamp"], None, None, None, None,
+            None, None, name, None)  # fmt: skip
+
+
+class _Lifetimes:
+    """Which lifetime of its group a generation record belongs to, in one topic partition's
+    offset order. A tombstone of the group's record (GroupMetadata for a classic group,
+    ConsumerGroupMetadata for a consumer group) marks it deleted. The next generation record starts
+    a new lifetime if it is of the same kind, or if its generation goes back (a re-created group
+    starts again at 1). One of the other kind that does not go back is an online migration: Kafka
+    writes the old kind's tombstone and goes on at the same generation as the other kind (classic
+    generation → consumer group epoch, or back), the same lifetime."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, int] = {}
+        self.last_generation: dict[str, int] = {}
+        self.deleted: dict[str, str] = {}  # group → the kind of record whose tombstone was seen
+
+    def delete(self, group: str, kind: str) -> None:
+        if group in self.last_generation:
+            self.deleted[group] = kind
+
+    def of(self, group: str, generation: int, kind: str) -> int:
+        """The lifetime of a ``kind`` ("classic" or "consumer") record of ``generation``."""
+        last = self.last_generation.get(group)
+        deleted_kind = self.deleted.pop(group, None)
+        if deleted_kind is not None and last is not None and (deleted_kind == kind or generation < last):
+            self.current[group] = self.current.get(group, 0) + 1
+            last = None
+        self.last_generation[group] = generation if last is None else max(generation, last)
+        return self.current.get(group, 0)
+
+    def now(self, group: str) -> int:
+        return self.current.get(group, 0)
+
+
+def _group_row(
+    group: str,
+    when: int,
+    generation: int,
+    protocol_type: str | None,
+    protocol: str | None,
+    lifetime: int,
+    owner: str | None = None,
+    static: bool | None = None,
+    tp: str | None = None,
+) -> tuple[Any, ...]:
+    """A row of one owner's partition in a generation (or of a generation with no owner)."""
+    return (
+        "group",
+        group,
+        None,
+        None,
+        None,
+        when,
+        generation,
+        protocol_type,
+        protocol,
+        owner,
+        static,
+        tp,
+        None,
+        lifetime,
+    )
+
+
 class _ConsumerGroups:
     """KIP-848 consumer groups replayed from their records, one topic partition in offset order
     (a group's records are all in one partition): each new target assignment epoch (type 6) is a
@@ -391,7 +530,8 @@ class _ConsumerGroups:
     partitions as ``topic:partition`` with the topic's name where a subscription metadata record
     (type 4, Kafka 4.0) named its id, else its id."""
 
-    def __init__(self) -> None:
+    def __init__(self, lifetimes: _Lifetimes) -> None:
+        self.lifetimes = lifetimes
         self.instance: dict[tuple[str, str], str | None] = {}
         self.target: dict[str, dict[str, list[tuple[str, int]]]] = {}
         self.topic_names: dict[str, str] = {}
@@ -399,6 +539,7 @@ class _ConsumerGroups:
     def apply(self, key: Any, value: Any, ts: int) -> Iterator[tuple[Any, ...]]:
         name, group = type(key).__name__, key.group_id
         if name == "ConsumerGroupMetadataKey" and value is None:  # the group is deleted
+            self.lifetimes.delete(group, "consumer")
             self.target.pop(group, None)
             for k in [k for k in self.instance if k[0] == group]:
                 del self.instance[k]
@@ -421,41 +562,16 @@ class _ConsumerGroups:
                 ]
         elif name == "ConsumerGroupTargetAssignmentMetadataKey" and value is not None:
             when = value.assignment_timestamp if value.assignment_timestamp > 0 else ts
+            epoch = value.assignment_epoch
+            lifetime = self.lifetimes.of(group, epoch, "consumer")
             members = self.target.get(group, {})
             if not members:
-                yield (
-                    "group",
-                    group,
-                    None,
-                    None,
-                    None,
-                    when,
-                    value.assignment_epoch,
-                    "kip848",
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                )
+                yield _group_row(group, when, epoch, "kip848", None, lifetime)
             for member_id, parts in sorted(members.items()):
                 instance = self.instance.get((group, member_id))
                 for t, p in parts or NO_PARTITION:
-                    yield (
-                        "group",
-                        group,
-                        None,
-                        None,
-                        None,
-                        when,
-                        value.assignment_epoch,
-                        "kip848",
-                        None,
-                        instance or member_id,
-                        instance is not None,
-                        None if t is None else f"{t}:{p}",
-                        None,
-                    )
+                    yield _group_row(group, when, epoch, "kip848", None, lifetime, instance or member_id,
+                                     instance is not None, None if t is None else f"{t}:{p}")  # fmt: skip
 
 
 def _bad_row(group: str | None, row: Any, problem: str, detail: str) -> tuple[Any, ...]:
@@ -475,6 +591,7 @@ def _bad_row(group: str | None, row: Any, problem: str, detail: str) -> tuple[An
         None,
         None,
         f"{problem}: {detail}",
+        None,
     )
 
 
@@ -483,7 +600,8 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     from kcoord.coordinator.ops.event_topic import decode_consumer_assignment
     from kcoord.protocol.records import CONSUMER_GROUP_KEYS, GroupMetadataPartKey, decode_record
 
-    consumer_groups = _ConsumerGroups()
+    lifetimes = _Lifetimes()
+    consumer_groups = _ConsumerGroups(lifetimes)
     # A classic group too large for one record: its members come in part records before its
     # GroupMetadata record, which names them (the same replay as the coordinator's).
     group_parts = GroupPartRecords()
@@ -496,17 +614,24 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         except Exception as exc:  # corrupt bytes: counted, a sample kept
             yield _bad_row(None, row, type(exc).__name__, f"{exc}; key {bytes(key)[:40].hex()}")
             continue
-        if rec is None:
-            continue  # a record type kcoord does not read
+        if rec is None:  # a record type kcoord has no decoder for
+            rtype, group = _record_type_and_group(bytes(key))
+            if rtype in OTHER_RECORD_TYPES:
+                yield _other_row(row, rtype, group)
+            else:
+                yield _bad_row(group, row, "UnknownRecordType", f"type {rtype}; key {bytes(key)[:40].hex()}")
+            continue
         if isinstance(rec.key, CONSUMER_GROUP_KEYS):
             yield from consumer_groups.apply(rec.key, rec.value, ts)
             continue
         if isinstance(rec.key, GroupMetadataPartKey):
             group_parts.replay_part(rec.key, rec.value)
             continue
-        if rec.value is None:
-            continue  # a tombstone
         name = type(rec.key).__name__
+        if rec.value is None:  # a tombstone: of a group's record, the group is deleted
+            if name == "GroupMetadataKey":
+                lifetimes.delete(rec.key.group, "classic")
+            continue
         if name == "OffsetCommitKey":
             v = rec.value
             yield (
@@ -523,6 +648,7 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
                 None,
                 None,
                 None,
+                lifetimes.now(rec.key.group),
             )
         elif name == "GroupMetadataKey":
             try:
@@ -535,41 +661,16 @@ def _decode_offsets_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
                 if v.current_state_timestamp and v.current_state_timestamp > 0
                 else ts
             )
+            group = rec.key.group
+            lifetime = lifetimes.of(group, v.generation, "classic")
             if not v.members:
-                yield (
-                    "group",
-                    rec.key.group,
-                    None,
-                    None,
-                    None,
-                    when,
-                    v.generation,
-                    v.protocol_type,
-                    v.protocol,
-                    None,
-                    None,
-                    None,
-                    None,
-                )
+                yield _group_row(group, when, v.generation, v.protocol_type, v.protocol, lifetime)
             for mb in v.members:
                 owner = mb.group_instance_id or mb.member_id
                 parts = decode_consumer_assignment(mb.assignment) if v.protocol_type == "consumer" else None
                 for t, p in parts or NO_PARTITION:
-                    yield (
-                        "group",
-                        rec.key.group,
-                        None,
-                        None,
-                        None,
-                        when,
-                        v.generation,
-                        v.protocol_type,
-                        v.protocol,
-                        owner,
-                        mb.group_instance_id is not None,
-                        None if t is None else f"{t}:{p}",
-                        None,
-                    )
+                    yield _group_row(group, when, v.generation, v.protocol_type, v.protocol, lifetime, owner,
+                                     mb.group_instance_id is not None, None if t is None else f"{t}:{p}")  # fmt: skip
 
 
 def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
@@ -585,12 +686,13 @@ def build(
     tables: dict[str, DataFrame] = {}
     if raw_events is not None:
         events, bad = parse_events(raw_events)
-        moves = movement(assignment_generations(events)).cache()
+        lives = with_lifetimes(events).cache()
+        moves = movement(assignment_generations(lives)).cache()
         tables.update(
             events=events.drop("assignment", "fenced", "rejected"),
             bad_events=bad,
             movement=moves,
-            rebalances=rebalances(events, moves),
+            rebalances=rebalances(events, lives, moves),
             commits=commits(events),
             fencing=fencing(events),
             zombies=zombies(events),
@@ -605,9 +707,9 @@ def build(
             "group", "topic", "partition", "offset", "ts"
         )
         gen_rows = decoded.where(F.col("kind") == "group").select(
-            "group", "generation", "ts", "protocol_type", "protocol", "owner", "static", "tp"
+            "group", "lifetime", "generation", "ts", "protocol_type", "protocol", "owner", "static", "tp"
         )
-        tables["generations"] = gen_rows.groupBy("group", "generation").agg(
+        tables["generations"] = gen_rows.groupBy("group", "lifetime", "generation").agg(
             F.max("ts").alias("ts"),
             F.first("protocol_type").alias("protocol_type"),
             F.first("protocol").alias("protocol"),
@@ -617,6 +719,11 @@ def build(
         )
         tables["generation_movement"] = movement(
             generations_from_rows(gen_rows.where(F.col("owner").isNotNull()))
+        )
+        tables["other_offset_records"] = (
+            decoded.where(F.col("kind") == "other")
+            .groupBy(F.col("sample").alias("record_type"), "group")
+            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts"))
         )
         tables["bad_offset_records"] = decoded.where(F.col("kind") == "bad").select(
             "partition",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import html
 import json
+import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,39 @@ import matplotlib.dates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 TOP = 12
+TITLE_WIDTH = 70  # characters per line of a plot title: a longer one wraps rather than being cut
+
+
+def readable_time(ms: Any) -> str:
+    """Epoch ms → ``2026-11-27 03:04:05.678 UTC`` ("" for a missing value)."""
+    try:
+        value = int(ms)
+    except (TypeError, ValueError):
+        return ""
+    stamp = datetime.fromtimestamp(value / 1000, UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S.") + f"{value % 1000:03d} UTC"
+
+
+def is_time_column(name: str) -> bool:
+    """The tables' epoch-ms columns: ``ts`` and ``*_ts``."""
+    return name == "ts" or name.endswith("_ts")
+
+
+def with_readable_times(pdf: Any) -> Any:
+    """A copy of a table to show, its epoch-ms columns as UTC date-times."""
+    shown = pdf.copy()
+    for column in shown.columns:
+        if is_time_column(str(column)):
+            shown[column] = shown[column].map(readable_time)
+    return shown
+
+
+def time_axis(ax: Any) -> None:
+    """Dates on an x axis as short readable labels (ConciseDateFormatter), whatever the span."""
+    # matplotlib leaves these two constructors unannotated.
+    locator = matplotlib.dates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
 
 
 def _table(spark: Any, out: Path, name: str) -> Any:
@@ -46,16 +81,17 @@ class Report:
         if pdf is None or pdf.empty:
             self.p("(no rows)")
             return
-        self.parts.append(pdf.head(limit).to_html(index=False, border=0, classes="t", escape=True))
+        shown = with_readable_times(pdf.head(limit))
+        self.parts.append(shown.to_html(index=False, border=0, classes="t", escape=True))
 
     def figure(self, name: str, title: str) -> Any:
-        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
-        ax.set_title(title)
+        # constrained layout makes room for the (wrapped) title, labels and legend
+        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100, layout="constrained")
+        ax.set_title("\n".join(textwrap.wrap(title, TITLE_WIDTH)))
         return fig, ax
 
     def save(self, fig: Any, name: str) -> None:
         path = self.plots / f"{name}.png"
-        fig.tight_layout()
         fig.savefig(path)
         plt.close(fig)
         self.pngs.append(path)
@@ -81,8 +117,9 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
 
     r = Report(out)
     rows = summary.get("rows", {})
+    since = summary.get("since_ms")
     r.p(
-        f"Source: {summary.get('source')}; since: {summary.get('since_ms') or 'the beginning'}; "
+        f"Source: {summary.get('source')}; since: {readable_time(since) if since else 'the beginning'}; "
         f"pipeline {summary.get('pipeline_seconds')} s. Rows: {json.dumps(rows)}"
     )
     n_events = rows.get("events", 0)
@@ -94,8 +131,16 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
             "nothing to report. Is kcoord running with --events-topic set?"
         )
     _bad_input_section(r, bad, _pdf(_table(spark, out, "bad_offset_records")), summary)
+    other = _pdf(_table(spark, out, "other_offset_records"))
+    if not other.empty:
+        r.p(
+            f"{summary.get('offsets_topic') or 'offsets topic'}: {int(other['records'].sum())} records of "
+            "share or streams groups (or kcoord's shard fences), counted by type, not analysed."
+        )
+        r.table(other.groupby("record_type")["records"].sum().reset_index())
     if n_events:
         _rebalance_section(r, spark, out, F)
+        _commit_rate_section(r, spark, out)
         _fencing_section(r, spark, out)
         _churn_section(r, spark, out)
     _lag_section(r, spark, out)
@@ -179,17 +224,30 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
         g = reb[reb["group"] == group].sort_values("time")
         ax.step(g["time"], range(1, len(g) + 1), where="post", label=str(group)[:30])
     ax.set_ylabel("rebalances (cumulative)")
+    time_axis(ax)
     ax.legend(fontsize=7)
     r.save(fig, "rebalances_over_time")
-    fig, ax = r.figure("durations", "Rebalance duration distribution")
-    ax.hist(reb["duration_ms"].clip(lower=0), bins=30)
+    # A KIP-848 rebalance's duration is the epoch bump to the new target assignment, computed at
+    # once: the members' reconciliation (every member at the new epoch) is not in the events.
+    classic = reb[reb["protocol_class"] != "kip848"]
+    fig, ax = r.figure("durations", "Rebalance duration distribution (classic protocol: join to stable)")
+    ax.hist(classic["duration_ms"].clip(lower=0), bins=30)
     ax.set_xlabel("ms")
     r.save(fig, "rebalance_durations")
+    if (reb["protocol_class"] == "kip848").any():
+        r.p(
+            "KIP-848 reconciliation time (epoch bump to every member reconciled) is not reported: the "
+            "events carry the epoch bump and the target assignment (computed at once, so their "
+            "duration_ms is about 0) but no event for a group whose members have all reached the "
+            "target epoch."
+        )
     fig, ax = r.figure("causes", "Rebalance causes")
     reb["reason"].value_counts().plot.bar(ax=ax)
+    short_category_labels(ax)
     r.save(fig, "rebalance_causes")
     fig, ax = r.figure("stw", "Stop-the-world partition-seconds per group")
     per_group.head(TOP).set_index("group")["stw_partition_seconds"].plot.bar(ax=ax)
+    short_category_labels(ax)
     r.save(fig, "stop_the_world")
     r.h2("State shuffling")
     r.p(
@@ -209,7 +267,51 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     r.table(shuffle)
     fig, ax = r.figure("moved", "Partitions moved per group")
     per_group.head(TOP).set_index("group")["moved"].plot.bar(ax=ax)
+    short_category_labels(ax)
     r.save(fig, "partitions_moved")
+
+
+def short_category_labels(ax: Any, width: int = 24) -> None:
+    """Bar labels (group names) cut to ``width`` characters and slanted, so none runs off the plot."""
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    ax.set_xticks(ax.get_xticks(), [t if len(t) <= width else t[: width - 1] + "…" for t in labels])
+    ax.tick_params(axis="x", labelrotation=30)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+
+
+def _commit_rate_section(r: Report, spark: Any, out: Path) -> None:
+    """Committed partitions per second for each group over time (from the per-second commit sums),
+    the busiest groups; a minute's mean when the history is longer than an hour."""
+    import pandas as pd
+
+    c = _pdf(_table(spark, out, "commits"))
+    r.h2("Commit rate")
+    if c.empty:
+        r.p("No commits in this period.")
+        return
+    c["time"] = pd.to_datetime(c["ts"], unit="ms")
+    span = c["time"].max() - c["time"].min()
+    step = "1min" if span > pd.Timedelta(hours=1) else "1s"
+    per_step = pd.Timedelta(step).total_seconds()
+    busiest = c.groupby("group")["partitions"].sum().sort_values(ascending=False).head(TOP).index
+    fig, ax = r.figure("commit_rate", f"Committed partitions per second per group ({step} steps)")
+    for group in busiest:
+        g = c[c["group"] == group].set_index("time")["partitions"].resample(step).sum() / per_step
+        # markers: a group that committed in one step only is a point, not an invisible line
+        ax.plot(g.index, g.values, marker="o", markersize=3, label=str(group)[:30])
+    ax.set_ylabel("partitions committed / s")
+    time_axis(ax)
+    ax.legend(fontsize=7)
+    r.save(fig, "commit_rate")
+    totals = (
+        c.groupby("group")
+        .agg(commits=("partitions", "sum"), requests=("requests", "sum"), first_ts=("ts", "min"),
+             last_ts=("ts", "max"))
+        .reset_index()
+        .sort_values("commits", ascending=False)
+    )  # fmt: skip
+    r.table(totals)
 
 
 def _fencing_section(r: Report, spark: Any, out: Path) -> None:
@@ -227,6 +329,7 @@ def _fencing_section(r: Report, spark: Any, out: Path) -> None:
             ax.barh(labels, by["n"])
             ax.set_xlabel("commits")
             r.save(fig, "fenced_commits")
+            _fencing_over_time(r, f)
         r.table(f[f["source"] == "member_fenced"].groupby(["api", "error", "mode"])["n"].sum().reset_index())
     z = _pdf(_table(spark, out, "zombies"))
     r.h2("Zombie members")
@@ -236,6 +339,24 @@ def _fencing_section(r: Report, spark: Any, out: Path) -> None:
         z = z[z["zombie"]]
         r.p(f"{len(z)} members kept sending requests after they were fenced, left or replaced.")
         r.table(z[["group", "member", "instance", "fenced_requests", "client_id", "host"]])
+
+
+def _fencing_over_time(r: Report, fencing: Any) -> None:
+    """Fenced commits and requests over time, one line per fencing mode (cumulative)."""
+    import pandas as pd
+
+    fenced = fencing[fencing["outcome"] == "fenced"].copy()
+    if fenced.empty:
+        return
+    fenced["time"] = pd.to_datetime(fenced["ts"], unit="ms")
+    fenced["mode"] = fenced["mode"].fillna("unknown")
+    fig, ax = r.figure("fenced_over_time", "Fenced requests over time by fencing mode (cumulative)")
+    for mode, g in fenced.sort_values("time").groupby("mode"):
+        ax.step(g["time"], g["n"].cumsum(), where="post", marker="o", markersize=3, label=str(mode))
+    ax.set_ylabel("fenced (cumulative)")
+    time_axis(ax)
+    ax.legend(fontsize=7)
+    r.save(fig, "fenced_over_time")
 
 
 def _churn_section(r: Report, spark: Any, out: Path) -> None:
@@ -249,6 +370,7 @@ def _churn_section(r: Report, spark: Any, out: Path) -> None:
     fig, ax = r.figure("churn", "Joins, leaves and session expiries per client id")
     by = c.groupby("client_id")[["joins", "static_rejoins", "leaves", "expiries"]].sum().head(TOP)
     by.plot.bar(ax=ax, stacked=True)
+    short_category_labels(ax)
     r.save(fig, "member_churn")
 
 
@@ -269,9 +391,7 @@ def _lag_section(r: Report, spark: Any, out: Path) -> None:
         # with the log start, as tansu does): matplotlib would stretch the axis over years.
         moment = pd.to_datetime(per["ts"].iloc[0], unit="ms")
         ax.set_xlim(moment - pd.Timedelta(minutes=1), moment + pd.Timedelta(minutes=1))
-    # matplotlib leaves these two constructors unannotated.
-    locator = matplotlib.dates.AutoDateLocator()  # type: ignore[no-untyped-call]
-    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    time_axis(ax)
     ax.legend(fontsize=7)
     r.save(fig, "consumer_lag")
     r.table(per.sort_values("ts").groupby("group").tail(1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -275,9 +276,37 @@ def preflight(args: argparse.Namespace) -> str | None:
     return None
 
 
+# What the pipeline imports (the [analytics] extra), by module name.
+EXTRA_MODULES = ("pyspark", "pyarrow", "pandas", "matplotlib")
+INSTALL_HINT = "pip install 'kcoord[analytics]'"
+
+
+def missing_requirements() -> str | None:
+    """What the pipeline needs and does not find, in one line; None if nothing. Checked before
+    anything starts: a missing module surfaced before as a long Java trace from inside Spark's
+    Python workers (pyarrow), one module per attempt."""
+    import importlib
+
+    missing = []
+    for name in EXTRA_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        return f"needs {', '.join(missing)}: {INSTALL_HINT} (and Java 17 or later for Spark)"
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return "needs Java 17 or later for Spark: none on PATH and JAVA_HOME is not set"
+    return None
+
+
 def run_cli(args: argparse.Namespace) -> int:
     if not args.bootstrap_server and not args.input_parquet:
         print("kcoord analytics: --bootstrap-server or --input-parquet is required", file=sys.stderr)
+        return 2
+    lacking = missing_requirements()
+    if lacking is not None:
+        print(f"kcoord analytics: {lacking}", file=sys.stderr)
         return 2
     problem = preflight(args)
     if problem is not None:

@@ -7,6 +7,12 @@ A background task takes the queue every ``linger`` seconds (or sooner once ``bat
 turns the events into JSON records and produces them, one Kafka record batch per partition and one
 Produce request per broker, through the project's own Kafka client (:mod:`kcoord.storage.kafka_client`).
 
+A deleted event topic is created again: Apache Kafka refuses a Produce to it
+(UNKNOWN_TOPIC_OR_PARTITION), and every ``check_interval`` seconds Metadata says whether it still
+exists (tansu acknowledges a Produce to a deleted topic and keeps nothing, so only that check sees
+it there; the events acknowledged in between are lost). Meanwhile events wait in the bounded queue.
+The writer logs each change of its state once (writing, topic missing, failing), not every retry.
+
 Lossy under back-pressure, and says so: when the cluster is slow or away and ``events.queue.max``
 events are waiting, new events are dropped and counted in ``kcoord_events_dropped_total{reason}``
 (``queue_full``; ``produce_failed`` when a batch still fails after its retries). Nothing else
@@ -49,6 +55,15 @@ log = logging.getLogger("kcoord.events.topic")
 
 SCHEMA_VERSION = 1
 COMMIT_APIS = ("offset_commit", "txn_offset_commit")
+# Produce errors that mean the topic is no longer there.
+TOPIC_GONE_ERRORS = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+
+# The writer's states (:meth:`EventTopicWriter._enter`): each change is logged once.
+STARTING, WRITING, TOPIC_MISSING, FAILING = "starting", "writing", "topic missing", "failing"
+
+
+class EventTopicGone(StorageError):
+    """A Produce answered that the event topic does not exist (any more)."""
 
 
 def decode_consumer_assignment(data: bytes | None) -> list[tuple[str, int]] | None:
@@ -229,8 +244,12 @@ class EventTopicWriter:
         max_frame_size: int = 100 << 20,
         request_timeout: float = 10.0,
         security: UpstreamSecurity = PLAINTEXT,
+        check_interval: float = 5.0,
     ) -> None:
         self.topic = topic
+        self.check_interval = check_interval
+        self.state = STARTING
+        self._checked_at = 0.0  # time.monotonic() of the last Metadata check of the topic
         self.partitions = partitions
         self.retention_ms = retention_ms
         self.replication_factor = replication_factor
@@ -365,6 +384,49 @@ class EventTopicWriter:
                 self._task.cancel()
         self.cluster.close()
 
+    def _enter(self, state: str, detail: str = "") -> None:
+        """Log a change of the writer's state, once: a topic gone or a cluster away for an hour is
+        one line when it starts and one when writing resumes, not one per retry."""
+        if state == self.state:
+            return
+        previous, self.state = self.state, state
+        if state == WRITING:
+            if previous != STARTING:
+                log.info(
+                    "event topic %s: writing again (%d events waiting, %d dropped since start)",
+                    self.topic,
+                    len(self.queue),
+                    self.dropped,
+                )
+        elif state == TOPIC_MISSING:
+            log.warning(
+                "event topic %s: gone upstream (%s); creating it again, events wait (at most %d)",
+                self.topic,
+                detail,
+                self.queue_max,
+            )
+        else:
+            log.warning(
+                "event topic %s: %s; retrying, events wait (at most %d)", self.topic, detail, self.queue_max
+            )
+
+    async def _topic_missing(self) -> bool:
+        """Metadata's word on the topic, at most every ``check_interval`` seconds (tansu takes a
+        Produce to a deleted topic without an error): True when it says the topic does not exist."""
+        now = time.monotonic()
+        if now - self._checked_at < self.check_interval:
+            return False
+        self._checked_at = now
+        resp = await self.cluster.metadata(self.topic)
+        topic = next((t for t in resp.topics if t.name == self.topic), None)
+        return topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def _forget_topic(self) -> None:
+        """The topic is gone: its leaders and partition count are no more (a re-created topic may
+        have others)."""
+        self.cluster.leaders = {}
+        self.cluster.partition_count = 0
+
     async def _run(self) -> None:
         # Lossy by design (module docstring): no deadline, every failure is retried after a back-off
         # until the writer closes.
@@ -375,7 +437,7 @@ class EventTopicWriter:
                 try:
                     ready = await self._ensure_topic()
                 except Exception as exc:  # noqa: BLE001 - retried like a StorageError
-                    log.warning("event topic %s: not ready (%s); retrying", self.topic, exc)
+                    self._enter(FAILING, f"not ready ({exc})")
                 if not ready:
                     if self._closing:
                         self._drop_all("produce_failed")
@@ -383,21 +445,31 @@ class EventTopicWriter:
                     await retry.wait()
                     continue
                 retry.succeeded()
+                self._checked_at = time.monotonic()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.linger)
             self._wake.clear()
             closing = self._closing
             self._flush_commits(everything=closing)
             try:
+                if not closing and await self._topic_missing():
+                    raise EventTopicGone("Metadata says it does not exist")
                 while self.queue:
                     await self._send(min(len(self.queue), self.batch * 4))
                 retry.succeeded()
+                self._enter(WRITING)
+            except EventTopicGone as exc:
+                self._forget_topic()
+                self._enter(TOPIC_MISSING, str(exc))
+                ready = False
+                if closing:
+                    self._drop_all("produce_failed")
+                    return
+                continue  # create it again at once
             except Exception as exc:  # StorageError, or anything else: the writer must outlive it
                 if not isinstance(exc, StorageError):
                     log.exception("event topic %s: writing failed", self.topic)
-                log.warning(
-                    "event topic %s: produce failed (%s); %d events waiting", self.topic, exc, len(self.queue)
-                )
+                self._enter(FAILING, f"produce failed ({exc})")
                 if closing:
                     self._drop_all("produce_failed")
                     return
@@ -465,6 +537,8 @@ class EventTopicWriter:
             resp = await request(conn, req, self.request_timeout)
             for t in resp.responses:
                 for part in t.partition_responses:
+                    if part.error_code in TOPIC_GONE_ERRORS:
+                        raise EventTopicGone(f"Produce error {part.error_code} on partition {part.index}")
                     if part.error_code != ErrorCode.NONE:
                         await self.cluster.refresh(self.topic)
                         raise StorageError(
