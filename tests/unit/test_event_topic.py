@@ -48,6 +48,20 @@ def test_classic_assignment_is_decoded_to_partitions() -> None:
     assert json.loads(json.dumps(doc)) == doc
 
 
+def test_a_kip848_reconciliation_is_an_event_with_its_epoch_and_duration() -> None:
+    doc = EventEncoder().encode(2, 30, ev.ReconciliationCompleted("g", 7, 1234, 3))
+    assert doc == {
+        "v": 1,
+        "ts": 30,
+        "shard": 2,
+        "type": "reconciliation_completed",
+        "group": "g",
+        "generation": 7,
+        "duration_ms": 1234,
+        "members": 3,
+    }
+
+
 def test_commits_summed_per_second_with_fenced_by_error() -> None:
     w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry())
     w.offer(

@@ -37,6 +37,7 @@ EVENT_TYPES = (
     "commits",
     "shard_loaded",
     "group_deleted",
+    "reconciliation_completed",
 )
 
 # The column Spark's JSON reader fills with the record's text when a field does not parse as its type.
@@ -117,6 +118,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "commits": ("group", "count", "requests", "fenced", "rejected", "mode"),
     "shard_loaded": ("records", "records_read", "seconds"),
     "group_deleted": ("group", "reason"),
+    "reconciliation_completed": ("group", "generation", "duration_ms", "members"),
 }
 
 # Event times kcoord can have written: after epoch-ms took 13 digits, before 2100 (an epoch in

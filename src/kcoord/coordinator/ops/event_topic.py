@@ -210,6 +210,14 @@ class EventEncoder:
                 "members": len(members),
                 "assignment": members,
             }
+        if isinstance(e, ev.ReconciliationCompleted):
+            return base | {
+                "type": "reconciliation_completed",
+                "group": e.group,
+                "generation": e.epoch,
+                "duration_ms": e.duration_ms,
+                "members": e.members,
+            }
         if isinstance(e, ev.GroupDeleted):
             return base | {"type": "group_deleted", "group": e.group, "reason": e.reason}
         return None
