@@ -278,6 +278,8 @@ def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None
 
     values: list[bytes | None] = [json.dumps(e).encode() for e in scenario()]
     values += [value for value, _, _ in bad_records()]
+    values.append(json.dumps(ev("reconciliation_completed", T0 + 50, group="k848", generation=3,
+                                duration_ms=2500, members=2)).encode())  # fmt: skip
     # An offsets-topic record whose key is garbage: counted on the offsets side.
     offsets = raw_frame(spark, [GARBAGE]).withColumn("key", pyspark.sql.functions.col("value"))
     built = pipeline.build(spark, raw_frame(spark, values), offsets)
@@ -300,6 +302,8 @@ def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None
     assert report.read_text().count("<img") == len(summary["plots"])
     # commit rate per group over time, fencing over time by mode (g-range's commits are fenced)
     assert {"commit_rate", "fenced_over_time"} <= {Path(png).stem for png in summary["plots"]}
+    assert "reconciliation_durations" in {Path(png).stem for png in summary["plots"]}
+    assert "KIP-848 reconciliation" in text
     # times in tables are readable UTC date-times, never raw epoch ms
     assert re.findall(r"<td>\d{13}</td>", text) == []
     assert "2023-11-14 22:13:2" in text  # T0 + a few seconds: the rebalances' completed_ts
@@ -504,3 +508,22 @@ def test_readable_times_and_wrapped_titles() -> None:
     fig, ax = Report.figure(None, "x", "word " * 40)  # type: ignore[arg-type]
     lines = ax.get_title().split("\n")
     assert len(lines) > 1 and max(len(line) for line in lines) <= TITLE_WIDTH
+
+
+def test_kip848_reconciliations_are_a_table_per_group_lifetime(spark: Any) -> None:
+    """kcoord's reconciliation_completed events: epoch, duration and members per group lifetime;
+    a negative duration is a bad record, never a figure."""
+    events = [
+        ev("reconciliation_completed", T0 + 1000, group="k", generation=2, duration_ms=1500, members=3),
+        ev("reconciliation_completed", T0 + 5000, group="k", generation=4, duration_ms=700, members=4),
+        ev("group_deleted", T0 + 6000, group="k", reason="delete_groups"),
+        ev("reconciliation_completed", T0 + 9000, group="k", generation=1, duration_ms=0, members=1),
+        ev("reconciliation_completed", T0 + 9500, group="k", generation=2, duration_ms=-5, members=1),
+    ]
+    built = pipeline.build(spark, raw_frame(spark, [json.dumps(e).encode() for e in events]), None)
+    rec = built["reconciliations"].toPandas().sort_values("completed_ts")
+    assert rec[["lifetime", "epoch", "duration_ms", "members"]].values.tolist() == [
+        [0, 2, 1500, 3], [0, 4, 700, 4], [1, 1, 0, 1]
+    ]  # fmt: skip
+    bad = built["bad_events"].toPandas()
+    assert bad["problem"].tolist() == ["out_of_range"]

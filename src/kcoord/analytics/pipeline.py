@@ -70,15 +70,29 @@ GENERATION_TYPES = ("assignment", "rebalance_started", "rebalance_completed")
 DELETED = "group_deleted"
 
 
-def with_lifetimes(events: DataFrame) -> DataFrame:
-    """The generation events (:data:`GENERATION_TYPES`) with ``lifetime``: how many times their
+def with_lifetimes(events: DataFrame, types: tuple[str, ...] = GENERATION_TYPES) -> DataFrame:
+    """The events of ``types`` (by default the generation events, :data:`GENERATION_TYPES`) with ``lifetime``: how many times their
     group was deleted before them in this read (0 for the group as first seen). A group deleted and
     created again under the same name starts again at generation 1; keyed by (group, lifetime,
     generation) its generations never collide with its predecessor's."""
-    rows = events.where(F.col("type").isin(*GENERATION_TYPES, DELETED))
+    rows = events.where(F.col("type").isin(*types, DELETED))
     before = Window.partitionBy("group").orderBy("ts", "offset").rowsBetween(Window.unboundedPreceding, -1)
     deletions = F.sum((F.col("type") == DELETED).cast("int")).over(before)
     return rows.withColumn("lifetime", F.coalesce(deletions, F.lit(0))).where(F.col("type") != DELETED)
+
+
+def reconciliations(events: DataFrame) -> DataFrame:
+    """KIP-848 reconciliations: from a group epoch bump until every member reported the target
+    assignment (kcoord's ``reconciliation_completed``), per group lifetime."""
+    done = with_lifetimes(events, ("reconciliation_completed",))
+    return done.select(
+        "group",
+        "lifetime",
+        F.col("generation").alias("epoch"),
+        F.col("ts").alias("completed_ts"),
+        "duration_ms",
+        "members",
+    )
 
 
 def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -693,6 +707,7 @@ def build(
             bad_events=bad,
             movement=moves,
             rebalances=rebalances(events, lives, moves),
+            reconciliations=reconciliations(events),
             commits=commits(events),
             fencing=fencing(events),
             zombies=zombies(events),

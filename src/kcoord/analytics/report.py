@@ -228,19 +228,13 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     ax.legend(fontsize=7)
     r.save(fig, "rebalances_over_time")
     # A KIP-848 rebalance's duration is the epoch bump to the new target assignment, computed at
-    # once: the members' reconciliation (every member at the new epoch) is not in the events.
+    # once; the members' reconciliation (every member at the new epoch) is its own table.
     classic = reb[reb["protocol_class"] != "kip848"]
     fig, ax = r.figure("durations", "Rebalance duration distribution (classic protocol: join to stable)")
     ax.hist(classic["duration_ms"].clip(lower=0), bins=30)
     ax.set_xlabel("ms")
     r.save(fig, "rebalance_durations")
-    if (reb["protocol_class"] == "kip848").any():
-        r.p(
-            "KIP-848 reconciliation time (epoch bump to every member reconciled) is not reported: the "
-            "events carry the epoch bump and the target assignment (computed at once, so their "
-            "duration_ms is about 0) but no event for a group whose members have all reached the "
-            "target epoch."
-        )
+    _reconciliation_section(r, spark, out)
     fig, ax = r.figure("causes", "Rebalance causes")
     reb["reason"].value_counts().plot.bar(ax=ax)
     short_category_labels(ax)
@@ -269,6 +263,35 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     per_group.head(TOP).set_index("group")["moved"].plot.bar(ax=ax)
     short_category_labels(ax)
     r.save(fig, "partitions_moved")
+
+
+def _reconciliation_section(r: Report, spark: Any, out: Path) -> None:
+    rec = _pdf(_table(spark, out, "reconciliations"))
+    if rec is None or rec.empty:
+        return
+    r.h2("KIP-848 reconciliation")
+    r.p(
+        "From a group epoch bump until every member reported the target assignment (bumps that follow "
+        "one another before the members settle count as one, timed from the first)."
+    )
+    per_group = (
+        rec.groupby("group")
+        .agg(
+            reconciliations=("epoch", "count"),
+            p50_ms=("duration_ms", "median"),
+            max_ms=("duration_ms", "max"),
+            last_epoch=("epoch", "max"),
+        )
+        .reset_index()
+        .sort_values("reconciliations", ascending=False)
+    )
+    r.table(per_group)
+    fig, ax = r.figure(
+        "reconciliation", "KIP-848 reconciliation time (epoch bump to every member reconciled)"
+    )
+    ax.hist(rec["duration_ms"].clip(lower=0), bins=30)
+    ax.set_xlabel("ms")
+    r.save(fig, "reconciliation_durations")
 
 
 def short_category_labels(ax: Any, width: int = 24) -> None:
