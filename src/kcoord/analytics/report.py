@@ -17,9 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 TOP = 12
 
 
-def _table(spark: Any, out: Path, name: str) -> Any:
-    path = out / name
-    return spark.read.parquet(str(path)) if path.exists() else None
+def _table(spark: Any, out: str, name: str) -> Any:
+    from .tables import read_table
+
+    return read_table(spark, out, name)
 
 
 def _pdf(df: Any) -> Any:
@@ -76,10 +77,16 @@ class Report:
         return path
 
 
-def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
+def write_report(
+    spark: Any, out: str | Path, summary: dict[str, Any], report_dir: Path | None = None
+) -> Path:
+    """The report of the tables under ``out`` (any Spark path), written to the local ``report_dir``
+    (default: ``out``, when it is a local directory)."""
+    report_dir = Path(out) if report_dir is None else report_dir
+    out = str(out)
     from pyspark.sql import functions as F
 
-    r = Report(out)
+    r = Report(report_dir)
     rows = summary.get("rows", {})
     r.p(
         f"Source: {summary.get('source')}; since: {summary.get('since_ms') or 'the beginning'}; "
@@ -102,7 +109,7 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
     path = r.write("kcoord analytics")
     summary["plots"] = [str(p) for p in r.pngs]
     if r.pngs:
-        overview(r.pngs, out / "overview.png")
+        overview(r.pngs, report_dir / "overview.png")
     return path
 
 
@@ -163,7 +170,7 @@ def per_group_rebalances(reb: Any) -> Any:
     )
 
 
-def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
+def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
     reb = _pdf(_table(spark, out, "rebalances"))
     r.h2("Rebalances")
     if reb.empty:
@@ -212,7 +219,7 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     r.save(fig, "partitions_moved")
 
 
-def _fencing_section(r: Report, spark: Any, out: Path) -> None:
+def _fencing_section(r: Report, spark: Any, out: str) -> None:
     f = _pdf(_table(spark, out, "fencing"))
     r.h2("Fenced and rejected commits")
     if f.empty:
@@ -238,7 +245,7 @@ def _fencing_section(r: Report, spark: Any, out: Path) -> None:
         r.table(z[["group", "member", "instance", "fenced_requests", "client_id", "host"]])
 
 
-def _churn_section(r: Report, spark: Any, out: Path) -> None:
+def _churn_section(r: Report, spark: Any, out: str) -> None:
     c = _pdf(_table(spark, out, "churn"))
     r.h2("Member churn")
     if c.empty:
@@ -252,7 +259,7 @@ def _churn_section(r: Report, spark: Any, out: Path) -> None:
     r.save(fig, "member_churn")
 
 
-def _lag_section(r: Report, spark: Any, out: Path) -> None:
+def _lag_section(r: Report, spark: Any, out: str) -> None:
     lag = _pdf(_table(spark, out, "lag"))
     r.h2("Consumer lag")
     if lag.empty:
