@@ -435,7 +435,8 @@ def _incremental_sources(
         # The topic is read once, into _raw; everything after reads the Parquet files.
         checkpoint.append_raw(raw, args.out, topic, run_id)
         new = checkpoint.raw_records(spark, args.out, topic, {run_id})
-        every = checkpoint.raw_records(spark, args.out, topic, ckpt.runs | {run_id})
+        # a first run's history is its own records: the same DataFrame, built once
+        every = checkpoint.raw_records(spark, args.out, topic, ckpt.runs | {run_id}) if ckpt.runs else new
         sources[role] = (new, every)
     return sources, ends
 
@@ -483,7 +484,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         events_new, events_all = sources.get("events", (None, None))
         offsets_new, offsets_all = sources.get("offsets", (None, None))
         new_tables = pipeline.build(spark, events_new, offsets_new)
-        all_tables = pipeline.build(spark, events_all, offsets_all)
+        first_run = events_all is events_new and offsets_all is offsets_new
+        all_tables = new_tables if first_run else pipeline.build(spark, events_all, offsets_all)
         for name, df in all_tables.items():
             if name in APPENDED_TABLES:
                 written[name] = (new_tables[name], "append")

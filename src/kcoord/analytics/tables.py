@@ -93,7 +93,8 @@ def write_table(spark: Any, df: Any, out: str, name: str, mode: str, by_group: b
     if cols and read_table(spark, out, name) is None:
         # No row at all: a partitioned write leaves no file, and a reader could not tell the
         # table's columns. One file without rows keeps them.
-        df.drop(*cols).limit(0).write.mode("overwrite").parquet(path)
+        empty = df.drop(*cols)
+        spark.createDataFrame([], empty.schema).write.mode("overwrite").parquet(path)
 
 
 def read_table(spark: Any, out: str, name: str) -> Any:
