@@ -212,8 +212,8 @@ def spark_session(
         builder = builder.remote(remote)
     elif launching or master:
         builder = builder.master(master or "local[*]")
-    for key, value in settings.items():
-        if remote is None:
+    if remote is None:  # a Spark Connect server takes no settings at connection time
+        for key, value in settings.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if remote is not None or not launching:
