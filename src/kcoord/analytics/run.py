@@ -488,8 +488,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         all_tables = new_tables if first_run else pipeline.build(spark, events_all, offsets_all)
         for name, df in all_tables.items():
             if name in APPENDED_TABLES:
-                # a first run replaces what a whole (not incremental) run may have left there
-                written[name] = (new_tables[name], "overwrite" if first_run else "append")
+                if name in new_tables:  # absent: that topic had no record to read this time
+                    # a first run replaces what a whole (not incremental) run may have left there
+                    written[name] = (new_tables[name], "overwrite" if first_run else "append")
             else:
                 written[name] = (df, "overwrite")
         commits_for_lag = all_tables.get("offset_commits")
