@@ -119,7 +119,7 @@ def args_for(kcoord: KcoordProcess, topic: str, out: str, **extra: Any) -> argpa
     )
 
 
-@pytest.mark.timeout(600)  # three pipeline runs in one test
+@pytest.mark.timeout(900)  # three pipeline runs in one test (minutes on a loaded 2-core machine)
 def test_incremental_runs_read_only_what_arrived(kcoord: KcoordProcess, spark: Any, tmp_path: Path) -> None:
     from kcoord.analytics.run import run
 
@@ -207,7 +207,7 @@ def test_spark_submit_ships_kcoord_to_the_executors(kcoord: KcoordProcess, tmp_p
          "--conf", "spark.ui.enabled=false", str(main_script),
          "--bootstrap-server", kcoord.bootstrap, "--events-topic", topic, "--offsets-topic", "",
          "--source", "python", "--out", f"file://{out}", "--report-dir", str(tmp_path / "report")],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "rebalances=3" in result.stdout and f"events={len(values)}" in result.stdout
@@ -271,7 +271,7 @@ def test_the_pipeline_runs_under_spark_connect(
         [sys.executable, "-m", "kcoord.analytics", "--remote", spark_connect_server,
          "--bootstrap-server", kcoord.bootstrap, "--events-topic", topic,
          "--offsets-topic", "__kcoord_offsets", "--source", "auto", "--out", str(out), "--incremental"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "rebalances=3" in result.stdout and f"events={len(values)}" in result.stdout
@@ -283,7 +283,7 @@ def test_the_pipeline_runs_under_spark_connect(
         [sys.executable, "-m", "kcoord.analytics", "--remote", spark_connect_server,
          "--bootstrap-server", kcoord.bootstrap, "--events-topic", topic, "--offsets-topic", "",
          "--out", str(out), "--incremental", "--no-report"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "nothing arrived since the last run" in again.stdout
