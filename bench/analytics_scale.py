@@ -10,6 +10,10 @@ sums (some with fenced/rejected counts), 10 joins, 5 leaves, 2 expiries, 3 fence
 rebalance started/completed pairs with 4 assignments of 6 partitions among 3 members, one in 10k
 corrupt. Memory is the peak resident set of this process and its children (the JVM and Python
 workers), sampled every 0.2 s.
+
+Beside each Spark run, the floor: :mod:`bench.analytics_duckdb` (DuckDB, the same files, the core
+tables) in a child process, its peak resident set sampled the same way (``--no-duckdb`` skips it).
+Each line also gives the load averages before and after: the machine is shared.
 """
 
 from __future__ import annotations
@@ -215,11 +219,46 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def sampled_peak(pid: int, stop: threading.Event, peak: list[int]) -> threading.Thread:
+    """A thread that keeps ``peak[0]`` at the largest resident set of ``pid``'s tree until ``stop``."""
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            peak[0] = max(peak[0], tree_rss(pid))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return thread
+
+
+def duckdb_floor(data: Path, threads: int) -> dict[str, object]:
+    """bench.analytics_duckdb over ``data`` in a child process: its result, wall time and peak RSS."""
+    import subprocess
+    import sys
+
+    started = time.monotonic()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.analytics_duckdb", str(data), "--threads", str(threads)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    peak, stop = [0], threading.Event()
+    sampled_peak(child.pid, stop, peak)
+    out, _ = child.communicate()
+    stop.set()
+    if child.returncode != 0:
+        return {"failed": child.returncode}
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    result.update(wall_seconds=round(time.monotonic() - started, 1), peak_rss_mib=peak[0] >> 20)
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--master", default="local[2]")
     p.add_argument("--work", default="/tmp/kcoord-analytics-scale")
+    p.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB floor")
     args = p.parse_args()
     os.environ.setdefault("KCOORD_SPARK_DRIVER_MEMORY", "4g")  # 2g ran out at 10M events (RESULTS.md)
     from kcoord.analytics.run import run
@@ -233,14 +272,10 @@ def main() -> None:
             generate(n, partial)
             partial.rename(data)
             print(f"generated {n:,} events in {time.monotonic() - t:.1f} s", flush=True)
-        peak = [0]
-        stop = threading.Event()
-
-        def sample(peak: list[int] = peak, stop: threading.Event = stop) -> None:
-            while not stop.wait(0.2):
-                peak[0] = max(peak[0], tree_rss(os.getpid()))
-
-        threading.Thread(target=sample, daemon=True).start()
+        load_before = [round(x, 2) for x in os.getloadavg()]
+        floor = None if args.no_duckdb else duckdb_floor(data, threads=2)
+        peak, stop = [0], threading.Event()
+        sampled_peak(os.getpid(), stop, peak)
         started = time.monotonic()
         summary = run(
             argparse.Namespace(
@@ -269,6 +304,9 @@ def main() -> None:
                     "report_seconds": summary.get("report_seconds"),
                     "table_seconds": summary["table_seconds"],
                     "rows": summary["rows"],
+                    "duckdb": floor,
+                    "load_before": load_before,
+                    "load_after": [round(x, 2) for x in os.getloadavg()],
                 }
             ),
             flush=True,

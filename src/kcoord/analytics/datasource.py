@@ -6,11 +6,15 @@ topic partition, and gives the columns Spark's Kafka source gives that the pipel
 ``topic, partition, offset, timestamp (ms), key, value``.
 
 Options: ``bootstrap`` (HOST:PORT[,...]), ``topic``, ``since_ms`` (optional: start at the first
-offset at or after this time instead of the beginning).
+offset at or after this time instead of the beginning), ``start_offsets`` and ``end_offsets``
+(optional, JSON ``{"partition": offset}``: where an incremental run starts, from its checkpoint, and
+the end it fixed before reading; a partition not named starts at the beginning or ``since_ms``, and
+reads to the end).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,19 +37,40 @@ def _options(options: dict[str, str]) -> tuple[str, str, int | None]:
     return options["bootstrap"], options["topic"], int(since) if since not in (None, "") else None
 
 
-def _ranges(bootstrap: str, topic: str, since: int | None) -> list[TopicPartitionRange]:
+def _offsets_option(options: dict[str, str], name: str) -> dict[int, int]:
+    text = options.get(name)
+    return {int(p): int(o) for p, o in json.loads(text).items()} if text else {}
+
+
+def _ranges(
+    bootstrap: str,
+    topic: str,
+    since: int | None,
+    start_offsets: dict[int, int] | None = None,
+    end_offsets: dict[int, int] | None = None,
+) -> list[TopicPartitionRange]:
     from kcoord.analytics import kafka_io
 
     parts = kafka_io.partitions(bootstrap, topic)
     if not parts:
         return []
-    starts = kafka_io.list_offsets(bootstrap, topic, dict.fromkeys(parts, kafka_io.EARLIEST))
+    earliest = kafka_io.list_offsets(bootstrap, topic, dict.fromkeys(parts, kafka_io.EARLIEST))
+    starts = dict(earliest)
     if since is not None:
         at = kafka_io.list_offsets(bootstrap, topic, dict.fromkeys(parts, since))
         starts = {p: (at[p] if at.get(p, -1) >= 0 else -1) for p in parts}
-    # End: read until a fetch brings nothing more (-1), not the listed end offset: some brokers
-    # (tansu) list a wrong end offset for batches of several records (docs/tansu.md).
-    return [TopicPartitionRange(p, starts.get(p, 0), -1) for p in parts if starts.get(p, 0) >= 0]
+    for p, checkpointed in (start_offsets or {}).items():
+        # from the checkpoint on; records that retention deleted since the last run are gone
+        starts[p] = max(checkpointed, earliest.get(p, 0))
+    ends = end_offsets or {}
+    # End: unless fixed by the caller, read until a fetch brings nothing more (-1), not the listed
+    # end offset: some brokers (tansu) list a wrong end offset for batches of several records
+    # (docs/tansu.md).
+    return [
+        TopicPartitionRange(p, starts.get(p, 0), ends.get(p, -1))
+        for p in parts
+        if starts.get(p, 0) >= 0 and (p not in ends or ends[p] > starts.get(p, 0))
+    ]
 
 
 BATCH_ROWS = 20_000
@@ -103,9 +128,11 @@ class KafkaTopicDataSource(DataSource):
 class _BatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.bootstrap, self.topic, self.since = _options(options)
+        self.start_offsets = _offsets_option(options, "start_offsets")
+        self.end_offsets = _offsets_option(options, "end_offsets")
 
     def partitions(self) -> list[InputPartition]:
-        ranges = _ranges(self.bootstrap, self.topic, self.since)
+        ranges = _ranges(self.bootstrap, self.topic, self.since, self.start_offsets, self.end_offsets)
         return list(ranges) or [TopicPartitionRange(-1, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -135,9 +135,41 @@ def end_offsets_over_time(
     return asyncio.run(run())
 
 
+def stable_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → where an incremental read of ``topic`` stops now: the high watermark a Fetch
+    reports, or the last stable offset when a transaction is open below it (its records are not
+    committed yet: the next run reads them once the marker is written). Not the listed end offset:
+    tansu lists a wrong one for batches of several records (docs/tansu.md)."""
+
+    async def run() -> dict[int, int]:
+        cluster = KafkaCluster(parse_bootstrap(bootstrap), 100 << 20, client_id="kcoord-analytics")
+        try:
+            leaders = await _leaders(cluster, topic)
+            out = {}
+            for p, leader in sorted(leaders.items()):
+                if leader < 0:
+                    raise RuntimeError(f"{topic}[{p}] has no leader")
+                _, hwm, error, lso = await _fetch_with_lso(cluster, topic, p, 0, leader, max_bytes=1)
+                if error not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE) or hwm < 0:
+                    raise RuntimeError(f"Fetch {topic}[{p}]: error {error}, high watermark {hwm}")
+                out[p] = lso if 0 <= lso < hwm else hwm
+            return out
+        finally:
+            cluster.close()
+
+    return asyncio.run(run())
+
+
 async def _fetch(
     cluster: KafkaCluster, topic: str, partition: int, offset: int, leader: int, max_bytes: int = 8 << 20
 ) -> tuple[bytes, int, int]:
+    data, hwm, error, _ = await _fetch_with_lso(cluster, topic, partition, offset, leader, max_bytes)
+    return data, hwm, error
+
+
+async def _fetch_with_lso(
+    cluster: KafkaCluster, topic: str, partition: int, offset: int, leader: int, max_bytes: int = 8 << 20
+) -> tuple[bytes, int, int, int]:
     F = sm.FetchRequest
     req = F(
         replica_id=-1,
@@ -158,8 +190,8 @@ async def _fetch(
     for t in resp.responses:
         for p in t.partitions:
             if p.partition_index == partition:
-                return p.records or b"", p.high_watermark, p.error_code
-    return b"", -1, 0
+                return p.records or b"", p.high_watermark, p.error_code, p.last_stable_offset
+    return b"", -1, 0, -1
 
 
 Row = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value

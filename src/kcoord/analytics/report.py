@@ -52,9 +52,10 @@ def time_axis(ax: Any) -> None:
     ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
 
 
-def _table(spark: Any, out: Path, name: str) -> Any:
-    path = out / name
-    return spark.read.parquet(str(path)) if path.exists() else None
+def _table(spark: Any, out: str, name: str) -> Any:
+    from .tables import read_table
+
+    return read_table(spark, out, name)
 
 
 def _pdf(df: Any) -> Any:
@@ -112,10 +113,16 @@ class Report:
         return path
 
 
-def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
+def write_report(
+    spark: Any, out: str | Path, summary: dict[str, Any], report_dir: Path | None = None
+) -> Path:
+    """The report of the tables under ``out`` (any Spark path), written to the local ``report_dir``
+    (default: ``out``, when it is a local directory)."""
+    report_dir = Path(out) if report_dir is None else report_dir
+    out = str(out)
     from pyspark.sql import functions as F
 
-    r = Report(out)
+    r = Report(report_dir)
     rows = summary.get("rows", {})
     since = summary.get("since_ms")
     r.p(
@@ -147,7 +154,7 @@ def write_report(spark: Any, out: Path, summary: dict[str, Any]) -> Path:
     path = r.write("kcoord analytics")
     summary["plots"] = [str(p) for p in r.pngs]
     if r.pngs:
-        overview(r.pngs, out / "overview.png")
+        overview(r.pngs, report_dir / "overview.png")
     return path
 
 
@@ -208,7 +215,7 @@ def per_group_rebalances(reb: Any) -> Any:
     )
 
 
-def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
+def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
     reb = _pdf(_table(spark, out, "rebalances"))
     r.h2("Rebalances")
     if reb.empty:
@@ -265,7 +272,7 @@ def _rebalance_section(r: Report, spark: Any, out: Path, F: Any) -> None:
     r.save(fig, "partitions_moved")
 
 
-def _reconciliation_section(r: Report, spark: Any, out: Path) -> None:
+def _reconciliation_section(r: Report, spark: Any, out: str) -> None:
     rec = _pdf(_table(spark, out, "reconciliations"))
     if rec is None or rec.empty:
         return
@@ -303,7 +310,7 @@ def short_category_labels(ax: Any, width: int = 24) -> None:
         label.set_horizontalalignment("right")
 
 
-def _commit_rate_section(r: Report, spark: Any, out: Path) -> None:
+def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
     """Committed partitions per second for each group over time (from the per-second commit sums),
     the busiest groups; a minute's mean when the history is longer than an hour."""
     import pandas as pd
@@ -337,7 +344,7 @@ def _commit_rate_section(r: Report, spark: Any, out: Path) -> None:
     r.table(totals)
 
 
-def _fencing_section(r: Report, spark: Any, out: Path) -> None:
+def _fencing_section(r: Report, spark: Any, out: str) -> None:
     f = _pdf(_table(spark, out, "fencing"))
     r.h2("Fenced and rejected commits")
     if f.empty:
@@ -382,7 +389,7 @@ def _fencing_over_time(r: Report, fencing: Any) -> None:
     r.save(fig, "fenced_over_time")
 
 
-def _churn_section(r: Report, spark: Any, out: Path) -> None:
+def _churn_section(r: Report, spark: Any, out: str) -> None:
     c = _pdf(_table(spark, out, "churn"))
     r.h2("Member churn")
     if c.empty:
@@ -397,7 +404,7 @@ def _churn_section(r: Report, spark: Any, out: Path) -> None:
     r.save(fig, "member_churn")
 
 
-def _lag_section(r: Report, spark: Any, out: Path) -> None:
+def _lag_section(r: Report, spark: Any, out: str) -> None:
     lag = _pdf(_table(spark, out, "lag"))
     r.h2("Consumer lag")
     if lag.empty:

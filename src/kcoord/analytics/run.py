@@ -1,20 +1,29 @@
 """``kcoord analytics``: read the topics, build the tables, write Parquet and the HTML report.
 
-    kcoord analytics --bootstrap-server HOST:PORT [--since 2026-11-23T10:00|3h|EPOCH_MS] --out DIR
-                     [--master local[*]] [--events-topic __kcoord_events] [--offsets-topic __kcoord_offsets]
+    kcoord analytics --bootstrap-server HOST:PORT [--since 2026-11-23T10:00|3h|EPOCH_MS] --out PATH
+                     [--master local[*] | --remote sc://HOST:PORT] [--incremental]
+                     [--events-topic __kcoord_events] [--offsets-topic __kcoord_offsets]
                      [--source auto|spark-kafka|python] [--input-parquet DIR]
+                     [--packages G:A:V] [--jars JAR,...] [--py-files ZIP,...] [--conf K=V ...]
 
 Spark reads each topic in parallel, one Spark partition per topic partition: with Spark's own
 Kafka source when its connector (``org.apache.spark.sql.kafka010.KafkaSourceProvider``) is on the
-classpath, otherwise with kcoord's Python data source (:mod:`.datasource`). ``--offsets-topic
+classpath (``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION`` or ``--jars``),
+otherwise with kcoord's Python data source (:mod:`.datasource`). ``--offsets-topic
 __consumer_offsets`` runs the commit, lag and generation part against a plain Kafka cluster.
 ``--input-parquet DIR`` reads the event records (columns of Spark's Kafka source) from Parquet
 files instead of a cluster: used by the scale benchmark.
+
+``--out`` is any path Spark writes to (``s3a://``, ``hdfs://``, ``file://``, local). The session is
+local (``--master``), a Spark Connect server's (``--remote``), or the one ``spark-submit`` made
+(then ``--master`` and the memory settings are spark-submit's). ``--incremental`` reads only what
+arrived since the last run (:mod:`.checkpoint`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -22,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from . import tables
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
@@ -39,11 +50,40 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def fill_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", help="HOST:PORT[,...] of kcoord or the Kafka cluster")
-    p.add_argument("--out", required=True, help="output directory (Parquet tables, report.html, plots/)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="where the Parquet tables go: any path Spark writes to (s3a://, hdfs://, file://, local)",
+    )
+    p.add_argument(
+        "--report-dir",
+        help="local directory for report.html and plots/ (default: --out when it is local)",
+    )
     p.add_argument(
         "--since", help="only events at or after: ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m"
     )
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]; under spark-submit, spark-submit's own --master)",
+    )
+    p.add_argument("--remote", help="a Spark Connect server, sc://HOST:PORT (instead of --master)")
+    p.add_argument(
+        "--incremental",
+        action="store_true",
+        help="read only what arrived since the last run (checkpoint beside --out) and append",
+    )
+    p.add_argument(
+        "--partition-by-group",
+        action="store_true",
+        help="split the tables by group as well as by date (one directory per group)",
+    )
+    p.add_argument("--packages", help="Maven coordinates for Spark (spark.jars.packages)")
+    p.add_argument("--jars", help="jars for Spark's classpath, comma-separated (spark.jars)")
+    p.add_argument("--py-files", help="zip/wheel/py files for the executors (spark.submit.pyFiles)")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
     p.add_argument("--events-topic", default="__kcoord_events")
     p.add_argument(
         "--offsets-topic",
@@ -80,25 +120,108 @@ def parse_since(text: str | None, now_ms: int | None = None) -> int | None:
     return int(dt.timestamp() * 1000)
 
 
+OPTION_DEFAULTS: dict[str, Any] = {
+    "report_dir": None,
+    "master": None,
+    "remote": None,
+    "incremental": False,
+    "partition_by_group": False,
+    "packages": None,
+    "jars": None,
+    "py_files": None,
+    "conf": [],
+    "driver_memory": None,
+}
+
+# SQL settings the pipeline relies on; runtime ones, so a Spark Connect session takes them too.
+RUNTIME_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # a partition listed twice: the last owner
+    # a group named "007" stays a string when a table split by group is read back
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+
+
+def with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every option set (callers that build a Namespace by hand name only some)."""
+    return argparse.Namespace(**{**OPTION_DEFAULTS, **vars(args)})
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this Python (its JVM is up and owns master and memory)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def session_conf(
+    shuffle_partitions: int = 8,
+    driver_memory: str | None = None,
+    packages: str | None = None,
+    jars: str | None = None,
+    py_files: str | None = None,
+    conf: list[str] | None = None,
+    launching: bool = True,
+) -> dict[str, str]:
+    """The settings a session is built with: ours, then the pass-through ones (``--conf`` last, so
+    it can change any of them). ``launching``: this process starts the JVM (not spark-submit, not
+    a Spark Connect server), so static settings (memory, jars) are ours to give."""
+    settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions), **RUNTIME_CONF}
+    if launching:
+        settings.update(
+            {
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.log.level": "ERROR",
+                "spark.driver.memory": driver_memory or os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "2g"),
+            }
+        )
+    for key, value in (
+        ("spark.jars.packages", packages),
+        ("spark.jars", jars),
+        ("spark.submit.pyFiles", py_files),
+    ):
+        if value:
+            settings[key] = value
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {item!r}: give KEY=VALUE")
+        settings[key.strip()] = value
+    return settings
+
+
 def spark_session(
-    master: str, app: str = "kcoord-analytics", shuffle_partitions: int = 8, driver_memory: str | None = None
+    master: str | None,
+    app: str = "kcoord-analytics",
+    shuffle_partitions: int = 8,
+    driver_memory: str | None = None,
+    remote: str | None = None,
+    packages: str | None = None,
+    jars: str | None = None,
+    py_files: str | None = None,
+    conf: list[str] | None = None,
 ) -> Any:
+    """A local session (``master``, default local[*]), a Spark Connect one (``remote``), or the one
+    spark-submit started; with kcoord's Kafka data source registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition listed twice: the last owner
-        .config("spark.driver.memory", driver_memory or os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "2g"))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    launching = remote is None and not under_spark_submit()
+    settings = session_conf(shuffle_partitions, driver_memory, packages, jars, py_files, conf, launching)
+    builder = SparkSession.builder.appName(app)
+    if remote is not None:
+        builder = builder.remote(remote)
+    elif launching or master:
+        builder = builder.master(master or "local[*]")
+    if remote is None:  # a Spark Connect server takes no settings at connection time
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if remote is not None or not launching:
+        # a server's or spark-submit's session: static settings are theirs; the SQL ones are ours
+        for key, value in settings.items():
+            if key.startswith("spark.sql."):
+                spark.conf.set(key, value)
     from .datasource import KafkaTopicDataSource
 
     spark.dataSource.register(KafkaTopicDataSource)
@@ -106,15 +229,39 @@ def spark_session(
 
 
 def spark_kafka_available(spark: Any) -> bool:
+    """Whether Spark's own Kafka source is on the session's classpath: asked through the
+    DataFrame API (resolving a read's schema), so it works under Spark Connect too."""
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName(KAFKA_PROVIDER)
+        _ = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", "127.0.0.1:1")
+            .option("subscribe", "kcoord-probe")
+            .load()
+            .columns
+        )
         return True
-    except Exception:
-        return False
+    except Exception as exc:
+        text = str(exc)
+        if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source" in text:
+            return False
+        raise
 
 
-def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, source: str) -> tuple[Any, str]:
-    """The topic's records (``partition, offset, timestamp (ms), key, value``) and the source used."""
+def _kafka_offsets_json(topic: str, offsets: dict[int, int]) -> str:
+    return json.dumps({topic: {str(p): o for p, o in offsets.items()}})
+
+
+def read_topic(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    since_ms: int | None,
+    source: str,
+    start_offsets: dict[int, int] | None = None,
+    end_offsets: dict[int, int] | None = None,
+) -> tuple[Any, str]:
+    """The topic's records (``partition, offset, timestamp (ms), key, value``) and the source used;
+    ``start_offsets``/``end_offsets`` (partition → offset) bound an incremental read."""
     from pyspark.sql import functions as F
 
     use_spark = source == "spark-kafka" or (source == "auto" and spark_kafka_available(spark))
@@ -127,8 +274,14 @@ def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, sou
             .option("kafka.isolation.level", "read_committed")
             .option("subscribe", topic)
         )
-        if since_ms is not None:
+        if start_offsets:
+            # -2: a partition the checkpoint does not know yet starts at the beginning
+            known = {p: start_offsets.get(p, -2) for p in (end_offsets or start_offsets)}
+            reader = reader.option("startingOffsets", _kafka_offsets_json(topic, known))
+        elif since_ms is not None:
             reader = reader.option("startingTimestamp", str(since_ms))
+        if end_offsets:
+            reader = reader.option("endingOffsets", _kafka_offsets_json(topic, end_offsets))
         df = reader.load().select(
             "partition", "offset", (F.unix_millis(F.col("timestamp"))).alias("timestamp"), "key", "value"
         )
@@ -136,6 +289,10 @@ def read_topic(spark: Any, bootstrap: str, topic: str, since_ms: int | None, sou
     reader = spark.read.format("kcoord_kafka").option("bootstrap", bootstrap).option("topic", topic)
     if since_ms is not None:
         reader = reader.option("since_ms", str(since_ms))
+    if start_offsets:
+        reader = reader.option("start_offsets", json.dumps({str(p): o for p, o in start_offsets.items()}))
+    if end_offsets:
+        reader = reader.option("end_offsets", json.dumps({str(p): o for p, o in end_offsets.items()}))
     return reader.load().select("partition", "offset", "timestamp", "key", "value"), "python"
 
 
@@ -194,19 +351,35 @@ def lag_table(spark: Any, bootstrap: str, offset_commits: Any, points: int) -> A
     return spark.createDataFrame(pdf)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    since = parse_since(args.since)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    spark = spark_session(args.master, driver_memory=getattr(args, "driver_memory", None))
-    from . import pipeline
+# Tables with one row per record read (or per record's map entry): an incremental run appends the
+# rows of its new records. Every other table spans the history and is rebuilt from the stored records.
+APPENDED_TABLES = frozenset(
+    {"events", "bad_events", "commits", "fencing", "shard_loads", "offset_commits", "bad_offset_records"}
+)
 
-    summary: dict[str, Any] = {
-        "since_ms": since,
-        "events_topic": args.events_topic,
-        "offsets_topic": args.offsets_topic,
-    }
+
+def _session(args: argparse.Namespace) -> Any:
+    return spark_session(
+        args.master,
+        driver_memory=args.driver_memory,
+        remote=args.remote,
+        packages=args.packages,
+        jars=args.jars,
+        py_files=args.py_files,
+        conf=args.conf,
+    )
+
+
+def _report_dir(args: argparse.Namespace) -> Path | None:
+    if args.report_dir:
+        return Path(args.report_dir)
+    return tables.local_dir(args.out)
+
+
+def _read_sources(
+    spark: Any, args: argparse.Namespace, since: int | None, summary: dict[str, Any]
+) -> tuple[Any, Any]:
+    """The event and offsets records of a whole (not incremental) run."""
     raw_events = raw_offsets = None
     if args.input_parquet:
         raw_events = spark.read.parquet(args.input_parquet)
@@ -219,26 +392,128 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.offsets_topic and args.bootstrap_server and not args.input_parquet:
         raw_offsets, _ = read_topic(spark, args.bootstrap_server, args.offsets_topic, since, args.source)
-    tables = pipeline.build(spark, raw_events, raw_offsets)
-    if "offset_commits" in tables and args.bootstrap_server:
-        lag = lag_table(spark, args.bootstrap_server, tables["offset_commits"], args.lag_points)
-        if lag is not None:
-            tables["lag"] = lag
+    return raw_events, raw_offsets
+
+
+def _incremental_sources(
+    spark: Any, args: argparse.Namespace, since: int | None, summary: dict[str, Any], run_id: int
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, dict[int, int]]] | None:
+    """Read what arrived since the checkpoint into ``_raw`` and give, per role ("events",
+    "offsets"), the (new, all committed + new) records, and the end offsets to commit; None when
+    nothing arrived (no work at all)."""
+    from . import checkpoint, kafka_io
+
+    if args.input_parquet:
+        raise ValueError("--incremental reads topics; it does not apply to --input-parquet")
+    ckpt = checkpoint.load(spark, args.out)
+    topics = {"events": args.events_topic, "offsets": args.offsets_topic}
+    topics = {role: t for role, t in topics.items() if t}
+    ends: dict[str, dict[int, int]] = {}
+    starts: dict[str, dict[int, int]] = {}
+    for topic in topics.values():
+        ends[topic] = kafka_io.stable_end_offsets(args.bootstrap_server, topic)
+        starts[topic] = ckpt.starts(topic)
+    to_read = {
+        topic: sum(max(0, end - starts[topic].get(p, 0)) for p, end in ends[topic].items())
+        for topic in topics.values()
+    }
+    summary["checkpoint_runs"] = len(ckpt.runs)
+    summary["offsets_to_read"] = to_read
+    if not any(to_read.values()):
+        return None
+    sources: dict[str, tuple[Any, Any]] = {}
+    for role, topic in topics.items():
+        first_read = not starts[topic]
+        raw, summary["source"] = read_topic(
+            spark,
+            args.bootstrap_server,
+            topic,
+            since if first_read else None,
+            args.source,
+            start_offsets=starts[topic] or None,
+            end_offsets=ends[topic],
+        )
+        # The topic is read once, into _raw; everything after reads the Parquet files.
+        checkpoint.append_raw(raw, args.out, topic, run_id)
+        new = checkpoint.raw_records(spark, args.out, topic, {run_id})
+        # a first run's history is its own records: the same DataFrame, built once
+        every = checkpoint.raw_records(spark, args.out, topic, ckpt.runs | {run_id}) if ckpt.runs else new
+        sources[role] = (new, every)
+    return sources, ends
+
+
+def _write_tables(
+    spark: Any, args: argparse.Namespace, written: dict[str, tuple[Any, str]], summary: dict[str, Any]
+) -> None:
     counts: dict[str, int] = {}
     seconds: dict[str, float] = {}
-    for name, df in tables.items():
+    for name, (df, mode) in written.items():
         t = time.monotonic()
-        df.write.mode("overwrite").parquet(str(out / name))
-        counts[name] = spark.read.parquet(str(out / name)).count()
+        tables.write_table(spark, df, args.out, name, mode, args.partition_by_group)
+        stored = tables.read_table(spark, args.out, name)
+        counts[name] = 0 if stored is None else stored.count()
         seconds[name] = round(time.monotonic() - t, 2)
     summary["rows"] = counts
     summary["table_seconds"] = seconds
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    args = with_defaults(args)
+    since = parse_since(args.since)
+    report_dir = None if args.no_report else _report_dir(args)
+    if not args.no_report and report_dir is None:
+        raise ValueError(f"--out {args.out} is not local: give --report-dir for the report, or --no-report")
+    started = time.monotonic()
+    run_id = int(time.time() * 1000)
+    spark = _session(args)
+    from . import checkpoint, pipeline
+
+    summary: dict[str, Any] = {
+        "since_ms": since,
+        "events_topic": args.events_topic,
+        "offsets_topic": args.offsets_topic,
+        "out": args.out,
+    }
+    written: dict[str, tuple[Any, str]] = {}
+    if args.incremental:
+        found = _incremental_sources(spark, args, since, summary, run_id)
+        if found is None:  # nothing new: no table, report or checkpoint is touched
+            summary.update(rows={}, table_seconds={}, records_read=0, no_work=True)
+            summary["total_seconds"] = summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
+            return summary
+        sources, ends = found
+        events_new, events_all = sources.get("events", (None, None))
+        offsets_new, offsets_all = sources.get("offsets", (None, None))
+        new_tables = pipeline.build(spark, events_new, offsets_new)
+        first_run = events_all is events_new and offsets_all is offsets_new
+        all_tables = new_tables if first_run else pipeline.build(spark, events_all, offsets_all)
+        for name, df in all_tables.items():
+            if name in APPENDED_TABLES:
+                if name in new_tables:  # absent: that topic had no record to read this time
+                    # a first run replaces what a whole (not incremental) run may have left there
+                    written[name] = (new_tables[name], "overwrite" if first_run else "append")
+            else:
+                written[name] = (df, "overwrite")
+        commits_for_lag = all_tables.get("offset_commits")
+        summary["records_read"] = sum(df.count() for df in (events_new, offsets_new) if df is not None)
+    else:
+        raw_events, raw_offsets = _read_sources(spark, args, since, summary)
+        built = pipeline.build(spark, raw_events, raw_offsets)
+        written = {name: (df, "overwrite") for name, df in built.items()}
+        commits_for_lag = built.get("offset_commits")
+    if commits_for_lag is not None and args.bootstrap_server:
+        lag = lag_table(spark, args.bootstrap_server, commits_for_lag, args.lag_points)
+        if lag is not None:
+            written["lag"] = (lag, "overwrite")
+    _write_tables(spark, args, written, summary)
+    if args.incremental:
+        checkpoint.commit(spark, args.out, run_id, ends)  # last: the run counts once all is written
     summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
-    if not args.no_report:
+    if report_dir is not None:
         from .report import write_report
 
         t = time.monotonic()
-        write_report(spark, out, summary)
+        write_report(spark, args.out, summary, report_dir)
         summary["report_seconds"] = round(time.monotonic() - t, 2)
     summary["total_seconds"] = round(time.monotonic() - started, 2)
     return summary
@@ -256,10 +531,21 @@ def main(argv: list[str] | None = None) -> int:
 def preflight(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line or the cluster, in one line, before Spark starts (a
     typo must not look like an empty topic, nor a dead cluster like a Java trace); None if nothing."""
+    args = with_defaults(args)
     try:
         parse_since(args.since)
     except ValueError:
         return f"--since {args.since!r}: give an ISO time (UTC), EPOCH_MS, or an age like 3h, 2d, 30m"
+    try:
+        session_conf(conf=args.conf)
+    except ValueError as exc:
+        return str(exc)
+    if args.master and args.remote:
+        return "--master and --remote both name a Spark: give one"
+    if not args.no_report and _report_dir(args) is None:
+        return f"--out {args.out} is not a local path: give --report-dir for the report, or --no-report"
+    if args.incremental and args.input_parquet:
+        return "--incremental reads topics since the last run; it does not apply to --input-parquet"
     if args.input_parquet or not args.events_topic:
         return None
     from . import kafka_io
@@ -313,6 +599,9 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"kcoord analytics: {problem}", file=sys.stderr)
         return 2
     summary = run(args)
+    if summary.get("no_work"):
+        print(f"{args.out}: nothing arrived since the last run (checkpoint unchanged)")
+        return 0
     print(
         f"wrote {args.out}: "
         + ", ".join(f"{k}={v}" for k, v in summary["rows"].items())

@@ -127,7 +127,7 @@ def _decompress(codec: int, data: bytes) -> bytes:
 
             out: bytes = lz4.frame.decompress(data)  # untyped library: its result, declared
             return out
-        import zstandard  # type: ignore[import-not-found]
+        import zstandard  # type: ignore[import-not-found, unused-ignore]  # typed when installed (pyspark[connect] brings it)
 
         out = zstandard.ZstdDecompressor().decompressobj().decompress(data)
         return out

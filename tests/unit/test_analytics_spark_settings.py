@@ -1,0 +1,64 @@
+"""What ``kcoord analytics`` hands Spark: pass-through settings, output paths, and the checks on
+them before Spark starts (no Spark session needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kcoord.analytics.run import main, session_conf
+from kcoord.analytics.tables import join, local_dir
+
+
+def test_packages_jars_py_files_and_conf_are_passed_to_spark() -> None:
+    settings = session_conf(
+        packages="org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1",
+        jars="/opt/a.jar,/opt/b.jar",
+        py_files="dist/kcoord-0.1.0-py3-none-any.whl",
+        conf=["spark.executor.memory=4g", "spark.sql.shuffle.partitions=64", "spark.x=a=b"],
+    )
+    assert settings["spark.jars.packages"] == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1"
+    assert settings["spark.jars"] == "/opt/a.jar,/opt/b.jar"
+    assert settings["spark.submit.pyFiles"] == "dist/kcoord-0.1.0-py3-none-any.whl"
+    assert settings["spark.executor.memory"] == "4g"
+    assert settings["spark.sql.shuffle.partitions"] == "64"  # --conf comes last: it wins
+    assert settings["spark.x"] == "a=b"  # split at the first '=' only
+    assert settings["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_a_session_someone_else_launched_gets_only_sql_settings_from_us() -> None:
+    """spark-submit or a Spark Connect server owns memory and the UI; kcoord asks for neither."""
+    settings = session_conf(launching=False)
+    assert "spark.driver.memory" not in settings and "spark.ui.enabled" not in settings
+    assert settings["spark.sql.mapKeyDedupPolicy"] == "LAST_WIN"
+
+
+def test_output_paths_are_joined_as_uris_not_pathlib() -> None:
+    assert join("s3a://bucket/kcoord/", "events") == "s3a://bucket/kcoord/events"
+    assert join("hdfs://nn:8020/x", "_raw") == "hdfs://nn:8020/x/_raw"
+    assert join("file:///data/k", "lag") == "file:///data/k/lag"
+    assert local_dir("s3a://bucket/kcoord") is None and local_dir("hdfs://nn/x") is None
+    assert local_dir("file:///data/k") == Path("/data/k")
+    assert local_dir("out/report") == Path("out/report")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--conf", "spark.executor.memory"], "--conf 'spark.executor.memory': give KEY=VALUE"),
+        (["--master", "local[2]", "--remote", "sc://h:15002"], "--master and --remote both name a Spark"),
+        (["--incremental", "--input-parquet", "/tmp/x"], "--incremental reads topics"),
+    ],
+)
+def test_bad_spark_options_are_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--bootstrap-server", "127.0.0.1:1", "--out", "/tmp/x", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_a_remote_out_needs_a_local_report_dir(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--bootstrap-server", "127.0.0.1:1", "--out", "s3a://bucket/kcoord"]) == 2
+    assert "give --report-dir for the report, or --no-report" in capsys.readouterr().err
