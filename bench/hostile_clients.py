@@ -68,7 +68,7 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
             )  # fmt: skip
             reader.close()
         else:
-            attackers = NeverReaders(proc.bootstrap, int(scenario), frame).start()
+            attackers = NeverReaders(proc.bootstrap, int(scenario), frame, args.attackers_nice).start()
             peak = sample_until(pid, args.attack, args.rss_abort_mib)
             attacked = probe.window()
             result.update(
@@ -103,6 +103,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64)"
+    )
+    parser.add_argument(
+        "--attackers-nice",
+        type=int,
+        default=0,
+        help="nice increment of the never-readers' process (19: as if they ran on other machines)",
     )
     parser.add_argument("--no-reader", action="store_true", help="skip the one pipelining reader")
     parser.add_argument("--ids", type=int, default=20_000, help="group ids per DescribeGroups")

@@ -15,6 +15,7 @@ round trips measure kcoord, not this process's own work.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import select
 import socket
 import struct
@@ -79,8 +80,9 @@ class NeverReaders:
     ``sent``: bytes kcoord took; ``closed_by_server``: connections kcoord closed (a send failed).
     """
 
-    def __init__(self, address: str, count: int, frame: bytes) -> None:
+    def __init__(self, address: str, count: int, frame: bytes, niceness: int = 0) -> None:
         ctx = multiprocessing.get_context("fork")
+        self._niceness = niceness  # their process's nice increment: attackers on other machines
         self._sent = ctx.Value("q", 0, lock=False)
         self._closed = ctx.Value("i", 0, lock=False)
         self._ready = ctx.Event()
@@ -102,6 +104,8 @@ class NeverReaders:
         return int(self._closed.value)
 
     def _pump(self, address: str, count: int, frame: bytes) -> None:
+        if self._niceness:
+            os.nice(self._niceness)
         sockets = [connect(address, rcvbuf=4096) for _ in range(count)]
         self._ready.set()
         views = {s: memoryview(frame) for s in sockets}
