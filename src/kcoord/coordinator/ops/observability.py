@@ -11,8 +11,6 @@ event loop may touch (the single-writer rule), and a scrape then never races a h
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -22,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kcoord.coordinator.core import events as ev
 
+from .http_endpoint import HttpEndpoint
 from .logs import log_event
 from .metrics import Metrics
 
@@ -275,27 +274,24 @@ def readiness(app: Observed) -> tuple[bool, dict[str, Any]]:
 class MetricsServer:
     def __init__(self, app: Observed) -> None:
         self.app = app
-        self.server: asyncio.base_events.Server | None = None
-        self.port = 0
-        self._open: set[asyncio.StreamWriter] = set()  # scrapers' keep-alive connections, closed on close()
+        self._http = HttpEndpoint(self._respond, http_log)
+
+    @property
+    def port(self) -> int:
+        return self._http.port
 
     async def start(self, host: str, port: int) -> int:
-        self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        self.port = self.server.sockets[0].getsockname()[1]
+        bound = await self._http.start(host, port)
         http_log.info(
-            "metrics on http://%s:%d/metrics, liveness on /healthz, readiness on /readyz", host, self.port
+            "metrics on http://%s:%d/metrics, liveness on /healthz, readiness on /readyz", host, bound
         )
-        return self.port
+        return bound
 
     async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            # A scraper's idle keep-alive connection would hold its handler until the loop ends and
-            # cancels it; closed here, the handler sees EOF and ends by itself.
-            for writer in list(self._open):
-                writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2.0)
+        await self._http.close()
+
+    async def _respond(self, method: str, path: str) -> tuple[int, str, bytes]:
+        return self.respond(method, path)
 
     def respond(self, method: str, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for one request; separated from the socket for tests."""
@@ -311,42 +307,3 @@ class MetricsServer:
             ok, body = readiness(self.app)
             return (200 if ok else 503), "application/json", json.dumps(body).encode() + b"\n"
         return 404, "text/plain; charset=utf-8", b"not found: try /metrics, /healthz or /readyz\n"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._open.add(writer)
-        try:
-            while True:
-                request_line = await asyncio.wait_for(reader.readline(), 30.0)
-                if not request_line:
-                    return
-                while (await asyncio.wait_for(reader.readline(), 30.0)) not in (b"\r\n", b"\n", b""):
-                    pass  # headers: nothing we need
-                parts = request_line.decode("latin-1").split()
-                if len(parts) < 2:
-                    status, ctype, body = 400, "text/plain; charset=utf-8", b"bad request\n"
-                else:
-                    status, ctype, body = self.respond(parts[0], parts[1])
-                reason = {
-                    200: "OK",
-                    400: "Bad Request",
-                    404: "Not Found",
-                    405: "Method Not Allowed",
-                    503: "Service Unavailable",
-                }[status]
-                head = (
-                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                    "Connection: keep-alive\r\n\r\n"
-                )
-                writer.write(head.encode("latin-1") + (b"" if parts[:1] == ["HEAD"] else body))
-                await writer.drain()
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            # Shutdown cancels what is still open. Ended quietly: asyncio's streams read the task's
-            # exception() in a done callback, which raises for a cancelled task and logs a traceback.
-            pass
-        except Exception:
-            http_log.exception("metrics endpoint failed")
-        finally:
-            self._open.discard(writer)
-            writer.close()

@@ -16,19 +16,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator.ops.http_endpoint import HttpEndpoint
+
 from .scrape import http_get, merge_metrics
 
 log = logging.getLogger("kcoord.http")
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JSON_TYPE = "application/json"
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    503: "Service Unavailable",
-}
 
 # index -> the worker's metrics port, or None while it is not running (started, not replaced yet)
 WorkerPorts = Callable[[], dict[int, int | None]]
@@ -77,59 +72,25 @@ class SupervisorEndpoint:
     def __init__(self, worker_ports: WorkerPorts, stopping: Callable[[], bool]) -> None:
         self.worker_ports = worker_ports
         self.stopping = stopping
-        self.server: asyncio.base_events.Server | None = None
-        self.port = 0
-        self._open: set[asyncio.StreamWriter] = set()
+        self._http = HttpEndpoint(self._respond, log)
+
+    @property
+    def port(self) -> int:
+        return self._http.port
 
     async def start(self, host: str, port: int) -> int:
-        self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        self.port = self.server.sockets[0].getsockname()[1]
+        bound = await self._http.start(host, port)
         log.info(
             "metrics of every worker on http://%s:%d/metrics, liveness on /healthz, readiness on /readyz",
             host,
-            self.port,
+            bound,
         )
-        return self.port
+        return bound
 
     async def close(self) -> None:
-        if self.server is None:
-            return
-        self.server.close()
-        for writer in list(self._open):
-            writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.server.wait_closed(), 2.0)
+        await self._http.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._open.add(writer)
-        try:
-            while True:
-                request_line = await asyncio.wait_for(reader.readline(), 30.0)
-                if not request_line:
-                    return
-                while (await asyncio.wait_for(reader.readline(), 30.0)) not in (b"\r\n", b"\n", b""):
-                    pass  # headers: nothing needed
-                parts = request_line.decode("latin-1").split()
-                status, ctype, body = await self._respond(parts)
-                head = (
-                    f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
-                )
-                writer.write(head.encode("latin-1") + (b"" if parts[:1] == ["HEAD"] else body))
-                await writer.drain()
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            pass  # shutdown; ended quietly (see ops/observability.py)
-        except Exception:
-            log.exception("supervisor endpoint failed")
-        finally:
-            self._open.discard(writer)
-            writer.close()
-
-    async def _respond(self, parts: list[str]) -> tuple[int, str, bytes]:
-        if len(parts) < 2:
-            return 400, "text/plain; charset=utf-8", b"bad request\n"
-        if parts[0] not in ("GET", "HEAD"):
+    async def _respond(self, method: str, path: str) -> tuple[int, str, bytes]:
+        if method not in ("GET", "HEAD"):
             return 405, "text/plain; charset=utf-8", b"method not allowed\n"
-        return await answer(parts[1], self.worker_ports, self.stopping())
+        return await answer(path, self.worker_ports, self.stopping())
