@@ -7,7 +7,6 @@ tansu and Apache Kafka in turn.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
@@ -22,6 +21,7 @@ from kcoord.protocol.messages import ApiKey
 from support.kcoord_process import KcoordProcess
 from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
+from tests.support.members import ConsumerProtocolMember as Member
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -41,40 +41,6 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
         bootstrap=upstream.bootstrap,
     ) as proc:
         yield proc
-
-
-class Member(threading.Thread):
-    """A confluent-kafka consumer of the consumer protocol, polling until told to stop."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        })  # fmt: skip
-        self.topic = topic
-        self.values: list[bytes] = []
-        self.assignment: set[int] = set()
-        self.errors: list[str] = []
-        self.stop_event = threading.Event()
-
-    def run(self) -> None:
-        self.consumer.subscribe([self.topic])
-        while not self.stop_event.is_set():
-            message = self.consumer.poll(0.2)
-            self.assignment = {tp.partition for tp in self.consumer.assignment()}
-            if message is None:
-                continue
-            if message.error():
-                self.errors.append(str(message.error()))
-                continue
-            self.values.append(message.value())
-            self.consumer.commit(message=message, asynchronous=False)
-        self.consumer.close()  # leaves the group (epoch -1)
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -6,20 +6,19 @@ Kafka in turn."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
 from prometheus_client.parser import text_string_to_metric_families
 
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port
 from support.workload import create_topic, unique
 from tests.support.fixtures import Upstream
+from tests.support.members import ConsumerProtocolMember as Member
 
 pytestmark = pytest.mark.integration
 
@@ -37,31 +36,6 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     ) as proc:  # fmt: skip
         proc.metrics_url = f"http://127.0.0.1:{port}/metrics"  # type: ignore[attr-defined]
         yield proc
-
-
-class Member(threading.Thread):
-    """A librdkafka consumer of the consumer protocol, polling until told to stop."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-            "auto.offset.reset": "earliest",
-        })  # fmt: skip
-        self.topic = topic
-        self.assignment: set[int] = set()
-        self.stop_event = threading.Event()
-
-    def run(self) -> None:
-        self.consumer.subscribe([self.topic])
-        while not self.stop_event.is_set():
-            self.consumer.poll(0.2)
-            self.assignment = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:

@@ -47,3 +47,40 @@ class CommittingMember:
     def close(self) -> None:
         self._stop.set()
         self.thread.join(30)
+
+
+class ConsumerProtocolMember(threading.Thread):
+    """A confluent-kafka consumer of the consumer protocol (KIP-848), polling until told to stop and
+    committing each record it reads; ``assignment`` is what it owns after its last poll."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        from confluent_kafka import Consumer
+
+        super().__init__(daemon=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        })  # fmt: skip
+        self.topic = topic
+        self.values: list[bytes] = []
+        self.assignment: set[int] = set()
+        self.errors: list[str] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        while not self.stop_event.is_set():
+            message = self.consumer.poll(0.2)
+            self.assignment = {tp.partition for tp in self.consumer.assignment()}
+            if message is None:
+                continue
+            if message.error():
+                self.errors.append(str(message.error()))
+                continue
+            self.values.append(message.value())
+            self.consumer.commit(message=message, asynchronous=False)
+        self.consumer.close()  # leaves the group (epoch -1)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
