@@ -123,7 +123,18 @@ def test_java_consumers_of_the_consumer_protocol(kcoord: KcoordProcess, java_pee
         owned_a, owned_b = set(a["current"]), set(b["current"])
         return len(owned_a) == 2 and len(owned_b) == 2 and not owned_a & owned_b
 
-    wait_for(split, 60, "two Java members of the consumer protocol split the partitions")
+    try:
+        wait_for(split, 60, "two Java members of the consumer protocol split the partitions")
+    except AssertionError as exc:
+        seen = {
+            peer.name: [(e.get("event"), e.get("current", e.get("partitions"))) for e in peer.events[-8:]]
+            for peer in (first, second)
+        }
+        group_lines = "\n".join(kcoord.log_lines(group)[-30:])
+        stderr = {peer.name: peer.stderr_tail(5) for peer in (first, second)}
+        raise AssertionError(
+            f"{exc}\nlast events: {seen}\npeers' stderr: {stderr}\nkcoord on the group:\n{group_lines}"
+        ) from None
     # Either may read first: the one whose JVM joins first gets all four partitions and can read
     # and commit all 300 records before it hands two over (the other then has nothing to read).
     wait_for(lambda: bool(first.latest("records") or second.latest("records")), 60, "a member reads records")
