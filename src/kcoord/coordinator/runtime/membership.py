@@ -132,6 +132,53 @@ class Lease:
         return now < self.deadline
 
 
+class CoordinatorNotFound(Exception):
+    """No bootstrap broker answered, or FindCoordinator answered an error."""
+
+
+async def connect_group_coordinator(
+    bootstrap: list[tuple[str, int]],
+    group_id: str,
+    security: UpstreamSecurity,
+    *,
+    connect_timeout: float,
+    find_timeout: float,
+    request_timeout: float,
+) -> tuple[Connection, tuple[str, int]]:
+    """A connection to ``group_id``'s coordinator (and its address), found with FindCoordinator on
+    the first bootstrap broker that answers; ``request_timeout`` is the new connection's."""
+    last: Exception | None = None
+    for address in bootstrap:
+        try:
+            conn = await connect(
+                address,
+                timeout=connect_timeout,
+                request_timeout=find_timeout,
+                limits=VERSION_LIMITS,
+                security=security,
+            )
+        except (KafkaClientError, OSError, TimeoutError) as exc:
+            last = exc
+            continue
+        try:
+            resp = await conn.request(
+                m.FindCoordinatorRequest(key=group_id, key_type=0), timeout=find_timeout
+            )
+        finally:
+            conn.close()
+        if resp.error_code != ErrorCode.NONE:
+            raise CoordinatorNotFound(f"FindCoordinator for {group_id} answered error {resp.error_code}")
+        coordinator = await connect(
+            (resp.host, resp.port),
+            timeout=connect_timeout,
+            request_timeout=request_timeout,
+            limits=VERSION_LIMITS,
+            security=security,
+        )
+        return coordinator, (resp.host, resp.port)
+    raise CoordinatorNotFound(f"no upstream broker reachable at {bootstrap}: {last}")
+
+
 class _Rediscover(Exception):
     """The coordinator moved or the connection broke: find it again."""
 
@@ -271,38 +318,20 @@ class ClusterMembership:
                 backoff = min(backoff * 2, 2.0)
 
     async def _coordinator(self) -> Connection:
-        last: Exception | None = None
-        for address in self.bootstrap:
-            try:
-                conn = await connect(
-                    address,
-                    timeout=5.0,
-                    request_timeout=10.0,
-                    limits=VERSION_LIMITS,
-                    security=self.security,
-                )
-            except (KafkaClientError, OSError, TimeoutError) as exc:
-                last = exc
-                continue
-            try:
-                resp = await conn.request(
-                    m.FindCoordinatorRequest(key=self.group_id, key_type=0), timeout=10.0
-                )
-            finally:
-                conn.close()
-            if resp.error_code != ErrorCode.NONE:
-                raise _Rediscover(f"FindCoordinator error {resp.error_code}")
-            coordinator = await connect(
-                (resp.host, resp.port),
-                timeout=5.0,
+        try:
+            coordinator, address = await connect_group_coordinator(
+                self.bootstrap,
+                self.group_id,
+                self.security,
+                connect_timeout=5.0,
+                find_timeout=10.0,
                 request_timeout=self.session_timeout_ms / 1000 + 30,
-                limits=VERSION_LIMITS,
-                security=self.security,
             )
-            self._conn = coordinator
-            self._coordinator_address = (resp.host, resp.port)
-            return coordinator
-        raise _Rediscover(f"no upstream broker reachable at {self.bootstrap}: {last}")
+        except CoordinatorNotFound as exc:
+            raise _Rediscover(str(exc)) from None
+        self._conn = coordinator
+        self._coordinator_address = address
+        return coordinator
 
     def _metadata(self) -> bytes:
         user_data = json.dumps(

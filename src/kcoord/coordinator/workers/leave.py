@@ -11,42 +11,14 @@ from __future__ import annotations
 
 import logging
 
-from kcoord.client import Connection, KafkaClientError, UpstreamSecurity, connect
-from kcoord.coordinator.runtime.membership import VERSION_LIMITS
+from kcoord.client import KafkaClientError, UpstreamSecurity
+from kcoord.coordinator.runtime.membership import CoordinatorNotFound, connect_group_coordinator
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.workers")
 
 TIMEOUT = 5.0  # seconds for each step: connect, FindCoordinator, LeaveGroup
-
-
-async def _coordinator(
-    bootstrap: list[tuple[str, int]], group_id: str, security: UpstreamSecurity
-) -> Connection:
-    last: Exception | None = None
-    for address in bootstrap:
-        try:
-            conn = await connect(
-                address, timeout=TIMEOUT, request_timeout=TIMEOUT, limits=VERSION_LIMITS, security=security
-            )
-        except (KafkaClientError, OSError, TimeoutError) as exc:
-            last = exc
-            continue
-        try:
-            found = await conn.request(m.FindCoordinatorRequest(key=group_id, key_type=0), timeout=TIMEOUT)
-        finally:
-            conn.close()
-        if found.error_code != ErrorCode.NONE:
-            raise KafkaClientError(f"FindCoordinator for {group_id} answered error {found.error_code}")
-        return await connect(
-            (found.host, found.port),
-            timeout=TIMEOUT,
-            request_timeout=TIMEOUT,
-            limits=VERSION_LIMITS,
-            security=security,
-        )
-    raise KafkaClientError(f"no upstream broker reachable at {bootstrap}: {last}")
 
 
 async def remove_member(
@@ -60,8 +32,15 @@ async def remove_member(
     """Ask the group's coordinator to remove one member now; returns what happened, for the log
     line (never raises for the upstream's answers: the session timeout removes it otherwise)."""
     try:
-        conn = await _coordinator(bootstrap, group_id, security)
-    except (KafkaClientError, OSError, TimeoutError) as exc:
+        conn, _ = await connect_group_coordinator(
+            bootstrap,
+            group_id,
+            security,
+            connect_timeout=TIMEOUT,
+            find_timeout=TIMEOUT,
+            request_timeout=TIMEOUT,
+        )
+    except (CoordinatorNotFound, KafkaClientError, OSError, TimeoutError) as exc:
         return f"not removed ({exc}): its session times out instead"
     try:
         identity = m.LeaveGroupRequest.MemberIdentity(
