@@ -9,13 +9,10 @@ counting duplicates and ownerless seconds against Kafka 4.0, is a harness of its
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer
 from kafka import KafkaProducer
 
 from kcoord.coordinator.tools.groups import GroupsAdmin, render_description
@@ -23,6 +20,7 @@ from kcoord.protocol import messages as m
 from support.kcoord_process import KcoordProcess
 from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
+from tests.support.members import PollingMember
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -37,42 +35,6 @@ def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
         bootstrap=upstream.bootstrap,
     ) as proc:  # fmt: skip
         yield proc
-
-
-class Member(threading.Thread):
-    """A confluent-kafka consumer polling until told to stop, committing each record it reads."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str) -> None:
-        super().__init__(daemon=True)
-        config = {
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        }  # fmt: skip
-        if protocol == "classic":
-            config.update({"partition.assignment.strategy": "range", "session.timeout.ms": 10_000,
-                           "heartbeat.interval.ms": 500})  # fmt: skip
-        self.consumer = Consumer(config)
-        self.topic = topic
-        self.values: list[bytes] = []
-        self.assignment: set[int] = set()
-        self.stop_event = threading.Event()
-
-    def run(self) -> None:
-        self.consumer.subscribe([self.topic])
-        while not self.stop_event.is_set():
-            message = self.consumer.poll(0.2)
-            self.assignment = {tp.partition for tp in self.consumer.assignment()}
-            if message is None or message.error():
-                continue
-            self.values.append(message.value())
-            # A commit refused during a rebalance only means the record may come again.
-            with contextlib.suppress(Exception):
-                self.consumer.commit(message=message, asynchronous=False)
-        self.consumer.close()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -102,8 +64,8 @@ def test_a_classic_member_and_a_consumer_protocol_member_share_a_group_and_conve
 ) -> None:
     topic, group = unique("mig"), unique("mig-group")
     create_topic(kcoord.bootstrap, topic, PARTITIONS)
-    classic = Member(kcoord.bootstrap, group, topic, "classic")
-    modern = Member(kcoord.bootstrap, group, topic, "consumer")
+    classic = PollingMember(kcoord.bootstrap, group, topic, "classic", tolerate_commit_errors=True)
+    modern = PollingMember(kcoord.bootstrap, group, topic, "consumer", tolerate_commit_errors=True)
     produced = produce_numbered(kcoord.bootstrap, topic, 200, PARTITIONS)
     classic.start()
     try:

@@ -21,7 +21,7 @@ from kcoord.protocol.messages import ApiKey
 from support.kcoord_process import KcoordProcess
 from support.workload import create_topic, produce_numbered, unique
 from tests.support.fixtures import Upstream
-from tests.support.members import ConsumerProtocolMember as Member
+from tests.support.members import PollingMember as Member
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration

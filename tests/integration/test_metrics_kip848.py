@@ -18,7 +18,7 @@ from support.kcoord_process import KcoordProcess
 from support.ports import free_port
 from support.workload import create_topic, unique
 from tests.support.fixtures import Upstream
-from tests.support.members import ConsumerProtocolMember as Member
+from tests.support.members import PollingMember as Member
 
 pytestmark = pytest.mark.integration
 

@@ -49,19 +49,33 @@ class CommittingMember:
         self.thread.join(30)
 
 
-class ConsumerProtocolMember(threading.Thread):
-    """A confluent-kafka consumer of the consumer protocol (KIP-848), polling until told to stop and
-    committing each record it reads; ``assignment`` is what it owns after its last poll."""
+class PollingMember(threading.Thread):
+    """A confluent-kafka consumer polling until told to stop and committing each record it reads;
+    ``assignment`` is what it owns after its last poll. ``protocol`` is its ``group.protocol``
+    (a classic one uses range with a 10 s session); ``tolerate_commit_errors``: a commit refused
+    during a rebalance only means the record may come again."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        protocol: str = "consumer",
+        tolerate_commit_errors: bool = False,
+    ) -> None:
         from confluent_kafka import Consumer
 
         super().__init__(daemon=True)
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        })  # fmt: skip
+        }  # fmt: skip
+        if protocol == "classic":
+            config.update({"partition.assignment.strategy": "range", "session.timeout.ms": 10_000,
+                           "heartbeat.interval.ms": 500})  # fmt: skip
+        self.consumer = Consumer(config)
         self.topic = topic
+        self.tolerate_commit_errors = tolerate_commit_errors
         self.values: list[bytes] = []
         self.assignment: set[int] = set()
         self.errors: list[str] = []
@@ -78,8 +92,12 @@ class ConsumerProtocolMember(threading.Thread):
                 self.errors.append(str(message.error()))
                 continue
             self.values.append(message.value())
-            self.consumer.commit(message=message, asynchronous=False)
-        self.consumer.close()  # leaves the group (epoch -1)
+            try:
+                self.consumer.commit(message=message, asynchronous=False)
+            except Exception:
+                if not self.tolerate_commit_errors:
+                    raise
+        self.consumer.close()  # leaves the group (a consumer-protocol member: epoch -1)
 
     def stop(self) -> None:
         self.stop_event.set()
