@@ -192,6 +192,22 @@ def fenced_commits(bootstrap: str, group: str, topic: str, n: int) -> None:
             assert resp.topics[0].partitions[0].error_code != 0
 
 
+def analytics_args(bootstrap: str, out: Path, events_topic: str, offsets_topic: str) -> argparse.Namespace:
+    """``kcoord analytics`` over kcoord's topics with the Python source, 2 local cores, a report."""
+    return argparse.Namespace(
+        bootstrap_server=bootstrap,
+        out=str(out),
+        since=None,
+        master="local[2]",
+        events_topic=events_topic,
+        offsets_topic=offsets_topic,
+        source="python",
+        input_parquet=None,
+        no_report=False,
+        lag_points=5,
+    )
+
+
 @pytest.fixture(scope="module")
 def pipeline_out(
     kcoord: KcoordProcess, tmp_path_factory: pytest.TempPathFactory, spark: Any
@@ -230,18 +246,7 @@ def pipeline_out(
     out = tmp_path_factory.mktemp("analytics")
     from kcoord.analytics.run import run
 
-    args = argparse.Namespace(
-        bootstrap_server=kcoord.bootstrap,
-        out=str(out),
-        since=None,
-        master="local[2]",
-        events_topic="__kcoord_events",
-        offsets_topic="__kcoord_offsets",
-        source="python",
-        input_parquet=None,
-        no_report=False,
-        lag_points=5,
-    )
+    args = analytics_args(kcoord.bootstrap, out, "__kcoord_events", "__kcoord_offsets")
     summary = run(args)
     tables = {name: spark.read.parquet(str(out / name)).toPandas() for name in summary["rows"]}
     reb = tables["rebalances"]
@@ -338,20 +343,7 @@ def test_an_empty_topic_gives_an_empty_report(kcoord: KcoordProcess, spark: Any,
     create_topic(kcoord.bootstrap, topic, 2)
     from kcoord.analytics.run import run
 
-    summary = run(
-        argparse.Namespace(
-            bootstrap_server=kcoord.bootstrap,
-            out=str(tmp_path),
-            since=None,
-            master="local[2]",
-            events_topic=topic,
-            offsets_topic="",
-            source="python",
-            input_parquet=None,
-            no_report=False,
-            lag_points=5,
-        )
-    )
+    summary = run(analytics_args(kcoord.bootstrap, tmp_path, topic, ""))
     assert summary["rows"]["events"] == 0 and summary["plots"] == []
     assert "No events" in (tmp_path / "report.html").read_text()
 
@@ -384,20 +376,7 @@ def test_bad_records_in_the_topic_are_counted_and_never_numbers(
     assert producer.flush(30) == 0
     from kcoord.analytics.run import run
 
-    summary = run(
-        argparse.Namespace(
-            bootstrap_server=kcoord.bootstrap,
-            out=str(tmp_path),
-            since=None,
-            master="local[2]",
-            events_topic=topic,
-            offsets_topic="",
-            source="python",
-            input_parquet=None,
-            no_report=False,
-            lag_points=5,
-        )
-    )
+    summary = run(analytics_args(kcoord.bootstrap, tmp_path, topic, ""))
     bad = spark.read.parquet(str(tmp_path / "bad_events")).toPandas().sort_values("offset")
     assert list(bad["problem"]) == ["not_utf8", "wrong_type", "out_of_range", "wrong_type"]
     rebalances = spark.read.parquet(str(tmp_path / "rebalances")).toPandas()
