@@ -245,7 +245,7 @@ class App:
     async def start(self) -> None:
         s = self.settings
         self._make_tls_contexts()
-        self.upstream = self._make_upstream_security()
+        self.upstream = upstream_security(self.settings)
         if s.cluster_enabled:
             self.router.owned = frozenset()  # nothing until the cluster's group assigns shards
             self.router.node_id = s.coordinator_node_id
@@ -373,9 +373,6 @@ class App:
         s = self.settings
         if s.listener_security_protocol in ("SSL", "SASL_SSL"):
             self.listener_ssl = server_context(s)
-
-    def _make_upstream_security(self) -> UpstreamSecurity:
-        return upstream_security(self.settings)
 
     # -- cluster mode -------------------------------------------------------------------------------
     def _join_cluster(self, bootstrap: list[tuple[str, int]], port: int) -> None:

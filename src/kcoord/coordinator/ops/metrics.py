@@ -451,9 +451,9 @@ class GroupStateCollector(Collector):
     """Gauges read from the shards' live state at scrape time, on the event loop that owns it.
 
     Counting at scrape time (rather than incrementing gauges on every transition) cannot drift
-    from the truth after a shard reload. A scrape walks every group once, and the members of
-    consumer groups once (their protocol and kind are per member; classic groups keep counts):
-    bounded by the groups and members, next to a request rate that touches them far more often.
+    from the truth after a shard reload. A scrape walks every group once: groups keep their counts
+    of static and classic-protocol members by replay, so only a mixed group's members are walked
+    (to split its static members by protocol).
 
     Groups are labelled by ``type``, the protocol the group runs (classic, or consumer for KIP-848
     groups), and members also by ``protocol``, the one the member speaks: a consumer group with
@@ -521,7 +521,7 @@ class GroupStateCollector(Collector):
                     classic_static = sum(
                         1
                         for m in group_members.values()
-                        if m.classic_member_metadata is not None and m.instance_id is not None
+                        if m.uses_classic_protocol and m.instance_id is not None
                     )
                     by_member[("consumer", state, "classic", "static")] += classic_static
                     by_member[("consumer", state, "classic", "dynamic")] += classic - classic_static
