@@ -185,6 +185,12 @@ class KafkaCluster:
             self._conns.pop(key).close()
         return resp
 
+    def forget_topic(self) -> None:
+        """The topic was deleted: its leaders and partition count are unknown again (a topic
+        created again under its name may have others), as before the first :meth:`refresh`."""
+        self.leaders = {}
+        self.partition_count = None
+
     async def refresh(self, topic: str) -> None:
         """Reload the leader map of ``topic``; concurrent callers share one Metadata round trip."""
         if self._refresh is not None:

@@ -429,12 +429,6 @@ class EventTopicWriter:
         topic = next((t for t in resp.topics if t.name == self.topic), None)
         return topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def _forget_topic(self) -> None:
-        """The topic is gone: its leaders and partition count are no more (a re-created topic may
-        have others)."""
-        self.cluster.leaders = {}
-        self.cluster.partition_count = 0
-
     async def _run(self) -> None:
         # Lossy by design (module docstring): no deadline, every failure is retried after a back-off
         # until the writer closes.
@@ -467,7 +461,7 @@ class EventTopicWriter:
                 retry.succeeded()
                 self._enter(WRITING)
             except EventTopicGone as exc:
-                self._forget_topic()
+                self.cluster.forget_topic()
                 self._enter(TOPIC_MISSING, str(exc))
                 ready = False
                 if closing:
