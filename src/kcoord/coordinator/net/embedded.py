@@ -141,7 +141,7 @@ class EmbeddedBroker:
     async def stop_async(self, timeout: float = 5.0) -> None:
         """:meth:`stop` without blocking the event loop: tansu's graceful exit waits for its
         clients' connections, which here are kcoord's own, closing on this very loop (a blocking
-        wait held them open and every shutdown took the whole timeout)."""
+        wait held them open and every shutdown took the whole timeout). Killed after ``timeout``."""
         proc = self.process
         if proc is None or proc.poll() is not None:
             return
@@ -149,7 +149,10 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        self.stop()  # killed if it is still there
+        if proc.poll() is None:  # its storage is memory only: nothing is lost by killing it now
+            proc.kill()
+            while proc.poll() is None:
+                await asyncio.sleep(0.02)
 
     def stop(self) -> None:
         proc = self.process

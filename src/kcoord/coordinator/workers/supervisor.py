@@ -239,25 +239,11 @@ class Supervisor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self.embedded is not None:
-            await self._stop_embedded(self.embedded)
+            # Its workers are gone by now; tansu's graceful exit can still wait out a rebalance it
+            # holds (half the session timeout) for members that no longer exist.
+            await self.embedded.stop_async(EMBEDDED_STOP_TIMEOUT)
         if self.endpoint is not None:
             await self.endpoint.close()
-
-    async def _stop_embedded(self, broker: EmbeddedBroker) -> None:
-        """SIGTERM, then SIGKILL after EMBEDDED_STOP_TIMEOUT. Its workers are gone by now; tansu's
-        graceful exit can still wait out a rebalance it holds (half the session timeout) for
-        members that no longer exist, and its memory storage is lost either way."""
-        proc = broker.process
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        deadline = time.monotonic() + EMBEDDED_STOP_TIMEOUT
-        while proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        if proc.poll() is None:
-            proc.kill()
-            while proc.poll() is None:
-                await asyncio.sleep(0.02)
 
     async def _stop_worker(self, worker: Worker) -> None:
         process = worker.process
