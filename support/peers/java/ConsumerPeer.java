@@ -198,10 +198,22 @@ public final class ConsumerPeer {
         }
     }
 
+    /**
+     * Commits the position of every assigned partition whose position the consumer already knows. A partition
+     * whose position is still being looked up is skipped (nothing consumed from it yet, so nothing to commit):
+     * waiting for it can hang. kafka-clients 4.3's KIP-848 consumer does not look up the position of a
+     * partition pending revocation, and the revocation only runs inside poll(), so position() on a partition
+     * assigned and at once taken back (a second member joining) spins until default.api.timeout.ms (60 s)
+     * while the group waits for the revocation (seen on tansu, whose ListOffsets answers later).
+     */
     static void commitSync(KafkaConsumer<byte[], byte[]> consumer) {
         Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
         for (TopicPartition tp : consumer.assignment()) {
-            offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+            try {
+                offsets.put(tp, new OffsetAndMetadata(consumer.position(tp, Duration.ZERO)));
+            } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                // position not known yet: see above
+            }
         }
         try {
             consumer.commitSync(offsets);
