@@ -37,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="charge this process's CPU to the target (repeatable)",
     )
+    p.add_argument(
+        "--upstream-pid",
+        type=int,
+        action="append",
+        default=[],
+        help="the target's upstream broker: its CPU is reported apart as upstream_cores (repeatable)",
+    )
     p.add_argument("--members", type=int, default=None, help="members (steady, join-storm, rolling-bounce)")
     p.add_argument("--group-size", type=int, default=None, help="members per group (steady, commit-storm)")
     p.add_argument(
@@ -152,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     raise_fd_limit()
-    target = scenarios.Target(args.bootstrap, args.label, args.server_pid)
+    target = scenarios.Target(args.bootstrap, args.label, args.server_pid, args.upstream_pid)
     coro = SCENARIOS[args.scenario](target, **scenario_kwargs(args))
     if args.uvloop:
         import uvloop

@@ -11,7 +11,10 @@ committer, one OffsetCommit in flight each, the committers' connections opened t
 FindCoordinator names for their group (so with workers, to the worker serving it). Rounds
 interleave the three targets, so each sees the same machine load; nothing is pinned (workers need
 the cores). Reported per run: commits/s, p50/p99, the CPU of the target's processes (kcoord: the
-supervisor and its workers, not the upstream Kafka; Kafka: its JVM) and the load average.
+supervisor and its workers; Kafka: its JVM) and the load average. For kcoord the upstream Kafka's CPU
+in the same window is reported too (``upstream_cores``: the appends of kcoord's records, its
+metadata answers), and the CPU per commit with it: Kafka's own figure includes its log writes, so
+"kcoord + upstream" is the like-for-like comparison, "kcoord" alone the cost of kcoord's code.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def start_kcoord(name: str, upstream: str, workers: int) -> tuple[procs.Child, s
     return child, listen, pids
 
 
-def run_storm(label: str, bootstrap: str, pids: list[int], args: argparse.Namespace) -> dict[str, Any]:
+def run_storm(
+    label: str, bootstrap: str, pids: list[int], upstream_pids: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
     out = Path(tempfile.mkstemp(prefix=f"workers-{label}-", suffix=".json")[1])
     cmd = [
         sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap, "--scenario", "commit-storm",
@@ -66,6 +71,8 @@ def run_storm(label: str, bootstrap: str, pids: list[int], args: argparse.Namesp
     ]  # fmt: skip
     for pid in pids:
         cmd += ["--server-pid", str(pid)]
+    for pid in upstream_pids:
+        cmd += ["--upstream-pid", str(pid)]
     load_before = os.getloadavg()[0]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
@@ -80,11 +87,11 @@ def line(result: dict[str, Any]) -> str:
         return f"{result['target']}: FAILED {result['error']}"
     commit = result.get("commit", {})
     cpu = result.get("server_cores", "?")
-    per_commit = (
-        f"{cpu / result['commits_per_s'] * 1e6:.0f} µs CPU/commit"
-        if isinstance(cpu, float) and result["commits_per_s"]
-        else "?"
-    )
+    rate = result["commits_per_s"]
+    per_commit = f"{cpu / rate * 1e6:.0f} µs CPU/commit" if isinstance(cpu, float) and rate else "?"
+    upstream = result.get("upstream_cores")
+    if isinstance(cpu, float) and isinstance(upstream, float) and rate:
+        per_commit += f"; upstream {upstream} cores, with it {(cpu + upstream) / rate * 1e6:.0f} µs/commit"
     return (
         f"{result['target']}: {result['commits_per_s']:,.0f} commits/s, p50 {commit.get('p50_ms')} ms, "
         f"p99 {commit.get('p99_ms')} ms, server CPU {cpu} cores ({per_commit}), "
@@ -106,11 +113,11 @@ def main() -> None:
         one, one_at, one_pids = start_kcoord("kcoord-1", kafka.bootstrap, 1)
         two, two_at, two_pids = start_kcoord("kcoord-workers-2", kafka.bootstrap, 2)
         try:
-            targets = [("kafka-4.0", kafka.bootstrap, kafka_pids), ("kcoord", one_at, one_pids),
-                       ("kcoord-workers-2", two_at, two_pids)]  # fmt: skip
+            targets = [("kafka-4.0", kafka.bootstrap, kafka_pids, []), ("kcoord", one_at, one_pids, kafka_pids),
+                       ("kcoord-workers-2", two_at, two_pids, kafka_pids)]  # fmt: skip
             for round_ in range(args.rounds):
-                for label, bootstrap, pids in targets:
-                    result = run_storm(label, bootstrap, pids, args)
+                for label, bootstrap, pids, upstream_pids in targets:
+                    result = run_storm(label, bootstrap, pids, upstream_pids, args)
                     result["round"] = round_ + 1
                     results.append(result)
                     print(f"round {round_ + 1}: {line(result)}", flush=True)

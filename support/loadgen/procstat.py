@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -57,9 +57,14 @@ class Usage:
 
     ``other_cores`` is what neither used: on a shared machine, someone else's work that may have
     taken CPU from the server under test. Reports carry it so a reader can judge a figure.
+    ``upstream_pids``: processes doing work on the server's behalf (kcoord's upstream broker, which
+    stores its commits), reported apart as ``upstream_cores``: a coordinator that keeps its state on
+    another process is compared with one that stores its own (Kafka's) by their sum.
     """
 
     server_pids: list[int]
+    upstream_pids: list[int] = field(default_factory=list)
+    upstream_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     self_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0
@@ -68,6 +73,7 @@ class Usage:
 
     def start(self) -> Usage:
         self._s0 = sum(cpu_seconds(p) for p in self.server_pids)
+        self._u0 = sum(cpu_seconds(p) for p in self.upstream_pids)
         self._q0 = sum(runqueue_wait_seconds(p) for p in self.server_pids)
         self._l0 = time.process_time()
         self._m0 = machine_busy_seconds()
@@ -76,6 +82,7 @@ class Usage:
 
     def stop(self) -> Usage:
         self.server_cpu_s = sum(cpu_seconds(p) for p in self.server_pids) - self._s0
+        self.upstream_cpu_s = sum(cpu_seconds(p) for p in self.upstream_pids) - self._u0
         self.server_wait_s = sum(runqueue_wait_seconds(p) for p in self.server_pids) - self._q0
         self.self_cpu_s = time.process_time() - self._l0
         self.machine_cpu_s = machine_busy_seconds() - self._m0
@@ -85,7 +92,8 @@ class Usage:
     def report(self) -> dict[str, float | None]:
         w = self.wall_s or 1e-9
         server = self.server_cpu_s / w if self.server_pids else None
-        other = (self.machine_cpu_s - self.server_cpu_s - self.self_cpu_s) / w
+        other = (self.machine_cpu_s - self.server_cpu_s - self.upstream_cpu_s - self.self_cpu_s) / w
+        upstream = round(self.upstream_cpu_s / w, 3) if self.upstream_pids else None
         return {
             "server_cpu_s": round(self.server_cpu_s, 3),
             "server_cores": round(server, 3) if server is not None else None,
@@ -93,4 +101,5 @@ class Usage:
             "other_cores": round(max(0.0, other), 3),
             # fraction of the window the server was runnable but not running (starved by other work)
             "server_runqueue_wait": round(self.server_wait_s / w, 3) if self.server_pids else None,
+            "upstream_cores": upstream,
         }

@@ -40,6 +40,7 @@ class Target:
     bootstrap: str
     label: str = "target"
     server_pids: list[int] = field(default_factory=list)  # CPU is summed over these
+    upstream_pids: list[int] = field(default_factory=list)  # reported apart (upstream_cores)
 
 
 def _run_id() -> str:
@@ -56,7 +57,7 @@ def with_cores_per_1k_heartbeats(
 
 
 def _usage(target: Target) -> Usage:
-    return Usage(list(target.server_pids)).start()
+    return Usage(list(target.server_pids), list(target.upstream_pids)).start()
 
 
 async def _create_topic(bootstrap: str, topic: str, partitions: int) -> str:
