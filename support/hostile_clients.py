@@ -31,6 +31,13 @@ DESCRIBE_VERSION = 5
 HEARTBEAT_VERSION = 4
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -204,9 +211,11 @@ class PipeliningReader:
 
 @dataclass
 class Latencies:
-    """Round trips in seconds (failures: a timeout or a closed connection)."""
+    """Round trips in seconds (failures: a timeout or a closed connection); ``sent_at``: when each
+    began (``time.perf_counter``), for latencies over time."""
 
     seconds: list[float] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)
     failures: int = 0
 
     def quantile(self, q: float) -> float:
@@ -289,7 +298,9 @@ class Probe:
             try:
                 answer = self._request(ApiKey.HEARTBEAT, HEARTBEAT_VERSION, heartbeat)
                 assert answer.error_code == 0, answer  # type: ignore[attr-defined]
-                self.current.seconds.append(time.perf_counter() - started)
+                current = self.current
+                current.seconds.append(time.perf_counter() - started)
+                current.sent_at.append(started)
             except (OSError, ConnectionError):
                 self.current.failures += 1
                 self._sock.close()
