@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
-import urllib.request
 from collections.abc import Callable
 
 from support.hostile_clients import (
@@ -37,6 +35,7 @@ from support.hostile_clients import (
     PipeliningReader,
     Probe,
     cpu_seconds,
+    describe_groups_dispatched,
     describe_groups_frame,
     rss_mib,
 )
@@ -89,14 +88,6 @@ def p99_by_second(latencies: Latencies, start: float) -> list[float]:
     ]
 
 
-def describe_dispatched(metrics: str) -> int:
-    """DescribeGroups requests kcoord received for dispatch so far (its /metrics)."""
-    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    found = re.findall(r'^kcoord_requests_total\{api="describe_groups",version="\d+"\} (\S+)$', text, re.M)
-    return int(sum(float(n) for n in found))
-
-
 def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
     metrics = f"127.0.0.1:{free_port()}"
     proc = KcoordProcess("--storage", "memory", "--metrics", metrics, *args.kcoord_arg).start()
@@ -136,7 +127,7 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
             result.update(
                 sent_mib=round(attackers.sent / 2**20, 1),
                 closed_by_kcoord=attackers.closed_by_server,
-                describe_dispatched=describe_dispatched(metrics),
+                describe_dispatched=describe_groups_dispatched(metrics),
             )
             attackers.close()
         result["attack_seconds"] = round(time.monotonic() - started, 1)
@@ -168,7 +159,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64)"
+        "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64; 0: none)"
     )
     parser.add_argument(
         "--attackers-nice",
@@ -186,7 +177,8 @@ def main() -> None:
     parser.add_argument("--rss-abort-mib", type=float, default=3000.0)
     parser.add_argument("--kcoord-arg", action="append", default=[], help="an extra kcoord serve argument")
     args = parser.parse_args()
-    scenarios = [str(n) for n in (args.attackers or [8, 64])] + ([] if args.no_reader else ["reader"])
+    counts = [n for n in (args.attackers or [8, 64]) if n > 0]
+    scenarios = [str(n) for n in counts] + ([] if args.no_reader else ["reader"])
     results = []
     for scenario in scenarios:
         result = run(scenario, args)
