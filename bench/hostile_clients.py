@@ -15,8 +15,11 @@ timed for ``--idle`` seconds with nothing else running (idle), then while the at
 - reader: one connection sends ``--reader-requests`` such requests back to back and reads every
   answer; its total time is printed.
 
-kcoord's VmRSS is sampled every 0.2 s. A run whose RSS passes ``--rss-abort-mib`` stops the attack
-there (the machine is shared) and says so. One JSON line per scenario follows the summary.
+kcoord's VmRSS and CPU time are sampled every 0.2 s. A run whose RSS passes ``--rss-abort-mib``
+stops the attack there (the machine is shared) and says so. One JSON line per scenario follows the
+summary, with, per second of the attack, kcoord's CPU use (1.0: one core) and the probe's p99
+(``cpu_by_second``, ``probe_p99_ms_by_second``), and the DescribeGroups requests kcoord dispatched
+(``describe_dispatched``, from its /metrics: the answers it computed or began).
 """
 
 from __future__ import annotations
@@ -26,24 +29,68 @@ import json
 import time
 from collections.abc import Callable
 
-from support.hostile_clients import NeverReaders, PipeliningReader, Probe, describe_groups_frame, rss_mib
+from support.hostile_clients import (
+    Latencies,
+    NeverReaders,
+    PipeliningReader,
+    Probe,
+    cpu_seconds,
+    describe_groups_dispatched,
+    describe_groups_frame,
+    rss_mib,
+)
 from support.kcoord_process import KcoordProcess
+from support.ports import free_port
 
 
-def sample_until(pid: int, seconds: float, abort_mib: float, done: Callable[[], bool] | None = None) -> float:
-    """The peak RSS over ``seconds`` (earlier if it passes ``abort_mib`` or ``done()``)."""
+def sample_until(
+    pid: int,
+    seconds: float,
+    abort_mib: float,
+    done: Callable[[], bool] | None = None,
+    cpu: list[tuple[float, float]] | None = None,
+) -> float:
+    """The peak RSS over ``seconds`` (earlier if it passes ``abort_mib`` or ``done()``); ``cpu``
+    gets (perf_counter, CPU seconds) samples."""
     peak = 0.0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         peak = max(peak, rss_mib(pid))
+        if cpu is not None:
+            cpu.append((time.perf_counter(), cpu_seconds(pid)))
         if peak > abort_mib or (done is not None and done()):
             break
         time.sleep(0.2)
     return peak
 
 
+def cpu_by_second(samples: list[tuple[float, float]]) -> list[float]:
+    """CPU use (1.0: one core busy) in each whole second from the first sample."""
+    if not samples:
+        return []
+    start, used = samples[0]
+    out = []
+    for at, total in samples[1:]:
+        if at - start >= 1.0:
+            out.append(round((total - used) / (at - start), 2))
+            start, used = at, total
+    return out
+
+
+def p99_by_second(latencies: Latencies, start: float) -> list[float]:
+    """The probe's p99 (ms) for each second from ``start``."""
+    buckets: dict[int, list[float]] = {}
+    for at, seconds in zip(latencies.sent_at, latencies.seconds, strict=True):
+        buckets.setdefault(int(at - start), []).append(seconds)
+    return [
+        round(Latencies(sorted(buckets.get(i, [])), []).quantile(0.99) * 1000, 1)
+        for i in range(max(buckets, default=-1) + 1)
+    ]
+
+
 def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
-    proc = KcoordProcess("--storage", "memory", *args.kcoord_arg).start()
+    metrics = f"127.0.0.1:{free_port()}"
+    proc = KcoordProcess("--storage", "memory", "--metrics", metrics, *args.kcoord_arg).start()
     assert proc.process is not None
     pid = proc.process.pid
     result: dict[str, object] = {"scenario": scenario, "kcoord_args": args.kcoord_arg, "ids": args.ids}
@@ -54,10 +101,16 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
         idle = probe.window()
         base = rss_mib(pid)
         started = time.monotonic()
+        attack_start = time.perf_counter()
+        cpu: list[tuple[float, float]] = []
         if scenario == "reader":
             reader = PipeliningReader(proc.bootstrap, args.reader_requests, frame).start()
             peak = sample_until(
-                pid, args.reader_timeout, args.rss_abort_mib, lambda: reader.answered >= reader.requests
+                pid,
+                args.reader_timeout,
+                args.rss_abort_mib,
+                lambda: reader.answered >= reader.requests,
+                cpu,
             )
             attacked = probe.window()
             complete = reader.wait(0.1)
@@ -69,13 +122,17 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
             reader.close()
         else:
             attackers = NeverReaders(proc.bootstrap, int(scenario), frame, args.attackers_nice).start()
-            peak = sample_until(pid, args.attack, args.rss_abort_mib)
+            peak = sample_until(pid, args.attack, args.rss_abort_mib, cpu=cpu)
             attacked = probe.window()
             result.update(
-                sent_mib=round(attackers.sent / 2**20, 1), closed_by_kcoord=attackers.closed_by_server
+                sent_mib=round(attackers.sent / 2**20, 1),
+                closed_by_kcoord=attackers.closed_by_server,
+                describe_dispatched=describe_groups_dispatched(metrics),
             )
             attackers.close()
         result["attack_seconds"] = round(time.monotonic() - started, 1)
+        result["cpu_by_second"] = cpu_by_second(cpu)
+        result["probe_p99_ms_by_second"] = p99_by_second(attacked, attack_start)
         result["aborted_at_rss_limit"] = peak > args.rss_abort_mib
         peak = max(peak, sample_until(pid, args.settle, float("inf")))
         after = rss_mib(pid)
@@ -102,7 +159,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64)"
+        "--attackers", type=int, action="append", help="never-reader counts (default 8 and 64; 0: none)"
     )
     parser.add_argument(
         "--attackers-nice",
@@ -120,7 +177,8 @@ def main() -> None:
     parser.add_argument("--rss-abort-mib", type=float, default=3000.0)
     parser.add_argument("--kcoord-arg", action="append", default=[], help="an extra kcoord serve argument")
     args = parser.parse_args()
-    scenarios = [str(n) for n in (args.attackers or [8, 64])] + ([] if args.no_reader else ["reader"])
+    counts = [n for n in (args.attackers or [8, 64]) if n > 0]
+    scenarios = [str(n) for n in counts] + ([] if args.no_reader else ["reader"])
     results = []
     for scenario in scenarios:
         result = run(scenario, args)

@@ -6,7 +6,8 @@ Shared by the connection-limits integration test and ``bench/hostile_clients.py`
 - :class:`PipeliningReader`: one connection that sends many such requests at once and reads
   every answer (a heavy but well-behaved admin client);
 - :class:`Probe`: an honest member heartbeating on a connection of its own, its round trips timed;
-- :func:`rss_mib`: a process's resident memory, from /proc.
+- :func:`rss_mib`, :func:`cpu_seconds`: a process's resident memory and CPU time, from /proc;
+- :func:`describe_groups_dispatched`: the DescribeGroups requests kcoord dispatched (its /metrics).
 
 The hostile clients run in child processes and the probe in a thread of this one: the probe's
 round trips measure kcoord, not this process's own work.
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import select
 import socket
 import struct
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 
 from kcoord.protocol import frames
@@ -31,12 +34,28 @@ DESCRIBE_VERSION = 5
 HEARTBEAT_VERSION = 4
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def describe_groups_dispatched(metrics: str) -> int:
+    """DescribeGroups requests kcoord dispatched so far (``kcoord_requests_total`` on its /metrics at
+    ``metrics``, HOST:PORT): each is an answer it computed or is computing."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found = re.findall(r'^kcoord_requests_total\{api="describe_groups",version="\d+"\} (\S+)$', text, re.M)
+    return int(sum(float(n) for n in found))
 
 
 def describe_groups_frame(ids: int, prefix: str, correlation_id: int = 1) -> bytes:
@@ -204,9 +223,11 @@ class PipeliningReader:
 
 @dataclass
 class Latencies:
-    """Round trips in seconds (failures: a timeout or a closed connection)."""
+    """Round trips in seconds (failures: a timeout or a closed connection); ``sent_at``: when each
+    began (``time.perf_counter``), for latencies over time."""
 
     seconds: list[float] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)
     failures: int = 0
 
     def quantile(self, q: float) -> float:
@@ -289,7 +310,9 @@ class Probe:
             try:
                 answer = self._request(ApiKey.HEARTBEAT, HEARTBEAT_VERSION, heartbeat)
                 assert answer.error_code == 0, answer  # type: ignore[attr-defined]
-                self.current.seconds.append(time.perf_counter() - started)
+                current = self.current
+                current.seconds.append(time.perf_counter() - started)
+                current.sent_at.append(started)
             except (OSError, ConnectionError):
                 self.current.failures += 1
                 self._sock.close()

@@ -7,7 +7,9 @@ same run. Then, in turn:
   answers) and never read an answer;
 - one connection pipelines such requests back to back and reads every answer.
 Each time: kcoord's RSS stays under the bound docs/configuration.md states for that many
-connections (plus a margin for what is not connection memory), the probe's p99 stays within
+connections (plus a margin for what is not connection memory), a never-reader has at most
+one costly answer computed for it (kcoord's /metrics; ~2.4 each in 15 s before costly requests
+waited for the socket to take the earlier answers, ~8 each could fit its buffers), the probe's p99 stays within
 max(2 x idle, idle + 30 ms) with no timeout (30 ms: a floor for a loaded 2-core machine; the bench
 measures 5-12 ms, 25-51 ms before large answers were encoded in steps), and RSS comes back down
 after the attackers close.
@@ -29,10 +31,12 @@ from support.hostile_clients import (
     NeverReaders,
     PipeliningReader,
     Probe,
+    describe_groups_dispatched,
     describe_groups_frame,
     rss_mib,
 )
 from support.kcoord_process import KcoordProcess
+from support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +65,9 @@ def bound_mib(connections: int) -> float:
 
 @pytest.fixture(scope="module")
 def kcoord() -> Iterator[KcoordProcess]:
-    with KcoordProcess("--storage", "memory") as proc:
+    metrics = f"127.0.0.1:{free_port()}"
+    with KcoordProcess("--storage", "memory", "--metrics", metrics) as proc:
+        proc.metrics = metrics  # type: ignore[attr-defined]
         yield proc
 
 
@@ -117,6 +123,7 @@ def test_never_reading_clients_pipelining_huge_describe_groups(
     p, idle = probe
     base = rss_mib(pid(kcoord))
     frame = describe_groups_frame(IDS, f"hostile{attackers}")
+    dispatched_before = describe_groups_dispatched(kcoord.metrics)  # type: ignore[attr-defined]
     hostile = NeverReaders(kcoord.bootstrap, attackers, frame).start()
     p.window()
     peak = base
@@ -129,16 +136,19 @@ def test_never_reading_clients_pipelining_huge_describe_groups(
             time.sleep(0.1)
         attacked = p.window()
         sent = hostile.sent
+        dispatched = describe_groups_dispatched(kcoord.metrics) - dispatched_before  # type: ignore[attr-defined]
     finally:
         hostile.close()
     after = comes_back_down(kcoord, base, peak)
     print(
-        f"\n{attackers} never-readers ({sent / MiB:.0f} MiB of requests taken): RSS {base:.0f} -> peak "
+        f"\n{attackers} never-readers ({sent / MiB:.0f} MiB of requests taken, {dispatched} served): RSS {base:.0f} -> peak "
         f"{peak:.0f} -> after {after:.0f} MiB (bound {bound_mib(attackers):.0f} MiB); probe idle "
         f"{idle.summary()}; under attack {attacked.summary()}"
     )
     assert peak <= bound_mib(attackers), f"RSS {peak:.0f} MiB over the bound {bound_mib(attackers):.0f} MiB"
     assert sent > 4 * len(frame), "kcoord hardly read the attackers: nothing was tested"
+    # One answer each: the next costly request waits until the socket took it, which it never does.
+    assert dispatched <= attackers, f"{dispatched} DescribeGroups served to {attackers} never-readers"
     check_latency(idle, attacked, f"{attackers} never-readers")
 
 

@@ -469,3 +469,52 @@ async def test_the_pieces_of_large_frames_are_read_one_connection_per_loop_itera
     assert t2.reading
     c2.data_received(last)
     assert answers(t2) == 1 and t2.reading
+
+
+# -- costly requests wait until the client took the answers before them --------------------------------------
+async def test_a_costly_request_waits_until_the_client_took_the_earlier_answers() -> None:
+    """As Kafka's broker reads nothing more from a connection until its last response went out: a
+    client that does not read gets no costly answer computed beyond the one it is not taking, and
+    cheap requests (on its connection before that, and on every other) are served meanwhile."""
+    app = app_with()
+    conn, t = connect(app, accepting=False)
+    conn.data_received(requests(1) + padded_api_versions(2, 40 * 1024) + requests(1, 3))
+    # The first answer is not taken: the costly request waits, and the cheap one behind it, in order.
+    assert not t.reading and t.writing_paused and answers(t) == 0
+    assert conn._backlog is not None and len(conn._backlog) == 2
+    await settle()
+    assert not t.reading and conn._backlog is not None and len(conn._backlog) == 2, "it still waits"
+    other, ot = connect(app)
+    other.data_received(requests(2))
+    assert answers(ot) == 2
+    t.accepting = True
+    t.drain()  # the client took the first answer: the costly request goes, then the cheap one
+    assert t.reading and answers(t) == 1
+    await settle()
+    assert t.reading and answers(t) == 3 and conn._backlog is None and app.output_bytes == 0
+
+
+async def test_a_reading_client_pipelining_costly_requests_is_not_held_back() -> None:
+    app = app_with()
+    conn, t = connect(app)
+    conn.data_received(b"".join(padded_api_versions(i, 40 * 1024) for i in range(5)))
+    for _ in range(5):  # one costly dispatch per loop iteration across connections (dispatch_turns.py)
+        await settle()
+    assert t.reading and answers(t) == 5 and conn._backlog is None
+
+
+def test_the_kernel_keeps_at_most_unsent_in_kernel_bytes_of_a_client_socket() -> None:
+    import socket
+
+    class SocketTransport:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return self.sock if name == "socket" else default
+
+    with socket.socket() as sock:
+        c.limit_unsent_in_kernel(SocketTransport(sock))  # type: ignore[arg-type]
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT) == c.UNSENT_IN_KERNEL
+    with socket.socket(socket.AF_UNIX) as unix:  # no such option: left as it is, no error
+        c.limit_unsent_in_kernel(SocketTransport(unix))  # type: ignore[arg-type]

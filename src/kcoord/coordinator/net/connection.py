@@ -21,7 +21,12 @@ Limits. Reading from a connection pauses, and requests already read wait undispa
 - the unsent output of all connections passes ``queued.max.response.bytes`` (App; it holds some);
 - a large request waits for ``queued.max.request.bytes`` memory (protocol.frames.FrameBudget);
 - a costly request waits for its loop iteration: one is dispatched per iteration across all
-  connections (dispatch_turns.py).
+  connections (dispatch_turns.py);
+- a costly request waits while the socket does not take the connection's earlier answers (the
+  transport holds some), as Kafka's broker reads no request from a connection until its last
+  response went out. The kernel's share of the unsent output is capped (``UNSENT_IN_KERNEL``), so
+  the transport holds some as soon as the client stops reading. (Answers waiting behind a parked
+  request do not count: the client is not the reason they wait.)
 A connection whose unsent output passes ``connection.output.max.bytes`` is closed. The App's sweep
 closes connections idle for ``connections.max.idle.ms`` (no complete request, no answer written,
 nothing in flight) and those whose frame has been arriving for ``request.receive.timeout.ms``
@@ -67,6 +72,15 @@ _CLOSED = 128
 _TURN = 256  # a costly request waits for its loop iteration (dispatch_turns.py)
 _DECODING = 512  # a large request is decoded in steps (dispatch.py): the frames behind it wait
 _READ_TURN = 1024  # the rest of a large frame waits for its loop iteration's read (read_turns)
+_DRAIN = 2048  # a costly request waits until the socket took every earlier answer
+
+# Unsent bytes the kernel keeps for a client socket (TCP_NOTSENT_LOWAT): above it the socket takes
+# no more, so the rest stays in the transport, where it is counted and pauses the client. Without
+# it Linux grows a loopback socket's send buffer to ~4 MB: a client that never reads had ~8 answers
+# of 0.5 MB computed for it before anything showed, each 10-20 ms of the loop (bench/RESULTS.md,
+# hostile clients). Only unsent bytes count, not those in flight, so a reading client's throughput
+# is not limited; the socket wakes us to write again below half of it.
+UNSENT_IN_KERNEL = 128 * 1024
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
@@ -181,6 +195,7 @@ class ClientConnection(asyncio.Protocol):
         set_limits = getattr(transport, "set_write_buffer_limits", None)
         if set_limits is not None:
             set_limits(0)
+        limit_unsent_in_kernel(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -274,11 +289,20 @@ class ClientConnection(asyncio.Protocol):
                 self._schedule_continue()
 
     def _admit(self, payload: bytes, api_key: int, version: int) -> bool:
-        """Whether this frame may be dispatched now: a request costing more than RESERVE_ABOVE
-        first reserves its cost from queued.max.request.bytes, or waits for it (reading pauses)."""
+        """Whether this frame may be dispatched now. A request costing more than RESERVE_ABOVE waits
+        (reading pauses) until the socket took the connection's earlier answers, then for its loop
+        iteration's turn, then until it reserved its cost from queued.max.request.bytes."""
         cost = self._frame_cost = request_cost(payload, api_key, version)
         if cost <= RESERVE_ABOVE:
             return True
+        if self._not_taking_answers():
+            # Its answer would only wait behind the earlier ones: computing answers faster than the
+            # client takes them cost every other client the loop (10-20 ms each for 20,000 groups),
+            # and a client that never reads would have them all computed for nothing.
+            self._frame_cost = 0
+            self._has_turn = False
+            self._pause(_DRAIN)
+            return False
         if self._has_turn:
             self._has_turn = False
         elif not self._turns.take(self._turn_came):
@@ -298,6 +322,13 @@ class ClientConnection(asyncio.Protocol):
         self._frame_cost = 0
         self._pause(_REQUEST_MEMORY)
         return False
+
+    def _not_taking_answers(self) -> bool:
+        """Whether the socket did not take all the answers written to it (after handing the
+        transport those ready to go)."""
+        if self._out:
+            self.write_out()
+        return self._transport_backlog
 
     def _turn_came(self) -> bool:
         """This connection's costly request may be dispatched now (DispatchTurns)."""
@@ -434,6 +465,8 @@ class ClientConnection(asyncio.Protocol):
                 self._pause(_OUTPUT)
         elif self._pause_reasons & _OUTPUT and held <= self._output_pause // 2:
             self._resume(_OUTPUT)
+        if self._pause_reasons & _DRAIN and not self._transport_backlog:
+            self._resume(_DRAIN)
 
     # -- slots: what dispatch.py and relay/ answer through -----------------------------------------------
     def new_slot(self) -> Slot:
@@ -553,7 +586,7 @@ class ClientConnection(asyncio.Protocol):
             data = b"".join(out) if len(out) > 1 else out[0]
             self._queued -= len(data)
             transport.write(data)
-        if self._transport_backlog or self._queued or self._held:
+        if self._transport_backlog or self._queued or self._held or self._pause_reasons & _DRAIN:
             self._account()
 
     def start_streaming(self, slot: Slot, size: int) -> bool:
@@ -713,3 +746,15 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_for_total(self) -> None:
         self._resume(_TOTAL)
+
+
+def limit_unsent_in_kernel(transport: asyncio.BaseTransport) -> None:
+    """Cap the kernel's unsent bytes of a client socket at UNSENT_IN_KERNEL (where TCP has the option)."""
+    sock = transport.get_extra_info("socket")
+    option = getattr(socket, "TCP_NOTSENT_LOWAT", None)
+    if sock is None or option is None:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, option, UNSENT_IN_KERNEL)
+    except OSError as exc:  # not TCP (a Unix socket in a test) or an old kernel: the kernel keeps more
+        log.debug("TCP_NOTSENT_LOWAT not set: %s", exc)
