@@ -125,3 +125,21 @@ async def test_a_closed_connection_fails_every_batch_at_once() -> None:
         combiner.produce(Closed(), 0, b"x"), combiner.produce(Closed(), 1, b"y"), return_exceptions=True
     )
     assert all(isinstance(r, StorageError) and "is closed" in str(r) for r in results)
+
+
+async def test_an_unexpected_failure_while_sending_still_answers_every_batch() -> None:
+    """Sending runs as a loop callback: a bug there must fail the batches, not leave them waiting."""
+
+    class Broken(FakeBroker):
+        def flush(self) -> None:
+            raise RuntimeError("bug")
+
+    combiner = ProduceCombiner("t", timeout=5.0)
+    broker = Broken()
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            combiner.produce(broker, 0, b"x"), combiner.produce(broker, 1, b"y"), return_exceptions=True
+        ),
+        timeout=5,
+    )
+    assert all(isinstance(r, StorageError) and "bug" in str(r) for r in results)

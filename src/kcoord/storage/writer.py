@@ -33,6 +33,7 @@ own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from .kafka_client import REQUEST_FAILURES, KafkaCluster, as_storage_error, requ
 from .ownership import FENCING_ERRORS, Ownership, Pair
 from .position import LogPosition
 from .retry import Retry, Verdict
+
+log = logging.getLogger("kcoord.storage")
 
 SEQUENCE_MASK = 0x7FFFFFFF  # base sequences count records per partition, mod 2**31
 
@@ -124,11 +127,16 @@ class ProduceCombiner:
         # writes run in it), so each one added milliseconds to every commit's wait for its append.
         try:
             answer = conn.request(req, timeout=self.timeout)
-        except REQUEST_FAILURES as exc:
+            conn.flush()
+            answer.add_done_callback(lambda done: self._answer(conn, done, entries))
+        except Exception as exc:
+            # This runs as a loop callback: whatever went wrong, every batch must be answered (a
+            # shard whose append never finishes would never answer its requests again). A request
+            # that went out anyway has an unknown outcome, which StorageError means: the shard
+            # reloads and re-fences.
+            if not isinstance(exc, REQUEST_FAILURES):
+                log.exception("sending a combined produce request to %s failed", conn.name)
             self._answer_failed(entries, as_storage_error(conn, exc))
-            return
-        conn.flush()
-        answer.add_done_callback(lambda done: self._answer(conn, done, entries))
 
     @staticmethod
     def _answer(conn: Connection, done: asyncio.Future[Any], entries: list[_Queued]) -> None:
