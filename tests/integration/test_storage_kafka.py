@@ -640,7 +640,14 @@ async def test_lost_produce_response_is_retried_without_duplicates(broker: Upstr
 
         name = "loses-first-ack"
 
-        async def request(self, body: object, *, timeout: float) -> object:
+        def request(self, body: object, *, timeout: float) -> asyncio.Future[object]:
+            # A future, as Connection.request returns (the produce path adds a callback to it).
+            return asyncio.ensure_future(self._request(body, timeout))
+
+        def flush(self) -> None:
+            self.conn.flush()  # type: ignore[attr-defined]
+
+        async def _request(self, body: object, timeout: float) -> object:
             resp = await self.conn.request(body, timeout=timeout)  # type: ignore[attr-defined]
             if isinstance(body, sm.ProduceRequest) and not lost:
                 lost.append(resp)

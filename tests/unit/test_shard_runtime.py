@@ -101,6 +101,30 @@ async def test_concurrent_commits_share_appends() -> None:
     assert len(log.batches) <= 2  # group commit: one append, or one plus the stragglers
 
 
+async def test_the_replies_an_append_released_are_handed_out_then_after_replies_runs() -> None:
+    """The server writes released answers in ``after_replies`` (net/writes.py's write_now): it must
+    come after every reply of the append was delivered, once per append that released any."""
+    log = GatedLog()
+    rt = make_runtime(log)
+    await rt.load()
+    seen: list[str] = []
+    rt.after_replies = lambda: seen.append("written")
+    for i in range(3):
+        rt.submit_with(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 7),
+                       lambda response, i=i: seen.append(f"reply {i}"))  # fmt: skip
+    await asyncio.sleep(0.01)
+    assert seen == []  # nothing acknowledged, nothing released
+    log.gate.set()
+    for _ in range(100):
+        if "written" in seen:
+            break
+        await asyncio.sleep(0.001)
+    assert seen == ["reply 0", "reply 1", "reply 2", "written"]
+    # A reply that needs no append is delivered at once and calls nothing.
+    rt.submit_with(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"), lambda _: seen.append("read"))
+    assert seen[-1] == "read"
+
+
 async def test_failed_append_answers_not_coordinator_and_reloads() -> None:
     log = MemoryShardLog()
     rt = make_runtime(log)

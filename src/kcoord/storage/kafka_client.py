@@ -82,10 +82,23 @@ async def request(conn: Connection, body: Message, timeout: float, version: int 
         if version is None:
             return await conn.request(body, timeout=timeout)
         return await conn.request(body, version, timeout=timeout)
-    except (ConnectionLost, OSError) as exc:
-        raise StorageError(f"connection to {conn.name} lost: {exc}") from exc
-    except (RequestTimedOut, UnsupportedVersion) as exc:
-        raise StorageError(str(exc)) from exc
+    except REQUEST_FAILURES as exc:
+        raise as_storage_error(conn, exc) from exc
+
+
+# What a request to a broker can fail with, each turned into a StorageError by as_storage_error.
+REQUEST_FAILURES = (ConnectionLost, OSError, RequestTimedOut, UnsupportedVersion)
+
+
+def as_storage_error(conn: Connection, exc: BaseException) -> StorageError:
+    """The StorageError for a failed request on ``conn``: a lost connection says so."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, ConnectionLost | OSError):
+        return StorageError(f"connection to {conn.name} lost: {exc}")
+    if isinstance(exc, RequestTimedOut | UnsupportedVersion):
+        return StorageError(str(exc))
+    return StorageError(repr(exc))
 
 
 class KafkaCluster:

@@ -33,6 +33,7 @@ own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,10 +45,12 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import encode_batch
 
 from .base import RECORD_FRAMING_ESTIMATE, StorageError, TransactionalAppendError
-from .kafka_client import KafkaCluster, request
+from .kafka_client import REQUEST_FAILURES, KafkaCluster, as_storage_error, request
 from .ownership import FENCING_ERRORS, Ownership, Pair
 from .position import LogPosition
 from .retry import Retry, Verdict
+
+log = logging.getLogger("kcoord.storage")
 
 SEQUENCE_MASK = 0x7FFFFFFF  # base sequences count records per partition, mod 2**31
 
@@ -118,28 +121,50 @@ class ProduceCombiner:
                 )
             ],
         )
-        task = asyncio.ensure_future(request(conn, req, self.timeout))
-        task.add_done_callback(lambda t: self._answer(t, entries))
+        # The request's own future, answered inside the connection's read, and the request written
+        # now: a coroutine around it and the connection's end-of-iteration write each cost a loop
+        # iteration, and under relayed traffic every iteration is long (every client's reads and
+        # writes run in it), so each one added milliseconds to every commit's wait for its append.
+        try:
+            answer = conn.request(req, timeout=self.timeout)
+            conn.flush()
+            answer.add_done_callback(lambda done: self._answer(conn, done, entries))
+        except Exception as exc:
+            # This runs as a loop callback: whatever went wrong, every batch must be answered (a
+            # shard whose append never finishes would never answer its requests again). A request
+            # that went out anyway has an unknown outcome, which StorageError means: the shard
+            # reloads and re-fences.
+            if not isinstance(exc, REQUEST_FAILURES):
+                log.exception("sending a combined produce request to %s failed", conn.name)
+            self._answer_failed(entries, as_storage_error(conn, exc))
 
     @staticmethod
-    def _answer(task: asyncio.Future[Any], entries: list[_Queued]) -> None:
-        failure = StorageError("produce request cancelled") if task.cancelled() else task.exception()
+    def _answer(conn: Connection, done: asyncio.Future[Any], entries: list[_Queued]) -> None:
+        if done.cancelled():
+            ProduceCombiner._answer_failed(entries, StorageError("produce request cancelled"))
+            return
+        failure = done.exception()
+        if failure is not None:
+            ProduceCombiner._answer_failed(entries, as_storage_error(conn, failure))
+            return
         by_partition: dict[int, Any] = {}
-        if failure is None:
-            for topic in task.result().responses:
-                for part in topic.partition_responses:
-                    by_partition[part.index] = part
+        for topic in done.result().responses:
+            for part in topic.partition_responses:
+                by_partition[part.index] = part
         for partition, _, fut in entries:
             if fut.done():
                 continue
-            if failure is not None:
-                fut.set_exception(
-                    failure if isinstance(failure, StorageError) else StorageError(repr(failure))
-                )
-            elif partition in by_partition:
+            if partition in by_partition:
                 fut.set_result(by_partition[partition])
             else:
                 fut.set_exception(StorageError(f"produce response has no answer for partition {partition}"))
+
+    @staticmethod
+    def _answer_failed(entries: list[_Queued], failure: StorageError) -> None:
+        """Connection trouble or a timeout: every batch of the request fails with it."""
+        for _, _, fut in entries:
+            if not fut.done():
+                fut.set_exception(failure)
 
 
 @dataclass(frozen=True, slots=True)

@@ -519,9 +519,9 @@ class App:
                     topic_image=self._topic_image,
                 )
 
-            self.shards.append(
-                ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer)
-            )
+            shard = ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer)
+            shard.after_replies = self.writes.write_now
+            self.shards.append(shard)
         self.transactions = TransactionOffsets(self.router, self.storage)
 
     def _topic_id_of(self, name: str) -> Any:

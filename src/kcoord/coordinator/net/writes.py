@@ -6,6 +6,8 @@ connection when every client has its own (measured with 1,000 committers, one co
 first connection with output in an iteration schedules the one callback, the others only join
 its list, and each connection is still written with one ``transport.write`` of everything it has,
 in request order (the connection keeps its own output in order; this only decides *when*).
+A shard whose append was acknowledged writes the answers it released at once (``write_now``):
+they need not wait for the next iteration, which under relayed traffic is a long one.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ class WriteCoalescer:
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._write_all)
+
+    def write_now(self) -> None:
+        """Write every connection's output now (a shard's append released many answers: they go out
+        in this iteration). The callback already scheduled then finds nothing left to write."""
+        if self._pending:
+            self._write_all()
 
     def _write_all(self) -> None:
         self._scheduled = False

@@ -134,6 +134,9 @@ class ShardRuntime:
         # Cluster mode: told when the log says another node took the shard (the router then has the
         # cluster release it or give it back, to be reloaded).
         self.on_fenced: Callable[[int], None] | None = None
+        # Called after the replies an append released were handed out (the server writes them to
+        # their clients then, not a loop iteration later: under relayed traffic an iteration is long).
+        self.after_replies: Callable[[], None] | None = None
         self.lost: str | None = None  # why the shard's log was lost, until it is loaded again
         self._reloading = False
         self._closing = False
@@ -260,7 +263,9 @@ class ShardRuntime:
 
     async def _flush(self, generation: int) -> None:
         try:
-            await asyncio.sleep(0)  # let requests that arrived in the same loop tick join the batch
+            # No extra loop iteration before the first append: this task starts in the iteration
+            # after the one that wrote the records, so every request read in that one has joined
+            # the batch already; while an append is in flight the next batch gathers anyway.
             while self._pending and generation == self._generation:
                 writes = self._pending
                 self._pending = []
@@ -306,9 +311,13 @@ class ShardRuntime:
                         return
                     self.observer.append_done(self.index, done, time.perf_counter() - started)
                     self._acked_seq += done
+                    released = False
                     while self._deferred and self._deferred[0][0] <= self._acked_seq:
                         _, ctx, response = self._deferred.popleft()
                         self._resolve(ctx, response)
+                        released = True
+                    if released and self.after_replies is not None:
+                        self.after_replies()
         finally:
             if generation == self._generation:
                 self._flushing = False
