@@ -259,8 +259,8 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--work", default="/tmp/kcoord-analytics-scale")
     p.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB floor")
+    p.add_argument("--driver-memory", help="spark.driver.memory (default: kcoord analytics' own)")
     args = p.parse_args()
-    os.environ.setdefault("KCOORD_SPARK_DRIVER_MEMORY", "4g")  # 2g ran out at 10M events (RESULTS.md)
     from kcoord.analytics.run import run
 
     for n in args.events:
@@ -289,6 +289,7 @@ def main() -> None:
                 input_parquet=str(data),
                 no_report=False,
                 lag_points=5,
+                driver_memory=args.driver_memory,
             )
         )
         wall = time.monotonic() - started
@@ -300,6 +301,7 @@ def main() -> None:
                     "master": args.master,
                     "wall_seconds": round(wall, 1),
                     "pipeline_seconds": summary["pipeline_seconds"],
+                    "session_seconds": summary["session_seconds"],
                     "peak_rss_mib": peak[0] >> 20,
                     "report_seconds": summary.get("report_seconds"),
                     "table_seconds": summary["table_seconds"],

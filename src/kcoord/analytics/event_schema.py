@@ -21,6 +21,9 @@ is never summed, so it cannot become a number.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -145,21 +148,30 @@ def _named(checks: list[tuple[str, Column]]) -> Column:
     return F.array_join(F.array(*[F.when(failed, F.lit(name)) for name, failed in checks]), ",")
 
 
-def _missing(e: Column) -> Column:
-    """The names of the fields the event's type needs that are null."""
-    checks: list[tuple[str, Column]] = [(f, e[f].isNull()) for f in COMMON_FIELDS]
+def _any(checks: list[tuple[str, Column]]) -> Column:
+    """Whether any check fails: what :func:`problem` asks of every record, without building the
+    names (an array of a string per check, then joined) that only a bad record's detail needs."""
+    return functools.reduce(operator.or_, [F.coalesce(failed, F.lit(False)) for _, failed in checks])
+
+
+def _missing_checks(e: Column) -> list[tuple[str, Column]]:
+    """Per field an event's type may need: whether it is null where its type needs it."""
+    needed_by: dict[str, list[str] | None] = dict.fromkeys(COMMON_FIELDS)  # None: every type
     for event_type, fields in REQUIRED_FIELDS.items():
-        checks += [(f, (e["type"] == event_type) & e[f].isNull()) for f in fields]
-    # One name per field, whichever type needed it.
-    by_field: dict[str, Column] = {}
-    for name, failed in checks:
-        by_field[name] = by_field[name] | failed if name in by_field else failed
-    return _named(list(by_field.items()))
+        for field in fields:
+            types = needed_by.setdefault(field, [])
+            if types is not None:
+                types.append(event_type)
+    # The null test first: a field that is there (most are) ends the check.
+    return [
+        (field, e[field].isNull() if types is None else e[field].isNull() & e["type"].isin(*types))
+        for field, types in needed_by.items()
+    ]
 
 
-def _out_of_range(e: Column) -> Column:
-    """The names of the fields whose values are outside what kcoord writes (null counts as in range:
-    presence is :func:`_missing`'s check)."""
+def _out_of_range_checks(e: Column) -> list[tuple[str, Column]]:
+    """Per field: whether its value is outside what kcoord writes (null counts as in range:
+    presence is :func:`_missing_checks`')."""
     checks: list[tuple[str, Column]] = [
         ("ts", (e["ts"] < TS_MIN_MS) | (e["ts"] >= TS_MAX_MS)),
         ("shard", e["shard"] < -1),  # -1: a commit sum of a group whose shard is not known
@@ -184,7 +196,7 @@ def _out_of_range(e: Column) -> Column:
         ),
     ]
     # Null comparisons (an absent field) are no failure here.
-    return _named([(name, F.coalesce(failed, F.lit(False))) for name, failed in checks])
+    return [(name, F.coalesce(failed, F.lit(False))) for name, failed in checks]
 
 
 def problem(value: Column, text: Column, e: Column) -> Column:
@@ -195,7 +207,6 @@ def problem(value: Column, text: Column, e: Column) -> Column:
     not_an_object = ~F.coalesce(
         F.schema_of_variant(F.try_parse_json(text)).startswith("OBJECT"), F.lit(False)
     )
-    missing, out_of_range = _missing(e), _out_of_range(e)
     return (
         F.when(value.isNull() | (F.length(value) == 0), F.lit("empty"))
         .when(~F.is_valid_utf8(text), F.lit("not_utf8"))
@@ -205,15 +216,15 @@ def problem(value: Column, text: Column, e: Column) -> Column:
         .when(e["type"].isNull(), F.when(corrupt, F.lit("wrong_type")).otherwise(F.lit("missing_field")))
         .when(~e["type"].isin(*EVENT_TYPES), F.lit("unknown_type"))
         .when(corrupt, F.lit("wrong_type"))
-        .when(missing != "", F.lit("missing_field"))
-        .when(out_of_range != "", F.lit("out_of_range"))
+        .when(_any(_missing_checks(e)), F.lit("missing_field"))
+        .when(_any(_out_of_range_checks(e)), F.lit("out_of_range"))
     )
 
 
 def problem_detail(problem_name: Column, e: Column) -> Column:
     """The failing fields of a missing_field or out_of_range record (null otherwise)."""
-    return F.when(problem_name == "missing_field", _missing(e)).when(
-        problem_name == "out_of_range", _out_of_range(e)
+    return F.when(problem_name == "missing_field", _named(_missing_checks(e))).when(
+        problem_name == "out_of_range", _named(_out_of_range_checks(e))
     )
 
 

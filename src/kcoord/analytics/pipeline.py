@@ -65,20 +65,38 @@ def protocol_class(protocol_type: Any, protocol: Any) -> Any:
 
 
 # -- the event topic ----------------------------------------------------------------------------------
+# The parse cache's columns for bad_events (renamed to problem, detail, sample in that table).
+BAD_PROBLEM, BAD_DETAIL, BAD_SAMPLE = "_problem", "_problem_detail", "_sample"
 # The event types that describe generations, and the one that ends a group's lifetime.
 GENERATION_TYPES = ("assignment", "rebalance_started", "rebalance_completed")
 DELETED = "group_deleted"
+_DELETIONS = "_deletions"  # a group's deletions, (ts, offset) each: with_lifetimes' broadcast side
 
 
 def with_lifetimes(events: DataFrame, types: tuple[str, ...] = GENERATION_TYPES) -> DataFrame:
-    """The events of ``types`` (by default the generation events, :data:`GENERATION_TYPES`) with ``lifetime``: how many times their
-    group was deleted before them in this read (0 for the group as first seen). A group deleted and
-    created again under the same name starts again at generation 1; keyed by (group, lifetime,
-    generation) its generations never collide with its predecessor's."""
-    rows = events.where(F.col("type").isin(*types, DELETED))
-    before = Window.partitionBy("group").orderBy("ts", "offset").rowsBetween(Window.unboundedPreceding, -1)
-    deletions = F.sum((F.col("type") == DELETED).cast("int")).over(before)
-    return rows.withColumn("lifetime", F.coalesce(deletions, F.lit(0))).where(F.col("type") != DELETED)
+    """The events of ``types`` (by default the generation events, :data:`GENERATION_TYPES`) with
+    ``lifetime``: how many times their group was deleted before them, by (ts, offset), in this read
+    (0 for the group as first seen). A group deleted and created again under the same name starts
+    again at generation 1; keyed by (group, lifetime, generation) its generations never collide
+    with its predecessor's.
+
+    Deletions are rare: each group's list of them is broadcast to the rows, which count those
+    before them; the rows are neither shuffled nor sorted (a window over every generation event
+    was, with every column)."""
+    deletions = (
+        events.where(F.col("type") == DELETED)
+        .groupBy("group")
+        .agg(F.collect_list(F.struct("ts", "offset")).alias(_DELETIONS))
+    )
+    rows = events.where(F.col("type").isin(*types))
+    before = F.filter(
+        _DELETIONS,
+        lambda d: (d["ts"] < F.col("ts")) | ((d["ts"] == F.col("ts")) & (d["offset"] < F.col("offset"))),
+    )
+    lifetime = F.when(F.col(_DELETIONS).isNull(), F.lit(0)).otherwise(F.size(before))
+    return rows.join(F.broadcast(deletions), "group", "left").select(
+        *rows.columns, lifetime.alias("lifetime")
+    )
 
 
 def reconciliations(events: DataFrame) -> DataFrame:
@@ -98,7 +116,11 @@ def reconciliations(events: DataFrame) -> DataFrame:
 def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(events, bad_events): each record checked against its version's strict schema
     (:mod:`.event_schema`); one that fails goes to bad_events with its problem, the failing fields
-    and a sample. The input is read and parsed once (cached); both tables are filters of that."""
+    and a sample. The input is read and parsed once (cached); both tables are filters of that.
+
+    The cache holds the event's fields as columns of their own, not as one struct: every table
+    after this reads a few fields of it, and a cached struct is read whole for each (Spark's
+    in-memory cache prunes columns, not fields of a column)."""
     text = F.col("value").cast("string")
     parsed = raw.select(
         "partition",
@@ -109,23 +131,26 @@ def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
         F.from_json(text, event_schema.PARSE_SCHEMA, event_schema.JSON_OPTIONS).alias("e"),
     )
     parsed = parsed.withColumn("problem", event_schema.problem(F.col("value"), F.col("text"), F.col("e")))
+    fields = [f.name for f in event_schema.EVENT_SCHEMA_V1.fields]
+    # bad_events' own columns under names no event field has ("detail" is one)
     parsed = parsed.select(
         "partition",
         "offset",
         "record_ts",
-        "problem",
-        event_schema.problem_detail(F.col("problem"), F.col("e")).alias("detail"),
-        event_schema.sample(F.col("value"), F.col("text"), F.col("problem")).alias("sample"),
-        "e",
+        F.col("problem").alias(BAD_PROBLEM),
+        event_schema.problem_detail(F.col("problem"), F.col("e")).alias(BAD_DETAIL),
+        event_schema.sample(F.col("value"), F.col("text"), F.col("problem")).alias(BAD_SAMPLE),
+        *[F.col("e")[name].alias(name) for name in fields],
     ).cache()
-    bad = parsed.where(F.col("problem").isNotNull()).select(
-        "partition", "offset", "record_ts", "problem", "detail", "sample"
+    bad = parsed.where(F.col(BAD_PROBLEM).isNotNull()).select(
+        "partition",
+        "offset",
+        "record_ts",
+        F.col(BAD_PROBLEM).alias("problem"),
+        F.col(BAD_DETAIL).alias("detail"),
+        F.col(BAD_SAMPLE).alias("sample"),
     )
-    events = (
-        parsed.where(F.col("problem").isNull())
-        .select("partition", "offset", "e.*")
-        .drop(event_schema.CORRUPT)
-    )
+    events = parsed.where(F.col(BAD_PROBLEM).isNull()).select("partition", "offset", *fields)
     return events, bad
 
 
@@ -180,7 +205,14 @@ def movement(gens: DataFrame) -> DataFrame:
     # The last record of each (group, lifetime, generation), should one be there twice: a sort-based
     # window, not an aggregation (a hash aggregate of these arrays ran out of memory at 10M events).
     last = Window.partitionBy("group", "lifetime", "generation").orderBy(F.col("ts").desc())
-    g = gens.withColumn("_n", F.row_number().over(last)).where(F.col("_n") == 1).drop("_n")
+    # Shuffled once by (group, lifetime): both windows take that partitioning (by the generation
+    # too, the first one would shuffle again for the second).
+    g = (
+        gens.repartition("group", "lifetime")
+        .withColumn("_n", F.row_number().over(last))
+        .where(F.col("_n") == 1)
+        .drop("_n")
+    )
     w = Window.partitionBy("group", "lifetime").orderBy("generation")
     g = g.select(
         "*",
@@ -243,20 +275,26 @@ def rebalances(events: DataFrame, lives: DataFrame, moves: DataFrame) -> DataFra
     marks = marks.withColumn(
         "episode", F.coalesce(F.sum((F.col("type") == "rebalance_completed").cast("int")).over(w), F.lit(0))
     )
-    starts = (
-        marks.where(F.col("type") == "rebalance_started")
-        .groupBy("group", "lifetime", "episode")
-        .agg(
-            F.min_by("reason", F.struct("ts", "offset")).alias("reason"),
-            F.count(F.lit(1)).alias("triggers"),
-            F.min("ts").alias("started_ts"),
-        )
-    )
-    done = marks.where(F.col("type") == "rebalance_completed").select(
+    # An episode's starts and its completion (its last mark, if it completed) in one window over the
+    # partitioning the marks already have: the cause is the first start's reason. (An aggregate of
+    # the starts joined back to the completions shuffled both sides again.)
+    started = F.col("type") == "rebalance_started"
+    in_episode = Window.partitionBy("group", "lifetime", "episode")
+    done = marks.select(
+        "*",
+        F.min_by(F.when(started, F.col("reason")), F.when(started, F.struct("ts", "offset")))
+        .over(in_episode)
+        .alias("first_reason"),
+        F.count(F.when(started, F.lit(1))).over(in_episode).alias("triggers"),
+        F.min(F.when(started, F.col("ts"))).over(in_episode).alias("started_ts"),
+    ).where(F.col("type") == "rebalance_completed")
+    done = done.select(
         "group",
         "lifetime",
-        "episode",
         "generation",
+        F.col("first_reason").alias("reason"),
+        "triggers",
+        "started_ts",
         F.col("ts").alias("completed_ts"),
         "duration_ms",
         "members",
@@ -270,8 +308,7 @@ def rebalances(events: DataFrame, lives: DataFrame, moves: DataFrame) -> DataFra
         .agg(F.max_by("protocol_type", F.struct("ts", "offset")).alias("group_protocol_type"))
     )
     r = (
-        done.join(starts, ["group", "lifetime", "episode"], "left")
-        .join(moves.drop("ts", "protocol"), ["group", "lifetime", "generation"], "left")
+        done.join(moves.drop("ts", "protocol"), ["group", "lifetime", "generation"], "left")
         .join(group_types, ["group"], "left")
         .withColumn(
             "protocol_class",
@@ -725,7 +762,8 @@ def build(
     tables: dict[str, DataFrame] = {}
     if raw_events is not None:
         events, bad = parse_events(raw_events)
-        lives = with_lifetimes(events).cache()
+        # not cached: a broadcast join over the parse cache, cheaper to do again than to keep
+        lives = with_lifetimes(events)
         moves = movement(assignment_generations(lives)).cache()
         tables.update(
             events=events.drop("assignment", "fenced", "rejected"),

@@ -17,6 +17,7 @@ import matplotlib.dates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 TOP = 12
+TABLE_ROWS = 20  # rows a table of the report shows
 TITLE_WIDTH = 70  # characters per line of a plot title: a longer one wraps rather than being cut
 
 
@@ -58,10 +59,15 @@ def _table(spark: Any, out: str, name: str) -> Any:
     return read_table(spark, out, name)
 
 
-def _pdf(df: Any) -> Any:
+def _pdf(df: Any, columns: tuple[str, ...] = ()) -> Any:
+    """A table as pandas: only ``columns`` (all when empty). Transferred as Arrow (the session's
+    settings, :data:`kcoord.analytics.run.RUNTIME_CONF`): a column of a few distinct strings is one
+    object per distinct string, not one per row."""
     import pandas as pd
 
-    return pd.DataFrame() if df is None else df.toPandas()
+    if df is None:
+        return pd.DataFrame(columns=list(columns))
+    return (df.select(*columns) if columns else df).toPandas()
 
 
 class Report:
@@ -78,7 +84,7 @@ class Report:
     def p(self, text: str) -> None:
         self.parts.append(f"<p>{html.escape(text)}</p>")
 
-    def table(self, pdf: Any, limit: int = 20) -> None:
+    def table(self, pdf: Any, limit: int = TABLE_ROWS) -> None:
         if pdf is None or pdf.empty:
             self.p("(no rows)")
             return
@@ -215,8 +221,23 @@ def per_group_rebalances(reb: Any) -> Any:
     )
 
 
+# What the report reads of the rebalances table (per_group_rebalances and the plots).
+REBALANCE_COLUMNS = (
+    "group",
+    "generation",
+    "completed_ts",
+    "moved",
+    "stw_partition_seconds",
+    "duration_ms",
+    "protocol",
+    "protocol_class",
+    "reason",
+    "static_members",
+)
+
+
 def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
-    reb = _pdf(_table(spark, out, "rebalances"))
+    reb = _pdf(_table(spark, out, "rebalances"), REBALANCE_COLUMNS)
     r.h2("Rebalances")
     if reb.empty:
         r.p("No rebalance completed in this period.")
@@ -312,40 +333,53 @@ def short_category_labels(ax: Any, width: int = 24) -> None:
 
 def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
     """Committed partitions per second for each group over time (from the per-second commit sums),
-    the busiest groups; a minute's mean when the history is longer than an hour."""
+    the busiest groups; a minute's mean when the history is longer than an hour. Summed in Spark:
+    the commits table has a row per group and second (most of the events), the plot a point per
+    busy group and step."""
     import pandas as pd
+    from pyspark.sql import functions as F
 
-    c = _pdf(_table(spark, out, "commits"))
+    c = _table(spark, out, "commits")
     r.h2("Commit rate")
-    if c.empty:
+    span = None if c is None else c.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).collect()[0]
+    if span is None or span["lo"] is None:
         r.p("No commits in this period.")
         return
-    c["time"] = pd.to_datetime(c["ts"], unit="ms")
-    span = c["time"].max() - c["time"].min()
-    step = "1min" if span > pd.Timedelta(hours=1) else "1s"
-    per_step = pd.Timedelta(step).total_seconds()
-    busiest = c.groupby("group")["partitions"].sum().sort_values(ascending=False).head(TOP).index
+    step_ms = 60_000 if span["hi"] - span["lo"] > 3_600_000 else 1000
+    step = "1min" if step_ms == 60_000 else "1s"
+    per_step = step_ms / 1000
+    totals = (
+        c.groupBy("group")
+        .agg(F.sum("partitions").alias("commits"), F.sum("requests").alias("requests"),
+             F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+        .orderBy(F.col("commits").desc(), "group")
+        .limit(max(TOP, TABLE_ROWS))
+        .toPandas()
+    )  # fmt: skip
+    busiest = [str(group) for group in totals["group"].head(TOP)]
+    sums = (
+        c.where(F.col("group").isin(busiest))
+        .groupBy("group", (F.col("ts") - F.col("ts") % step_ms).alias("step_ts"))
+        .agg(F.sum("partitions").alias("partitions"))
+        .toPandas()
+    )
     fig, ax = r.figure("commit_rate", f"Committed partitions per second per group ({step} steps)")
     for group in busiest:
-        g = c[c["group"] == group].set_index("time")["partitions"].resample(step).sum() / per_step
+        g = sums[sums["group"] == group].set_index("step_ts")["partitions"].sort_index()
+        # every step from the group's first to its last, a step without commits at 0
+        steps = range(int(g.index[0]), int(g.index[-1]) + step_ms, step_ms)
+        g = g.reindex(steps, fill_value=0) / per_step
         # markers: a group that committed in one step only is a point, not an invisible line
-        ax.plot(g.index, g.values, marker="o", markersize=3, label=str(group)[:30])
+        ax.plot(pd.to_datetime(g.index, unit="ms"), g.values, marker="o", markersize=3, label=str(group)[:30])
     ax.set_ylabel("partitions committed / s")
     time_axis(ax)
     ax.legend(fontsize=7)
     r.save(fig, "commit_rate")
-    totals = (
-        c.groupby("group")
-        .agg(commits=("partitions", "sum"), requests=("requests", "sum"), first_ts=("ts", "min"),
-             last_ts=("ts", "max"))
-        .reset_index()
-        .sort_values("commits", ascending=False)
-    )  # fmt: skip
     r.table(totals)
 
 
 def _fencing_section(r: Report, spark: Any, out: str) -> None:
-    f = _pdf(_table(spark, out, "fencing"))
+    f = _pdf(_table(spark, out, "fencing"), ("ts", "mode", "error", "n", "outcome", "api", "source"))
     r.h2("Fenced and rejected commits")
     if f.empty:
         r.p("No fenced or rejected requests.")
