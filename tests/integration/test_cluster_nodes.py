@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -62,7 +63,9 @@ def exit_code(proc: KcoordProcess, timeout: float) -> int:
 def test_a_second_process_with_a_node_id_in_use_is_refused(cluster: KcoordCluster) -> None:
     before = cluster.latest_view()
     duplicate = cluster._process(BASE_NODE_ID + 1)
-    duplicate.start()
+    # It may be refused before start() saw it serve: on Kafka its JoinGroup is answered in ~50 ms.
+    with contextlib.suppress(RuntimeError):
+        duplicate.start()
     try:
         assert exit_code(duplicate, 40) == 3, duplicate.log_tail()
     finally:

@@ -106,11 +106,23 @@ def test_any_claims_converge_within_one_more_generation(owned: list[set[int]], d
 
 
 def test_a_duplicated_node_id_is_refused_to_the_later_process() -> None:
-    result = assign_shards(
-        [claim(1, started=5, member="old"), claim(1, started=9, member="new"), claim(2)], 12
-    )
+    elsewhere = NodeClaim("new", 1, "h", 9500, 12, 9)  # node 1's id, another address
+    result = assign_shards([claim(1, started=5, member="old"), elsewhere, claim(2)], 12)
     assert result.members["new"].shards == set() and "already in use" in (result.members["new"].error or "")
     assert result.members["old"].error is None and len(result.members["old"].shards) == 6
+
+
+def test_a_restarted_node_takes_its_id_over_from_its_previous_process() -> None:
+    # Same node id and address: the earlier member is the node's previous process, still listed
+    # by the upstream (killed, or its LeaveGroup not applied yet), never a second live node.
+    old_shards = {0, 1, 2, 3, 4, 5}
+    result = assign_shards(
+        [claim(1, old_shards, started=5, member="old"), claim(1, started=9, member="new"), claim(2)], 12
+    )
+    assert "taken over by a newer process" in (result.members["old"].error or "")
+    assert result.members["old"].shards == set()
+    assert result.members["new"].error is None and len(result.members["new"].shards) == 6
+    assert result.nodes[1] == ("h", 9001)
 
 
 def test_a_node_with_another_shard_count_is_refused() -> None:

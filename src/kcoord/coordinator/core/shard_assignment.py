@@ -7,7 +7,10 @@ leader runs :func:`assign_shards` over every member's :class:`NodeClaim` and han
 Invariants:
 - *One node id, one member.* Members that share a node id (two processes started with the same
   ``coordinator.node.id``; an upstream that does not enforce ``group.instance.id``) are reduced to
-  the one that started first; the others get no shard and an ``error`` saying why.
+  the one that started first; the others get no shard and an ``error`` saying why. Except a node
+  restarted: members with the same node id *and* the same advertised address are one node's
+  processes, the earlier one gone (killed, or its LeaveGroup not yet applied by the upstream: it
+  cannot be serving, the new process holds its port), so the latest one keeps the id.
 - *Never two owners at once (cooperative hand-off, as KIP-429).* A shard that another live member
   still claims is not given to its new owner in the same generation: the claimant loses it now,
   releases it, and rejoins; the next generation gives it to its target. Only a shard nobody live
@@ -73,20 +76,27 @@ def assign_shards(claims: list[NodeClaim], num_shards: int) -> ShardAssignment:
     # One member per node id: the process that started first (then the lowest member id) keeps it.
     by_node: dict[int, NodeClaim] = {}
     for claim in sorted(claims, key=lambda c: (c.started_ms, c.member_id)):
-        kept = by_node.get(claim.node_id)
-        if kept is not None:
-            members[claim.member_id].error = (
-                f"node id {claim.node_id} is already in use by the node at {kept.host}:{kept.port} "
-                f"(member {kept.member_id}); every kcoord node needs its own coordinator.node.id"
-            )
-            continue
         if claim.shards != num_shards:
             members[claim.member_id].error = (
                 f"this node runs {claim.shards} shards but the cluster runs {num_shards} "
                 "(the internal topic's partition count); every node needs the same --shards"
             )
             continue
-        by_node[claim.node_id] = claim
+        kept = by_node.get(claim.node_id)
+        if kept is None:
+            by_node[claim.node_id] = claim
+        elif (kept.host, kept.port) == (claim.host, claim.port):
+            # The same node restarted (module docstring): its earlier process gives way.
+            members[kept.member_id].error = (
+                f"node id {claim.node_id} at {claim.host}:{claim.port} was taken over by a newer "
+                f"process of the same node (member {claim.member_id})"
+            )
+            by_node[claim.node_id] = claim
+        else:
+            members[claim.member_id].error = (
+                f"node id {claim.node_id} is already in use by the node at {kept.host}:{kept.port} "
+                f"(member {kept.member_id}); every kcoord node needs its own coordinator.node.id"
+            )
     live = sorted(by_node)
     owners = [NO_OWNER] * num_shards
     if not live:
