@@ -55,8 +55,9 @@ from typing import Any
 from support import REPO, procs
 from support.kafka_broker import KafkaBroker
 from support.kcoord_process import SERVING_LINE, serve_command
+from support.loadgen import procstat
 from support.ports import free_port_block
-from support.workload import unique
+from support.workload import create_topic, unique
 
 TARGETS = ("kafka", "kcoord", "kcoord-workers-2", "kcoord-base")
 CLIENTS = "bench.commit_latency_clients"
@@ -88,23 +89,14 @@ class Clients:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes (all their threads) so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """User + system CPU of these processes (all their threads) so far; a process gone counts 0."""
     total = 0.0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += procstat.cpu_seconds(pid)
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
     return total
-
-
-def child_pids(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def start_kcoord(name: str, upstream: str, workers: int, extra: list[str], src: Path | None = None) -> Target:
@@ -130,7 +122,9 @@ def start_kcoord(name: str, upstream: str, workers: int, extra: list[str], src: 
     pids = [child.pid]
     if workers > 1:
         pids += [
-            p for p in child_pids(child.pid) if "workers.worker" in Path(f"/proc/{p}/cmdline").read_text()
+            p
+            for p in procstat.child_pids(child.pid)
+            if "workers.worker" in Path(f"/proc/{p}/cmdline").read_text()
         ]
         time.sleep(8)  # the workers' first rebalance: every shard served before anything is timed
     return Target(name, listen, pids, f"http://{metrics}/metrics", child)
@@ -222,14 +216,6 @@ def kcoord_view(before: dict[Any, float], after: dict[Any, float]) -> dict[str, 
 
 
 # -- one run ---------------------------------------------------------------------------------------
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        fut.result(60)
 
 
 def drive(target: Target, topic: str, group: str, args: argparse.Namespace, log: Path) -> Clients:

@@ -32,16 +32,9 @@ from typing import Any
 from support import REPO, procs
 from support.kafka_broker import KafkaBroker
 from support.kcoord_process import serve_command
+from support.loadgen.procstat import child_pids
 from support.ports import free_port_block
 from support.workload import unique
-
-
-def children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(x) for x in text.split()]
 
 
 def start_kcoord(name: str, upstream: str, workers: int) -> tuple[procs.Child, str, list[int]]:
@@ -54,7 +47,9 @@ def start_kcoord(name: str, upstream: str, workers: int) -> tuple[procs.Child, s
     pids = [child.proc.pid]
     if workers > 1:
         pids += [
-            p for p in children(child.proc.pid) if "workers.worker" in Path(f"/proc/{p}/cmdline").read_text()
+            p
+            for p in child_pids(child.proc.pid)
+            if "workers.worker" in Path(f"/proc/{p}/cmdline").read_text()
         ]
         time.sleep(8)  # the workers' first rebalance: every shard served before anything is timed
     return child, listen, pids

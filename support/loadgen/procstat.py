@@ -23,6 +23,15 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / _TICK
 
 
+def child_pids(pid: int) -> list[int]:
+    """The process's direct children (/proc/PID/task/PID/children; [] once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
 def runqueue_wait_seconds(pid: int) -> float:
     """Seconds the process's threads were runnable but waiting for a CPU (/proc/PID/task/*/schedstat, field 2).
 
