@@ -18,13 +18,26 @@ if [ "${#debs[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nul
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${debs[@]}" >/dev/null) || echo "note: could not install ${debs[*]}; their tests will be skipped"
 fi
+# The container images (a Docker engine, then a debootstrap'ed base and the images built on it) take
+# minutes, mostly waiting on package downloads: build them in the background while the linters and the
+# unit tests use the CPU, and wait for them before the integration tests, which need them. Started after
+# the apt-get above, so the two never contend for dpkg's lock.
+images_log=$(mktemp)
+( ./scripts/docker_engine.sh && ./scripts/build_images.sh \
+  || echo "note: no Docker engine or images (reason above); the container tests will be skipped" ) >"$images_log" 2>&1 &
+images_pid=$!
+images_ready() {
+  wait "$images_pid" || true
+  cat "$images_log"
+  rm -f "$images_log"
+}
 .venv/bin/ruff check .
 # One layout for all code: ruff format, applied once over the tree; a change that is not formatted fails here.
 .venv/bin/ruff format --check .
 # Type-check the whole package, strict ([tool.mypy] in pyproject.toml).
 .venv/bin/mypy
-./scripts/docker_engine.sh && ./scripts/build_images.sh || echo "note: no Docker engine or images (reason above); the container tests will be skipped"
 if [ "$#" -gt 0 ]; then
+  images_ready
   exec .venv/bin/pytest "$@"
 fi
 # The unit tests are pure and independent: they run on every core (pytest-xdist). The integration
@@ -33,5 +46,6 @@ fi
 status=0
 # By file: a module-scoped fixture (a Spark session) starts once, on one worker.
 .venv/bin/pytest tests/unit -n auto --maxprocesses 4 --dist loadfile || status=$?
+images_ready
 .venv/bin/pytest tests --ignore=tests/unit || status=$?
 exit "$status"
