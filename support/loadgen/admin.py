@@ -29,13 +29,14 @@ REQUIRED_VERSIONS = {
     ApiKey.LEAVE_GROUP: 5,
     ApiKey.OFFSET_COMMIT: 9,
 }
-# What the KIP-848 scenarios send (consumer-steady, consumer-commit).
+# What the KIP-848 scenarios send: consumer-steady only heartbeats (Apache Kafka 4.0 has it), and
+# consumer-commit also commits with topic ids (OffsetCommit v10, newer than Kafka 4.0).
 CONSUMER_REQUIRED_VERSIONS = {
     ApiKey.FIND_COORDINATOR: 4,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
-    ApiKey.OFFSET_COMMIT: 10,
 }
+CONSUMER_COMMIT_REQUIRED_VERSIONS = {**CONSUMER_REQUIRED_VERSIONS, ApiKey.OFFSET_COMMIT: 10}
 
 
 def parse_address(text: str) -> tuple[str, int]:

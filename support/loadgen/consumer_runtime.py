@@ -52,8 +52,12 @@ class ConsumerRuntime:
         connections: int | None = None,
         client_id: str = "kcoord-loadgen",
         backoff_s: float = 0.1,
+        group_coordinators: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         self.host, self.port = coordinator
+        # Per-member shape: a member whose group's coordinator is elsewhere (the workers of
+        # `kcoord serve --workers N`, a kcoord cluster) opens its connection there.
+        self.group_coordinators = group_coordinators or {}
         self.stats = stats
         self.per_member = connections is None
         self.connections_n = 0 if connections is None else max(1, connections)
@@ -94,11 +98,17 @@ class ConsumerRuntime:
         conns = await open_in_batches(
             len(todo),
             lambda i: open_connection(
-                self.host, self.port, self.stats, self.client_id, name=f"cgmember{todo[i].index}"
+                *self.coordinator_of(todo[i].group_id),
+                self.stats,
+                self.client_id,
+                name=f"cgmember{todo[i].index}",
             ),
         )
         for mb, conn in zip(todo, conns, strict=True):
             mb.conn = conn
+
+    def coordinator_of(self, group_id: str) -> tuple[str, int]:
+        return self.group_coordinators.get(group_id, (self.host, self.port))
 
     def connections(self) -> list[Connection]:
         """Every connection the members use (each once)."""
@@ -248,15 +258,25 @@ class ConsumerRuntime:
     async def describe(self, group_ids: Sequence[str], batch: int = 20) -> dict[str, Any]:
         """ConsumerGroupDescribe v0 of ``group_ids``: group id -> DescribedGroup."""
         calls = []
-        conns = [
-            c for c in self.connections() if not c.closed
-        ]  # an admin tool's request: any connection will do
-        for i in range(0, len(group_ids), batch):
-            conn = conns[(i // batch) % len(conns)]
-            req = m.ConsumerGroupDescribeRequest(
-                group_ids=list(group_ids[i : i + batch]), include_authorized_operations=False
-            )
-            calls.append(conn.call(req, DESCRIBE_VERSION))
+        # An admin tool's request: any open connection to the groups' coordinator will do.
+        conns: dict[tuple[str, int], list[Connection]] = {}
+        if self.per_member:
+            for mb in self.members:
+                if mb.conn is not None and not mb.conn.closed:
+                    conns.setdefault(self.coordinator_of(mb.group_id), []).append(mb.conn)
+        else:
+            conns[(self.host, self.port)] = [c for c in self.shared if not c.closed]
+        by_coordinator: dict[tuple[str, int], list[str]] = {}
+        for group_id in group_ids:
+            by_coordinator.setdefault(self.coordinator_of(group_id), []).append(group_id)
+        for address, ids in by_coordinator.items():
+            open_conns = conns.get(address, [])
+            for i in range(0, len(ids), batch):
+                conn = open_conns[(i // batch) % len(open_conns)]
+                req = m.ConsumerGroupDescribeRequest(
+                    group_ids=ids[i : i + batch], include_authorized_operations=False
+                )
+                calls.append(conn.call(req, DESCRIBE_VERSION))
         out: dict[str, Any] = {}
         for resp in await asyncio.gather(*calls):
             for g in resp.groups:

@@ -33,7 +33,12 @@ from typing import Any
 
 from kcoord.protocol.messages import ApiKey
 
-from .admin import CONSUMER_REQUIRED_VERSIONS, await_topic_metadata, single_coordinator
+from .admin import (
+    CONSUMER_COMMIT_REQUIRED_VERSIONS,
+    CONSUMER_REQUIRED_VERSIONS,
+    await_topic_metadata,
+    find_coordinators,
+)
 from .conn import Stats
 from .consumer_member import ConsumerMember, CState, describe_settled, group_settled
 from .consumer_runtime import ConsumerRuntime
@@ -68,6 +73,7 @@ async def _settled_groups(
     join_rate: float,
     settle_timeout_s: float,
     static: bool,
+    required: dict[int, int] = CONSUMER_REQUIRED_VERSIONS,
 ) -> Setup:
     run = _run_id()
     partitions = partitions or group_size
@@ -76,9 +82,13 @@ async def _settled_groups(
     topic_status = await _create_topic(target.bootstrap, topic, partitions)
     await await_topic_metadata(target.bootstrap, topic, partitions)
     group_ids = [f"{prefix}-{run}-{g}" for g in range(group_count)]
-    coordinator = await single_coordinator(target.bootstrap, group_ids, required=CONSUMER_REQUIRED_VERSIONS)
+    coordinators = await find_coordinators(target.bootstrap, group_ids, required=required)
+    if connections is not None and len(set(coordinators.values())) > 1:
+        raise RuntimeError("groups are spread over several coordinators: the shared shape drives one")
     stats = Stats(timeline_api=ApiKey.CONSUMER_GROUP_HEARTBEAT)
-    rt = await ConsumerRuntime(coordinator, stats, connections).start()
+    rt = await ConsumerRuntime(
+        coordinators[group_ids[0]], stats, connections, group_coordinators=coordinators
+    ).start()
     try:
         groups: dict[str, list[ConsumerMember]] = {g: [] for g in group_ids}
         for i in range(members):
@@ -293,6 +303,7 @@ async def consumer_commit(
         join_rate,
         settle_timeout_s,
         False,
+        CONSUMER_COMMIT_REQUIRED_VERSIONS,
     )
     rt, stats = s.rt, s.stats
     try:

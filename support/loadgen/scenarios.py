@@ -106,9 +106,18 @@ async def steady(
     topic = f"bench-steady-{run}"
     topic_status = await _create_topic(target.bootstrap, topic, group_size)
     group_ids = [f"steady-{run}-{g}" for g in range(group_count)]
-    coordinator = await single_coordinator(target.bootstrap, group_ids)
+    coordinators = await find_coordinators(target.bootstrap, group_ids)
+    if connections is not None and len(set(coordinators.values())) > 1:
+        raise RuntimeError("groups are spread over several coordinators: the shared shape drives one")
     stats = Stats()
-    rt = await Runtime(coordinator, stats, connections, min(lanes, members), interval_s).start()
+    rt = await Runtime(
+        coordinators[group_ids[0]],
+        stats,
+        connections,
+        min(lanes, members),
+        interval_s,
+        group_coordinators=coordinators,
+    ).start()
     try:
         groups: list[list[Member]] = [[] for _ in range(group_count)]
         for i in range(members):
