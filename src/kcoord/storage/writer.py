@@ -86,6 +86,11 @@ class ProduceCombiner:
 
         Connection trouble and timeouts raise StorageError for every batch of the request.
         """
+        return await self.enqueue(conn, partition, batch)
+
+    def enqueue(self, conn: Connection, partition: int, batch: bytes) -> asyncio.Future[Any]:
+        """:meth:`produce` without the coroutine: the future of ``batch``'s partition response. Batches
+        queued for ``conn`` go out in the order they were queued."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         queue = self._queued.get(conn)
@@ -93,17 +98,23 @@ class ProduceCombiner:
             queue = self._queued[conn] = []
             loop.call_soon(self._send, conn)
         queue.append((partition, batch, fut))
-        return await fut
+        return fut
 
     def _send(self, conn: Connection) -> None:
         queue = self._queued.pop(conn, [])
         entries: list[_Queued] = []
+        partitions: set[int] = set()
         size = 0
         for entry in queue:
-            if entries and size + len(entry[1]) > self.max_request_bytes:
+            # A second batch of one partition (a shard with several appends in flight) goes in the
+            # next request: a Produce request holds one batch per partition, and the connection
+            # keeps the requests, hence the partition's batches, in order.
+            if entries and (size + len(entry[1]) > self.max_request_bytes or entry[0] in partitions):
                 self._send_one(conn, entries)
                 entries, size = [], 0
+                partitions.clear()
             entries.append(entry)
+            partitions.add(entry[0])
             size += len(entry[1])
         if entries:
             self._send_one(conn, entries)
@@ -244,9 +255,140 @@ class ShardWriter:
     async def append(self, pairs: list[Pair]) -> None:
         """The shard's own records, in order, in as few batches as the batch limit allows."""
         async with self.ownership.lock:
+            await self.ownership.idle()
             await self.ownership.writable()
             for chunk in chunks(pairs, self.max_batch_bytes()):
                 await self.produce_own(chunk)
+
+    async def send(self, pairs: list[Pair], done: Callable[[StorageError | None], None]) -> None:
+        """The shard's own records as one batch sent behind those still in flight (pipelined):
+        returns once it is on its way; ``done`` (which must not raise) is called once, with None
+        when the cluster acknowledged it, else with the StorageError.
+
+        Its sequence is taken at sending, so the broker, which checks each producer's sequences
+        per partition (Kafka and tansu: OUT_OF_ORDER_SEQUENCE_NUMBER on a gap), writes the batches
+        in the order they were sent, each only after every earlier one. A batch retries (the same
+        batch and sequence, as :meth:`append`) only while it is the only one in flight, and none is
+        sent while it does; a failed attempt with others in flight fails it, leaving the shard not
+        owned: the runtime fails the later ones too and reloads, and the re-fence waits until none
+        is in flight (:meth:`Ownership.take`). Records over the batch limit, or a partition without
+        a known leader, take :meth:`append`'s path: written before this returns."""
+        own = self.ownership
+        async with own.lock:
+            while True:
+                if own.retrying:
+                    await own.idle()
+                await own.writable()
+                parts = chunks(pairs, self.max_batch_bytes())
+                if len(parts) > 1:
+                    break
+                try:
+                    conn = await self.cluster.leader(self.partition)
+                except StorageError:
+                    break
+                if own.owned and not own.retrying:
+                    self._send_now(conn, pairs, done)
+                    return
+            await own.idle()
+            await own.writable()
+            for chunk in parts:
+                await self.produce_own(chunk)
+        done(None)
+
+    def _send_now(
+        self, conn: Connection, pairs: list[Pair], done: Callable[[StorageError | None], None]
+    ) -> None:
+        own = self.ownership
+        producer = Producer(own.producer_id, own.producer_epoch, own.sequence)
+        batch = self._encode(pairs, producer)
+        answer = self.combiner.enqueue(conn, self.partition, batch)
+        own.sequence = (own.sequence + len(pairs)) & SEQUENCE_MASK
+        own.in_flight += 1
+        answer.add_done_callback(lambda fut: self._answered(fut, len(pairs), producer, pairs, batch, done))
+
+    def _answered(
+        self,
+        fut: asyncio.Future[Any],
+        count: int,
+        producer: Producer,
+        pairs: list[Pair],
+        batch: bytes,
+        done: Callable[[StorageError | None], None],
+    ) -> None:
+        """The first answer to a batch of :meth:`send` (a loop callback: a coroutine here would
+        cost the commit behind it a loop iteration)."""
+        own = self.ownership
+        error: int | None = None
+        if fut.cancelled():
+            detail = "produce request cancelled"
+        elif fut.exception() is not None:
+            detail = str(fut.exception()) or type(fut.exception()).__name__
+        else:
+            part = fut.result()
+            error = int(part.error_code)
+            if error == ErrorCode.NONE:
+                own.finished()
+                done(self._acknowledged_or_lost(int(part.base_offset), count))
+                return
+            detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
+        if error in FENCING_ERRORS:
+            own.finished()
+            done(own.fence(f"Produce error {error}"))
+            return
+        if own.in_flight > 1 or own.retrying or not own.owned:
+            own.owned = False
+            own.finished()
+            done(
+                StorageError(
+                    f"append to {self.topic}[{self.partition}] failed with others in flight: {detail}"
+                )
+            )
+            return
+        own.retrying = True
+        asyncio.get_running_loop().create_task(self._resend(pairs, producer, batch, (error, detail), done))
+
+    async def _resend(
+        self,
+        pairs: list[Pair],
+        producer: Producer,
+        batch: bytes,
+        failed: tuple[int | None, str],
+        done: Callable[[StorageError | None], None],
+    ) -> None:
+        """The only batch in flight failed an attempt: resend it as :meth:`append` does."""
+        own = self.ownership
+        try:
+            base_offset = await self._produce(pairs, producer, "append", batch=batch, failed=failed)
+        except StorageError as exc:
+            failure = self._own_failure(exc)
+            own.retrying = False
+            own.finished()
+            done(failure)
+            return
+        except BaseException:
+            own.owned = own.retrying = False
+            own.finished()
+            done(StorageError(f"append to {self.topic}[{self.partition}] stopped"))
+            raise
+        own.retrying = False
+        own.finished()
+        done(self._acknowledged_or_lost(base_offset, len(pairs)))
+
+    def _acknowledged_or_lost(self, base_offset: int, count: int) -> StorageError | None:
+        try:
+            self._acknowledged(base_offset, count)
+        except StorageError as exc:
+            return exc
+        return None
+
+    def _own_failure(self, exc: StorageError) -> StorageError:
+        """A batch of the shard's own failed: the outcome is unknown, so the shard is not owned
+        (it re-fences before anything else); a fencing error fences it."""
+        own = self.ownership
+        own.owned = False
+        if isinstance(exc, ProduceRefused) and exc.error_code in FENCING_ERRORS:
+            return own.fence(f"Produce error {exc.error_code}")
+        return exc
 
     async def produce_own(self, pairs: list[Pair]) -> int:
         """One batch of the shard's own at the current producer id, epoch and sequence; returns its
@@ -257,14 +399,11 @@ class ShardWriter:
             base_offset = await self._produce(
                 pairs, Producer(own.producer_id, own.producer_epoch, own.sequence), "append"
             )
-        except ProduceRefused as exc:
-            own.owned = False
-            if exc.error_code in FENCING_ERRORS:
-                raise own.fence(f"Produce error {exc.error_code}") from None
-            raise
-        except StorageError:
-            own.owned = False
-            raise
+        except StorageError as exc:
+            failure = self._own_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from None
         own.sequence = (own.sequence + len(pairs)) & SEQUENCE_MASK
         self._acknowledged(base_offset, len(pairs))
         return base_offset
@@ -275,6 +414,7 @@ class ShardWriter:
         """One transactional batch of a client's producer, at that producer's next sequence on this
         partition (a new epoch starts over at 0)."""
         async with self.ownership.lock:
+            await self.ownership.idle()  # the log holds the shard's writes in the order it made them
             await self.ownership.writable()
             epoch, sequence = self.client_sequences.get(producer_id, (producer_epoch, 0))
             if epoch != producer_epoch:
@@ -295,19 +435,34 @@ class ShardWriter:
             self.client_sequences[producer_id] = (producer_epoch, (sequence + len(pairs)) & SEQUENCE_MASK)
             self._acknowledged(base_offset, len(pairs))
 
-    async def _produce(self, pairs: list[Pair], producer: Producer, what: str) -> int:
-        """Produce one batch until the cluster acknowledges it; returns its base offset (-1 when
-        a deduplicated retry does not say). Raises :class:`ProduceRefused` for an error retrying
-        cannot fix, StorageError when ``append_timeout`` ran out. Lock held."""
-        transactional_id = producer.transactional_id
-        batch = encode_batch(
+    @staticmethod
+    def _encode(pairs: list[Pair], producer: Producer) -> bytes:
+        return encode_batch(
             pairs,
             timestamp=int(time.time() * 1000),
             producer_id=producer.producer_id,
             producer_epoch=producer.producer_epoch,
             base_sequence=producer.base_sequence,
-            transactional=transactional_id is not None,
+            transactional=producer.transactional_id is not None,
         )
+
+    async def _produce(
+        self,
+        pairs: list[Pair],
+        producer: Producer,
+        what: str,
+        *,
+        batch: bytes | None = None,
+        failed: tuple[int | None, str] | None = None,
+    ) -> int:
+        """Produce one batch until the cluster acknowledges it; returns its base offset (-1 when
+        a deduplicated retry does not say). Raises :class:`ProduceRefused` for an error retrying
+        cannot fix, StorageError when ``append_timeout`` ran out. Lock held, or (``failed``: the
+        cluster's error code or None, and what it said) the batch's first attempt, made by
+        :meth:`send`, failed and no other batch of the shard is in flight."""
+        transactional_id = producer.transactional_id
+        if batch is None:
+            batch = self._encode(pairs, producer)
         retry = Retry(
             self.append_timeout,
             refresh_leaders=lambda: self.cluster.refresh(self.topic),
@@ -315,20 +470,27 @@ class ShardWriter:
         )
         where = f"{self.topic}[{self.partition}]"
         while True:
-            error = ErrorCode.NONE
-            try:
-                conn = await self.cluster.leader(self.partition)
-                part = await self._send(conn, batch, transactional_id)
-            except (StorageError, IndexError) as exc:  # IndexError: an answer without our partition
-                verdict = await retry.failed(None, str(exc) or type(exc).__name__)
+            error: int = ErrorCode.NONE
+            if failed is not None:  # the first attempt, made by send(), failed so
+                first_error, detail = failed
+                failed = None
+                if first_error is not None:
+                    error = first_error
+                verdict = await retry.failed(first_error, detail)
             else:
-                error = part.error_code
-                if error == ErrorCode.NONE or (
-                    error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and retry.attempts > 0
-                ):
-                    return int(part.base_offset)
-                detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
-                verdict = await retry.failed(error, detail)
+                try:
+                    conn = await self.cluster.leader(self.partition)
+                    part = await self._send(conn, batch, transactional_id)
+                except (StorageError, IndexError) as exc:  # IndexError: an answer without our partition
+                    verdict = await retry.failed(None, str(exc) or type(exc).__name__)
+                else:
+                    error = part.error_code
+                    if error == ErrorCode.NONE or (
+                        error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and retry.attempts > 0
+                    ):
+                        return int(part.base_offset)
+                    detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
+                    verdict = await retry.failed(error, detail)
             if verdict is Verdict.TOPIC_GONE:
                 raise self.ownership.lose(
                     f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {retry.gone}"
