@@ -211,7 +211,10 @@ class KafkaShardLog:
 
     async def send(self, records: list[Record], done: AppendDone) -> None:
         """:meth:`append` pipelined (:meth:`~kcoord.storage.writer.ShardWriter.send`)."""
-        await self.writer.send([encode_record(r) for r in records], done)
+        if records:
+            await self.writer.send([encode_record(r) for r in records], done)
+        else:
+            done(None)
 
     async def append_transactional(
         self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]
