@@ -217,3 +217,23 @@ async def test_taking_ownership_waits_until_no_batch_is_in_flight() -> None:
     broker.answer(1, 1)
     await taking
     assert own.owned and own.sequence == 1
+
+
+async def test_a_load_reads_only_once_no_batch_is_in_flight() -> None:
+    """A batch sent before a reload (its shard's generation failed meanwhile) lands before the
+    load reads, never after it: the loaded state is the log's."""
+    writer, own, broker, _ = make_writer()
+    done = Done()
+    await writer.send(pairs(1), done)
+    await settle()
+    rechecked: list[bool] = []
+
+    async def recheck() -> None:
+        rechecked.append(True)
+
+    loading = asyncio.get_running_loop().create_task(own.ready_to_load(recheck))
+    await settle()
+    assert not loading.done()
+    broker.answer(0, 0)
+    await loading
+    assert done.results == [None] and own.owned and len(broker.requests) == 1

@@ -128,6 +128,9 @@ class Ownership:
         """Before a load: raise if fenced; after a lost log, re-check (re-create) the topic and
         start over on what it holds now; take ownership unless this process holds it."""
         async with self.lock:
+            # Batches still in flight (pipelined) land before the load reads, or fail and leave
+            # the shard not owned (re-fenced below): none can land after it.
+            await self.idle()
             if self.fenced is not None:
                 raise self.fenced
             if self.lost is not None:

@@ -28,8 +28,8 @@ Invariants:
   are replayed at once like records and appended in the same queue, in replay order, each as a
   batch of the client's producer, so the log holds plain and transactional writes in the order the
   state saw them: a transactional batch goes out alone, once every append before it is
-  acknowledged, and nothing goes out behind it until it is. The transaction coordinator writes its markers into the shard's partition; while
-  a transaction is open there the shard follows the log (``follow.interval``) and replays each
+  acknowledged, and nothing goes out behind it until it is. The transaction coordinator writes its
+  markers into the shard's partition; while a transaction is open there the shard follows the log (``follow.interval``) and replays each
   marker it finds, and :meth:`ShardRuntime.catch_up` replays every marker already written before a
   new transaction opens or commits, so a marker is never replayed after a later transaction's writes
   of its producer. A transactional batch the cluster refuses for the producer's sake answers its
