@@ -130,14 +130,20 @@ async def test_batches_go_out_behind_each_other_with_consecutive_sequences() -> 
 async def test_two_batches_of_one_partition_in_one_iteration_go_in_two_requests_in_order() -> None:
     combiner = ProduceCombiner("t", timeout=1.0)
     broker: Any = ScriptedBroker()
-    first = combiner.enqueue(broker, 0, b"first")
-    second = combiner.enqueue(broker, 0, b"second")
+    answers: list[tuple[bytes, Any]] = []
+    combiner.enqueue(broker, 0, b"first", lambda part, failure: answers.append((b"first", part.base_offset)))
+    combiner.enqueue(
+        broker, 0, b"second", lambda part, failure: answers.append((b"second", part.base_offset))
+    )
     await settle()
     assert [bytes(r.topic_data[0].partition_data[0].records) for r in broker.requests] == [
         b"first",
         b"second",
     ]
-    assert not first.done() and not second.done()
+    broker.answer(1, 7)
+    broker.answer(0, 5)
+    await settle()
+    assert answers == [(b"second", 7), (b"first", 5)]  # each its own request's answer
 
 
 async def test_a_failed_attempt_with_others_in_flight_is_not_retried() -> None:

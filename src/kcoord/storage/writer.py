@@ -68,8 +68,10 @@ CLIENT_TRANSACTION_ERRORS = frozenset(
     }
 )
 
-# One queued batch of a combined request: (partition, batch, future of its partition response).
-_Queued = tuple[int, bytes, asyncio.Future[Any]]
+# Told a batch's partition response, or the StorageError that stands for it (once; must not raise).
+Settle = Callable[[Any, StorageError | None], None]
+# One queued batch of a combined request: (partition, batch, who is told its answer).
+_Queued = tuple[int, bytes, Settle]
 
 
 class ProduceCombiner:
@@ -86,19 +88,29 @@ class ProduceCombiner:
 
         Connection trouble and timeouts raise StorageError for every batch of the request.
         """
-        return await self.enqueue(conn, partition, batch)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-    def enqueue(self, conn: Connection, partition: int, batch: bytes) -> asyncio.Future[Any]:
-        """:meth:`produce` without the coroutine: the future of ``batch``'s partition response. Batches
-        queued for ``conn`` go out in the order they were queued."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        def settle(part: Any, failure: StorageError | None) -> None:
+            if fut.done():
+                return
+            if failure is not None:
+                fut.set_exception(failure)
+            else:
+                fut.set_result(part)
+
+        self.enqueue(conn, partition, batch, settle)
+        return await fut
+
+    def enqueue(self, conn: Connection, partition: int, batch: bytes, settle: Settle) -> None:
+        """:meth:`produce` without the coroutine: ``settle`` is called with ``batch``'s partition
+        response (or the StorageError) right where the answer is handled, not a loop iteration later
+        as a future's callbacks would be. Batches queued for ``conn`` go out in the order they were
+        queued."""
         queue = self._queued.get(conn)
         if queue is None:
             queue = self._queued[conn] = []
-            loop.call_soon(self._send, conn)
-        queue.append((partition, batch, fut))
-        return fut
+            asyncio.get_running_loop().call_soon(self._send, conn)
+        queue.append((partition, batch, settle))
 
     def _send(self, conn: Connection) -> None:
         queue = self._queued.pop(conn, [])
@@ -162,20 +174,25 @@ class ProduceCombiner:
         for topic in done.result().responses:
             for part in topic.partition_responses:
                 by_partition[part.index] = part
-        for partition, _, fut in entries:
-            if fut.done():
-                continue
+        for partition, _, settle in entries:
             if partition in by_partition:
-                fut.set_result(by_partition[partition])
+                ProduceCombiner._settle(settle, by_partition[partition], None)
             else:
-                fut.set_exception(StorageError(f"produce response has no answer for partition {partition}"))
+                failure = StorageError(f"produce response has no answer for partition {partition}")
+                ProduceCombiner._settle(settle, None, failure)
 
     @staticmethod
     def _answer_failed(entries: list[_Queued], failure: StorageError) -> None:
         """Connection trouble or a timeout: every batch of the request fails with it."""
-        for _, _, fut in entries:
-            if not fut.done():
-                fut.set_exception(failure)
+        for _, _, settle in entries:
+            ProduceCombiner._settle(settle, None, failure)
+
+    @staticmethod
+    def _settle(settle: Settle, part: Any, failure: StorageError | None) -> None:
+        try:
+            settle(part, failure)
+        except Exception:  # one shard's bug must not cost the other batches of the request their answer
+            log.exception("handling a produce answer failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,30 +318,31 @@ class ShardWriter:
         own = self.ownership
         producer = Producer(own.producer_id, own.producer_epoch, own.sequence)
         batch = self._encode(pairs, producer)
-        answer = self.combiner.enqueue(conn, self.partition, batch)
         own.sequence = (own.sequence + len(pairs)) & SEQUENCE_MASK
         own.in_flight += 1
-        answer.add_done_callback(lambda fut: self._answered(fut, len(pairs), producer, pairs, batch, done))
+
+        def answered(part: Any, failure: StorageError | None) -> None:
+            self._answered(part, failure, producer, pairs, batch, done)
+
+        self.combiner.enqueue(conn, self.partition, batch, answered)
 
     def _answered(
         self,
-        fut: asyncio.Future[Any],
-        count: int,
+        part: Any,
+        failure: StorageError | None,
         producer: Producer,
         pairs: list[Pair],
         batch: bytes,
         done: Callable[[StorageError | None], None],
     ) -> None:
-        """The first answer to a batch of :meth:`send` (a loop callback: a coroutine here would
-        cost the commit behind it a loop iteration)."""
+        """The first answer to a batch of :meth:`send`, where the combiner handles the response (a
+        coroutine or a future here would cost the commit behind it loop iterations)."""
         own = self.ownership
+        count = len(pairs)
         error: int | None = None
-        if fut.cancelled():
-            detail = "produce request cancelled"
-        elif fut.exception() is not None:
-            detail = str(fut.exception()) or type(fut.exception()).__name__
+        if failure is not None:
+            detail = str(failure) or type(failure).__name__
         else:
-            part = fut.result()
             error = int(part.error_code)
             if error == ErrorCode.NONE:
                 own.finished()
