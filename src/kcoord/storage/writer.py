@@ -268,6 +268,7 @@ class ShardWriter:
         # here: Kafka checks their sequences per partition like any producer's (docs/tansu.md). A
         # load relearns them from the log.
         self.client_sequences: dict[int, tuple[int, int]] = {}
+        self._resending: set[asyncio.Task[None]] = set()  # batches of send() being resent
 
     async def append(self, pairs: list[Pair]) -> None:
         """The shard's own records, in order, in as few batches as the batch limit allows."""
@@ -358,12 +359,17 @@ class ShardWriter:
             own.finished()
             done(
                 StorageError(
-                    f"append to {self.topic}[{self.partition}] failed with others in flight: {detail}"
+                    f"append to {self.topic}[{self.partition}] failed, not retried (other appends in "
+                    f"flight, or the shard no longer owned): {detail}"
                 )
             )
             return
         own.retrying = True
-        asyncio.get_running_loop().create_task(self._resend(pairs, producer, batch, (error, detail), done))
+        task = asyncio.get_running_loop().create_task(
+            self._resend(pairs, producer, batch, (error, detail), done)
+        )
+        self._resending.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._resending.discard)
 
     async def _resend(
         self,
