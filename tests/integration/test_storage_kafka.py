@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from kcoord.coordinator.core.shard_state import GroupCoordinatorShard
 from kcoord.coordinator.ops.settings import Settings
 from kcoord.coordinator.runtime.shard import replay_transaction_entry
 from kcoord.protocol import storage_messages as sm
+from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_batch import decode_batches, encode_batch
 from kcoord.protocol.records import (
     GroupMetadataKey,
@@ -667,5 +669,100 @@ async def test_lost_produce_response_is_retried_without_duplicates(broker: Upstr
         assert len(fetched) == 4
         high_watermark = (await log.reads.fetch(0))[1]
         assert high_watermark == 1 + 1 + 2 + 1  # fence + first append + one copy of the retried batch + last
+    finally:
+        await storage.close()
+
+
+async def send_all(log: KafkaShardLog, appends: list[list[Record]]) -> list[StorageError | None]:
+    """Each append sent in a loop iteration of its own (so in a Produce request of its own) without
+    waiting for the one before; the outcome of each, once all are answered."""
+    outcomes: list[StorageError | None] = [None] * len(appends)
+    answered = [asyncio.get_running_loop().create_future() for _ in appends]
+
+    def done(i: int) -> Callable[[StorageError | None], None]:
+        def settle(error: StorageError | None) -> None:
+            outcomes[i] = error
+            answered[i].set_result(None)
+
+        return settle
+
+    for i, records in enumerate(appends):
+        await log.send(records, done(i))
+        await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*answered), 30)
+    return outcomes
+
+
+async def test_pipelined_appends_land_in_the_order_they_were_sent(broker: Upstream) -> None:
+    """Six batches in flight at once, each with the sequence after the one before: the log
+    holds them in send order, one each (later values of one key win, as replay needs)."""
+    storage = make_storage(broker, new_topic())
+    oracle = MemoryStorage(compacted_reads=True)
+    await storage.open(1)
+    await oracle.open(1)
+    appends = [[offset("g", 0, i), offset("g", i % 3 + 1, i)] for i in range(5)] + [[group("g", 1)]]
+    try:
+        log = storage.shard_log(0)
+        await log.append([offset("g", 0, 100)])  # owned and loaded
+        assert await send_all(log, appends) == [None] * len(appends)
+        assert log.ownership.in_flight == 0
+        for records in [[offset("g", 0, 100)], *appends]:
+            await oracle.shard_log(0).append(records)
+        records, high_watermark = await log.reads.fetch(0)
+        batches = [b for b in decode_batches(records or b"")]
+        assert [len(b.records) for b in batches] == [1, 1, 2, 2, 2, 2, 2, 1]  # fence, first, the six
+        assert [b.base_sequence for b in batches[2:]] == [2, 4, 6, 8, 10, 12]
+        assert high_watermark == 13
+        assert await read_all(storage, 0) == await read_all(oracle, 0)
+    finally:
+        await storage.close()
+
+
+async def test_the_broker_refuses_a_pipelined_batch_whose_predecessor_is_missing(broker: Upstream) -> None:
+    """The first of two batches in flight never reaches the broker (its request fails before it is
+    sent): the broker refuses the second for the sequence gap, so the log never holds a later
+    append without an earlier one; both fail, and the shard re-fences and reads neither."""
+    storage = make_storage(broker, new_topic())
+    await storage.open(1)
+    log = storage.shard_log(0)
+    await log.append([offset("g", 0, 1)])
+    real_leader = storage.cluster.leader
+    dropped: list[object] = []
+
+    class DropsFirstProduce:
+        name = "drops-first-produce"
+
+        def __init__(self, conn: object) -> None:
+            self.conn = conn
+
+        def request(self, body: object, *, timeout: float) -> asyncio.Future[object]:
+            if isinstance(body, sm.ProduceRequest) and not dropped:
+                dropped.append(body)
+                failed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+                asyncio.get_running_loop().call_later(
+                    0.3, failed.set_exception, StorageError("simulated: not sent")
+                )
+                return failed
+            return self.conn.request(body, timeout=timeout)  # type: ignore[attr-defined,no-any-return]
+
+        def flush(self) -> None:
+            self.conn.flush()  # type: ignore[attr-defined]
+
+    async def leader(partition: int) -> object:
+        return DropsFirstProduce(await real_leader(partition))
+
+    storage.cluster.leader = leader  # type: ignore[method-assign]
+    try:
+        first, second = await send_all(log, [[offset("g", 0, 2)], [offset("g", 0, 3)]])
+        assert dropped
+        assert isinstance(first, StorageError) and "not sent" in str(first)
+        assert isinstance(second, StorageError) and f"error {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}" in str(
+            second
+        )
+        assert not log.ownership.owned and log.fenced is None
+        storage.cluster.leader = real_leader  # type: ignore[method-assign]
+        assert await read_all(storage, 0) == [offset("g", 0, 1)]  # re-fenced; neither landed
+        await log.append([offset("g", 0, 4)])
+        assert await read_all(storage, 0) == [offset("g", 0, 4)]
     finally:
         await storage.close()

@@ -17,6 +17,7 @@ from kcoord.coordinator.runtime.shard import ShardRuntime
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
+from kcoord.storage.base import StorageError
 from kcoord.storage.memory import MemoryShardLog
 
 
@@ -34,10 +35,38 @@ class GatedLog(MemoryShardLog):
         await super().append(records)
 
 
-def make_runtime(log: MemoryShardLog, config: GroupConfig | None = None) -> ShardRuntime:
+class HeldLog(MemoryShardLog):
+    """A log whose appends land in the order they were sent, each answered when the test says:
+    acknowledged, in any order, or failed (the outcome of a failed one is unknown to the shard;
+    here it landed, as a batch whose answer timed out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[asyncio.Future[None]] = []
+        self.sent: list[int] = []  # records per append, in send order
+
+    async def append(self, records):  # type: ignore[no-untyped-def]
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.held.append(answer)
+        self.sent.append(len(records))
+        self.entries.extend(self._encode(records))
+        await answer
+
+    def ack(self, i: int) -> None:
+        self.held[i].set_result(None)
+
+    def fail(self, i: int) -> None:
+        self.held[i].set_exception(StorageError("timed out"))
+
+
+def make_runtime(
+    log: MemoryShardLog, config: GroupConfig | None = None, max_in_flight: int = 1
+) -> ShardRuntime:
     clock = SystemClock()
     cfg = config or GroupConfig()
-    return ShardRuntime(0, lambda: GroupCoordinatorShard(cfg, clock, shard_index=0), log, clock)
+    return ShardRuntime(
+        0, lambda: GroupCoordinatorShard(cfg, clock, shard_index=0), log, clock, max_in_flight=max_in_flight
+    )
 
 
 def commit_request(group: str, partition: int, offset: int) -> m.OffsetCommitRequest:
@@ -285,3 +314,119 @@ async def test_a_shard_that_cannot_load_at_start_retries_in_the_background() -> 
         await asyncio.sleep(0.01)
     assert rt.loaded
     rt.close()
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_appends_are_pipelined_up_to_the_cap() -> None:
+    """A commit does not wait for the round trip of the append before it; beyond ``max_in_flight``
+    appends the records gather and go out together once a slot frees."""
+    log = HeldLog()
+    rt = make_runtime(log, max_in_flight=2)
+    await rt.load()
+    futs = []
+    for i in range(4):
+        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 10 + i)))
+        await settle()
+    assert log.sent == [1, 1]  # two in flight; the third and fourth commits wait for a slot
+    log.ack(0)
+    await settle()
+    assert log.sent == [1, 1, 2]  # together, in one append
+    assert futs[0].done() and not any(f.done() for f in futs[1:])
+    log.ack(1)
+    log.ack(2)
+    await settle()
+    assert [commit_errors(await f) for f in futs] == [[0]] * 4
+    assert committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))) == {
+        0: 10,
+        1: 11,
+        2: 12,
+    }
+
+
+async def test_a_later_append_acknowledged_first_waits_for_the_earlier_one() -> None:
+    log = HeldLog()
+    rt = make_runtime(log, max_in_flight=5)
+    await rt.load()
+    first = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 10))
+    await settle()
+    second = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 1, 11))
+    await settle()
+    assert log.sent == [1, 1]
+    log.ack(1)
+    await settle()
+    assert not first.done() and not second.done()  # the second's reply may reveal the first commit
+    log.ack(0)
+    await settle()
+    assert commit_errors(await first) == [0] and commit_errors(await second) == [0]
+
+
+async def test_a_failed_append_fails_every_later_one_in_flight_and_the_shard_reloads_the_log() -> None:
+    """The later append's acknowledgement, earlier or later than the failure, tells its client
+    nothing but NOT_COORDINATOR; the reloaded state is the log's (here both commits landed)."""
+    log = HeldLog()
+    rt = make_runtime(log, max_in_flight=5)
+    await rt.load()
+    futs = []
+    for i in range(3):
+        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 10 + i)))
+        await settle()
+    assert log.sent == [1, 1, 1]
+    log.ack(1)
+    await settle()
+    log.fail(0)
+    await settle()
+    log.ack(2)
+    assert [commit_errors(await f) for f in futs] == [[ErrorCode.NOT_COORDINATOR]] * 3
+    for _ in range(100):
+        if rt.loaded:
+            break
+        await asyncio.sleep(0.01)
+    assert rt.loaded
+    assert committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch_request("g"))) == {
+        0: 10,
+        1: 11,
+        2: 12,
+    }
+    # And the shard writes again after the reload.
+    again = rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", 0, 20))
+    await settle()
+    log.ack(len(log.held) - 1)
+    assert commit_errors(await again) == [0]
+
+
+async def test_replaying_the_pipelined_log_gives_the_same_state() -> None:
+    log = HeldLog()
+    rt = make_runtime(log, max_in_flight=3)
+    await rt.load()
+    futs = []
+    for i in range(9):
+        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i % 3, 100 + i)))
+        await settle()
+        unanswered = [a for a in log.held if not a.done()]
+        if len(unanswered) == 3:  # every slot taken: answer the newest first, the oldest next
+            unanswered[-1].set_result(None)
+            unanswered[0].set_result(None)
+    for _ in range(20):
+        for answer in log.held:
+            if not answer.done():
+                answer.set_result(None)
+        await settle()
+    assert all(commit_errors(f.result()) == [0] for f in futs)
+    fetch = fetch_request("g")
+    live = committed(await rt.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch))
+    replayed = make_runtime(MemoryShardLog())
+    replayed.log.entries = list(log.entries)  # type: ignore[attr-defined]
+    await replayed.load()
+    assert (
+        committed(await replayed.submit(ApiKey.OFFSET_FETCH, RequestContext(6), fetch))
+        == live
+        == {
+            0: 106,
+            1: 107,
+            2: 108,
+        }
+    )

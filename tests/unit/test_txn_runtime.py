@@ -37,7 +37,8 @@ PID = 4000
 class Cluster:
     """One shard on the memory storage, with the runtime and the AddOffsetsToTxn service."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_in_flight: int = 1) -> None:
+        self.max_in_flight = max_in_flight
         self.clock = ManualClock(1_700_000_000_000)
         self.storage = MemoryStorage()
         self.runtime: ShardRuntime | None = None
@@ -57,6 +58,7 @@ class Cluster:
             self.clock,
             follow_interval=0.005,
             marker_wait=0.2,
+            max_in_flight=self.max_in_flight,
         )
         await self.runtime.load()
         self.service = TransactionOffsets(Router([self.runtime]), self.storage)
@@ -148,9 +150,10 @@ class Cluster:
         fresh.close()
 
 
-@pytest.fixture
-async def cluster() -> Any:
-    c = Cluster()
+@pytest.fixture(params=[1, 5], ids=["appends-1", "appends-5"])
+async def cluster(request: pytest.FixtureRequest) -> Any:
+    """Every test once with one append in flight per shard and once pipelined (at most 5)."""
+    c = Cluster(max_in_flight=request.param)
     await c.start()
     yield c
     c.rt.close()
@@ -441,3 +444,40 @@ async def test_in_a_cluster_the_ended_transaction_reaches_the_shards_node_with_t
     await c.rt.catch_up()
     assert await c.fetch([T0]) == {T0: (20, 0)}
     await c.assert_log_rebuilds_the_shard()
+
+
+async def test_a_transactional_batch_goes_out_alone_behind_the_appends_before_it() -> None:
+    """Pipelined appends keep the log in replay order around a transactional batch: it waits for
+    the plain append in flight, and the plain append after it waits for it."""
+    c = Cluster(max_in_flight=5)
+    await c.start()
+    assert await c.add_offsets() == E.NONE
+    log = c.log
+    calls: list[str] = []
+    gate = asyncio.Event()
+    plain, transactional = log.append, log.append_transactional
+
+    async def held_append(records: Any) -> None:
+        calls.append("plain")
+        await gate.wait()
+        await plain(records)
+
+    async def traced_transactional(*args: Any) -> None:
+        calls.append("transactional")
+        await transactional(*args)
+
+    log.append = held_append  # type: ignore[method-assign]
+    log.append_transactional = traced_transactional  # type: ignore[method-assign]
+    first = asyncio.ensure_future(c.commit({T0: 1}))
+    await asyncio.sleep(0.01)
+    txn = asyncio.ensure_future(c.txn_commit({T1: 2}))
+    await asyncio.sleep(0.01)
+    second = asyncio.ensure_future(c.commit({T0: 3}))
+    await asyncio.sleep(0.01)
+    assert calls == ["plain"]
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(first, txn, second), 5)
+    assert calls == ["plain", "transactional", "plain"]
+    assert [type(e).__name__ for e in log.entries[-3:]] == ["tuple", "TxnBatch", "tuple"]
+    await c.assert_log_rebuilds_the_shard()
+    c.rt.close()

@@ -56,6 +56,9 @@ class TransactionalAppendError(StorageError):
 
 # What a log calls when it finds out on its own (not in an append or read) that the shard lost it.
 LostCallback = Callable[[StorageError], None]
+# What a log calls when an append started by ``ShardLog.send`` is acknowledged (None) or failed.
+# It runs inside the log's answer handling and must not raise.
+AppendDone = Callable[[StorageError | None], None]
 
 
 class ShardLog(Protocol):
@@ -83,6 +86,14 @@ class ShardLog(Protocol):
 
     async def append(self, records: list[Record]) -> None:
         """Durably append ``records`` in order; returns once the cluster acknowledged all of them."""
+        ...
+
+    async def send(self, records: list[Record], done: AppendDone) -> None:
+        """Start appending ``records`` behind the appends still in flight and return once they are
+        on their way (or, if they cannot be pipelined, written); ``done`` is called once: None when
+        the cluster acknowledged them, else the StorageError. Appends are written in the order they
+        were sent, each only if every earlier one was; one that fails leaves the log needing a
+        reload, as a failed :meth:`append` does. Raises StorageError if they could not be sent."""
         ...
 
     async def append_transactional(

@@ -25,7 +25,7 @@ from typing import Any
 from kcoord.client import PLAINTEXT, UpstreamSecurity
 from kcoord.protocol.records import EndTxnMarker, LogEntry, Record, encode_record
 
-from .base import FencedError, LogLostError, LostCallback, StorageError, transactional_pairs
+from .base import AppendDone, FencedError, LogLostError, LostCallback, StorageError, transactional_pairs
 from .kafka_client import KafkaCluster
 from .loader import RecordsPastWatermark, ShardLoader, TailEntry
 from .ownership import FENCE_KEY, FENCE_RECORD_TYPE, Ownership, OwnershipWatch, transactional_id
@@ -208,6 +208,13 @@ class KafkaShardLog:
         """Durably append ``records`` in order (acks=-1); raises StorageError/FencedError otherwise."""
         if records:
             await self.writer.append([encode_record(r) for r in records])
+
+    async def send(self, records: list[Record], done: AppendDone) -> None:
+        """:meth:`append` pipelined (:meth:`~kcoord.storage.writer.ShardWriter.send`)."""
+        if records:
+            await self.writer.send([encode_record(r) for r in records], done)
+        else:
+            done(None)
 
     async def append_transactional(
         self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]

@@ -22,6 +22,7 @@ transaction keeps a record. From the first open transaction on, the log is read 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from kcoord.protocol.records import (
@@ -35,6 +36,7 @@ from kcoord.protocol.records import (
 
 from .base import (
     DEFAULT_MAX_RECORD_BYTES,
+    AppendDone,
     LostCallback,
     StorageError,
     TransactionalAppendError,
@@ -72,6 +74,7 @@ class MemoryShardLog:
         self.refuse_transactional: list[int] = []  # error codes the next transactional appends get
         self.followed = 0  # entries read or followed so far
         self.records_read = 0  # records, transactional records and markers the last read yielded
+        self._sending: set[asyncio.Task[None]] = set()
 
     @property
     def log_end(self) -> int:
@@ -101,6 +104,25 @@ class MemoryShardLog:
 
     async def append(self, records: list[Record]) -> None:
         self.entries.extend(self._encode(records))
+
+    async def send(self, records: list[Record], done: AppendDone) -> None:
+        """:meth:`append` in a task of its own (a test's ``append`` may hold it open); in flight
+        together, they finish in the order they started unless a test's ``append`` says otherwise."""
+
+        def finished(task: asyncio.Task[None]) -> None:
+            if task.cancelled():
+                done(StorageError("append cancelled"))
+                return
+            exc = task.exception()
+            if exc is None or isinstance(exc, StorageError):
+                done(exc)
+            else:
+                done(StorageError(f"append failed: {exc!r}"))
+
+        task = asyncio.get_running_loop().create_task(self.append(records))
+        self._sending.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._sending.discard)
+        task.add_done_callback(finished)
 
     async def append_transactional(
         self, transactional_id: str, producer_id: int, producer_epoch: int, records: list[Record]

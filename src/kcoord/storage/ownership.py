@@ -101,6 +101,12 @@ class Ownership:
         # fence, or that uses our producer id, is another owner's.
         self.own_producers: set[tuple[int, int]] = set()
         self.lock = asyncio.Lock()  # appends, fencing and ownership changes never interleave
+        # Batches of the shard's own sent and not yet answered (ShardWriter.send pipelines them
+        # outside the lock); taking ownership waits until there are none, so a batch at the old
+        # epoch never meets the new one (its epoch error would look like another owner's fence).
+        self.in_flight = 0
+        self.retrying = False  # the only batch in flight is being resent: none is sent behind it
+        self._idle_waiters: list[asyncio.Future[None]] = []
         self.write_fence: Callable[[list[Pair]], Awaitable[int]] | None = None
 
     @property
@@ -122,6 +128,9 @@ class Ownership:
         """Before a load: raise if fenced; after a lost log, re-check (re-create) the topic and
         start over on what it holds now; take ownership unless this process holds it."""
         async with self.lock:
+            # Batches still in flight (pipelined) land before the load reads, or fail and leave
+            # the shard not owned (re-fenced below): none can land after it.
+            await self.idle()
             if self.fenced is not None:
                 raise self.fenced
             if self.lost is not None:
@@ -132,9 +141,26 @@ class Ownership:
                 self.position.checked = -1  # no checks until the load says where the log ends
                 await self.take()
 
+    async def idle(self) -> None:
+        """Wait until no batch of the shard's own is in flight."""
+        while self.in_flight:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    def finished(self) -> None:
+        """A batch in flight was answered (or failed for good)."""
+        self.in_flight -= 1
+        if not self.in_flight:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
     async def take(self) -> None:
         """InitProducerId (epoch bump) + acknowledged fence batch. Caller holds the lock."""
         assert self.write_fence is not None, "the shard log wires the writer in"
+        await self.idle()
         self.owned = False
         pid, epoch = await self._init_producer_id()
         if self.producer_id not in (-1, pid):

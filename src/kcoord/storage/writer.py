@@ -68,8 +68,10 @@ CLIENT_TRANSACTION_ERRORS = frozenset(
     }
 )
 
-# One queued batch of a combined request: (partition, batch, future of its partition response).
-_Queued = tuple[int, bytes, asyncio.Future[Any]]
+# Told a batch's partition response, or the StorageError that stands for it (once; must not raise).
+Settle = Callable[[Any, StorageError | None], None]
+# One queued batch of a combined request: (partition, batch, who is told its answer).
+_Queued = tuple[int, bytes, Settle]
 
 
 class ProduceCombiner:
@@ -86,24 +88,45 @@ class ProduceCombiner:
 
         Connection trouble and timeouts raise StorageError for every batch of the request.
         """
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def settle(part: Any, failure: StorageError | None) -> None:
+            if fut.done():
+                return
+            if failure is not None:
+                fut.set_exception(failure)
+            else:
+                fut.set_result(part)
+
+        self.enqueue(conn, partition, batch, settle)
+        return await fut
+
+    def enqueue(self, conn: Connection, partition: int, batch: bytes, settle: Settle) -> None:
+        """:meth:`produce` without the coroutine: ``settle`` is called with ``batch``'s partition
+        response (or the StorageError) right where the answer is handled, not a loop iteration later
+        as a future's callbacks would be. Batches queued for ``conn`` go out in the order they were
+        queued."""
         queue = self._queued.get(conn)
         if queue is None:
             queue = self._queued[conn] = []
-            loop.call_soon(self._send, conn)
-        queue.append((partition, batch, fut))
-        return await fut
+            asyncio.get_running_loop().call_soon(self._send, conn)
+        queue.append((partition, batch, settle))
 
     def _send(self, conn: Connection) -> None:
         queue = self._queued.pop(conn, [])
         entries: list[_Queued] = []
+        partitions: set[int] = set()
         size = 0
         for entry in queue:
-            if entries and size + len(entry[1]) > self.max_request_bytes:
+            # A second batch of one partition (a shard with several appends in flight) goes in the
+            # next request: a Produce request holds one batch per partition, and the connection
+            # keeps the requests, hence the partition's batches, in order.
+            if entries and (size + len(entry[1]) > self.max_request_bytes or entry[0] in partitions):
                 self._send_one(conn, entries)
                 entries, size = [], 0
+                partitions.clear()
             entries.append(entry)
+            partitions.add(entry[0])
             size += len(entry[1])
         if entries:
             self._send_one(conn, entries)
@@ -151,20 +174,25 @@ class ProduceCombiner:
         for topic in done.result().responses:
             for part in topic.partition_responses:
                 by_partition[part.index] = part
-        for partition, _, fut in entries:
-            if fut.done():
-                continue
+        for partition, _, settle in entries:
             if partition in by_partition:
-                fut.set_result(by_partition[partition])
+                ProduceCombiner._settle(settle, by_partition[partition], None)
             else:
-                fut.set_exception(StorageError(f"produce response has no answer for partition {partition}"))
+                failure = StorageError(f"produce response has no answer for partition {partition}")
+                ProduceCombiner._settle(settle, None, failure)
 
     @staticmethod
     def _answer_failed(entries: list[_Queued], failure: StorageError) -> None:
         """Connection trouble or a timeout: every batch of the request fails with it."""
-        for _, _, fut in entries:
-            if not fut.done():
-                fut.set_exception(failure)
+        for _, _, settle in entries:
+            ProduceCombiner._settle(settle, None, failure)
+
+    @staticmethod
+    def _settle(settle: Settle, part: Any, failure: StorageError | None) -> None:
+        try:
+            settle(part, failure)
+        except Exception:  # one shard's bug must not cost the other batches of the request their answer
+            log.exception("handling a produce answer failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,13 +268,151 @@ class ShardWriter:
         # here: Kafka checks their sequences per partition like any producer's (docs/tansu.md). A
         # load relearns them from the log.
         self.client_sequences: dict[int, tuple[int, int]] = {}
+        self._resending: set[asyncio.Task[None]] = set()  # batches of send() being resent
 
     async def append(self, pairs: list[Pair]) -> None:
         """The shard's own records, in order, in as few batches as the batch limit allows."""
         async with self.ownership.lock:
+            await self.ownership.idle()
             await self.ownership.writable()
             for chunk in chunks(pairs, self.max_batch_bytes()):
                 await self.produce_own(chunk)
+
+    async def send(self, pairs: list[Pair], done: Callable[[StorageError | None], None]) -> None:
+        """The shard's own records as one batch sent behind those still in flight (pipelined):
+        returns once it is on its way; ``done`` (which must not raise) is called once, with None
+        when the cluster acknowledged it, else with the StorageError.
+
+        Its sequence is taken at sending, so the broker, which checks each producer's sequences
+        per partition (Kafka and tansu: OUT_OF_ORDER_SEQUENCE_NUMBER on a gap), writes the batches
+        in the order they were sent, each only after every earlier one. A batch retries (the same
+        batch and sequence, as :meth:`append`) only while it is the only one in flight, and none is
+        sent while it does; a failed attempt with others in flight fails it, leaving the shard not
+        owned: the runtime fails the later ones too and reloads, and the re-fence waits until none
+        is in flight (:meth:`Ownership.take`). Records over the batch limit, or a partition without
+        a known leader, take :meth:`append`'s path: written before this returns."""
+        own = self.ownership
+        async with own.lock:
+            while True:
+                if own.retrying:
+                    await own.idle()
+                await own.writable()
+                parts = chunks(pairs, self.max_batch_bytes())
+                if len(parts) > 1:
+                    break
+                try:
+                    conn = await self.cluster.leader(self.partition)
+                except StorageError:
+                    break
+                if own.owned and not own.retrying:
+                    self._send_now(conn, pairs, done)
+                    return
+            await own.idle()
+            await own.writable()
+            for chunk in parts:
+                await self.produce_own(chunk)
+        done(None)
+
+    def _send_now(
+        self, conn: Connection, pairs: list[Pair], done: Callable[[StorageError | None], None]
+    ) -> None:
+        own = self.ownership
+        producer = Producer(own.producer_id, own.producer_epoch, own.sequence)
+        batch = self._encode(pairs, producer)
+        own.sequence = (own.sequence + len(pairs)) & SEQUENCE_MASK
+        own.in_flight += 1
+
+        def answered(part: Any, failure: StorageError | None) -> None:
+            self._answered(part, failure, producer, pairs, batch, done)
+
+        self.combiner.enqueue(conn, self.partition, batch, answered)
+
+    def _answered(
+        self,
+        part: Any,
+        failure: StorageError | None,
+        producer: Producer,
+        pairs: list[Pair],
+        batch: bytes,
+        done: Callable[[StorageError | None], None],
+    ) -> None:
+        """The first answer to a batch of :meth:`send`, where the combiner handles the response (a
+        coroutine or a future here would cost the commit behind it loop iterations)."""
+        own = self.ownership
+        count = len(pairs)
+        error: int | None = None
+        if failure is not None:
+            detail = str(failure) or type(failure).__name__
+        else:
+            error = int(part.error_code)
+            if error == ErrorCode.NONE:
+                own.finished()
+                done(self._acknowledged_or_lost(int(part.base_offset), count))
+                return
+            detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
+        if error in FENCING_ERRORS:
+            own.finished()
+            done(own.fence(f"Produce error {error}"))
+            return
+        if own.in_flight > 1 or own.retrying or not own.owned:
+            own.owned = False
+            own.finished()
+            done(
+                StorageError(
+                    f"append to {self.topic}[{self.partition}] failed, not retried (other appends in "
+                    f"flight, or the shard no longer owned): {detail}"
+                )
+            )
+            return
+        own.retrying = True
+        task = asyncio.get_running_loop().create_task(
+            self._resend(pairs, producer, batch, (error, detail), done)
+        )
+        self._resending.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._resending.discard)
+
+    async def _resend(
+        self,
+        pairs: list[Pair],
+        producer: Producer,
+        batch: bytes,
+        failed: tuple[int | None, str],
+        done: Callable[[StorageError | None], None],
+    ) -> None:
+        """The only batch in flight failed an attempt: resend it as :meth:`append` does."""
+        own = self.ownership
+        try:
+            base_offset = await self._produce(pairs, producer, "append", batch=batch, failed=failed)
+        except StorageError as exc:
+            failure = self._own_failure(exc)
+            own.retrying = False
+            own.finished()
+            done(failure)
+            return
+        except BaseException:
+            own.owned = own.retrying = False
+            own.finished()
+            done(StorageError(f"append to {self.topic}[{self.partition}] stopped"))
+            raise
+        own.retrying = False
+        own.finished()
+        done(self._acknowledged_or_lost(base_offset, len(pairs)))
+
+    def _acknowledged_or_lost(self, base_offset: int, count: int) -> StorageError | None:
+        try:
+            self._acknowledged(base_offset, count)
+        except StorageError as exc:
+            return exc
+        return None
+
+    def _own_failure(self, exc: StorageError) -> StorageError:
+        """A batch of the shard's own failed: the outcome is unknown, so the shard is not owned
+        (it re-fences before anything else); a fencing error fences it."""
+        own = self.ownership
+        own.owned = False
+        if isinstance(exc, ProduceRefused) and exc.error_code in FENCING_ERRORS:
+            return own.fence(f"Produce error {exc.error_code}")
+        return exc
 
     async def produce_own(self, pairs: list[Pair]) -> int:
         """One batch of the shard's own at the current producer id, epoch and sequence; returns its
@@ -257,14 +423,11 @@ class ShardWriter:
             base_offset = await self._produce(
                 pairs, Producer(own.producer_id, own.producer_epoch, own.sequence), "append"
             )
-        except ProduceRefused as exc:
-            own.owned = False
-            if exc.error_code in FENCING_ERRORS:
-                raise own.fence(f"Produce error {exc.error_code}") from None
-            raise
-        except StorageError:
-            own.owned = False
-            raise
+        except StorageError as exc:
+            failure = self._own_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from None
         own.sequence = (own.sequence + len(pairs)) & SEQUENCE_MASK
         self._acknowledged(base_offset, len(pairs))
         return base_offset
@@ -275,6 +438,7 @@ class ShardWriter:
         """One transactional batch of a client's producer, at that producer's next sequence on this
         partition (a new epoch starts over at 0)."""
         async with self.ownership.lock:
+            await self.ownership.idle()  # the log holds the shard's writes in the order it made them
             await self.ownership.writable()
             epoch, sequence = self.client_sequences.get(producer_id, (producer_epoch, 0))
             if epoch != producer_epoch:
@@ -295,19 +459,34 @@ class ShardWriter:
             self.client_sequences[producer_id] = (producer_epoch, (sequence + len(pairs)) & SEQUENCE_MASK)
             self._acknowledged(base_offset, len(pairs))
 
-    async def _produce(self, pairs: list[Pair], producer: Producer, what: str) -> int:
-        """Produce one batch until the cluster acknowledges it; returns its base offset (-1 when
-        a deduplicated retry does not say). Raises :class:`ProduceRefused` for an error retrying
-        cannot fix, StorageError when ``append_timeout`` ran out. Lock held."""
-        transactional_id = producer.transactional_id
-        batch = encode_batch(
+    @staticmethod
+    def _encode(pairs: list[Pair], producer: Producer) -> bytes:
+        return encode_batch(
             pairs,
             timestamp=int(time.time() * 1000),
             producer_id=producer.producer_id,
             producer_epoch=producer.producer_epoch,
             base_sequence=producer.base_sequence,
-            transactional=transactional_id is not None,
+            transactional=producer.transactional_id is not None,
         )
+
+    async def _produce(
+        self,
+        pairs: list[Pair],
+        producer: Producer,
+        what: str,
+        *,
+        batch: bytes | None = None,
+        failed: tuple[int | None, str] | None = None,
+    ) -> int:
+        """Produce one batch until the cluster acknowledges it; returns its base offset (-1 when
+        a deduplicated retry does not say). Raises :class:`ProduceRefused` for an error retrying
+        cannot fix, StorageError when ``append_timeout`` ran out. Lock held, or (``failed``: the
+        cluster's error code or None, and what it said) the batch's first attempt, made by
+        :meth:`send`, failed and no other batch of the shard is in flight."""
+        transactional_id = producer.transactional_id
+        if batch is None:
+            batch = self._encode(pairs, producer)
         retry = Retry(
             self.append_timeout,
             refresh_leaders=lambda: self.cluster.refresh(self.topic),
@@ -315,20 +494,27 @@ class ShardWriter:
         )
         where = f"{self.topic}[{self.partition}]"
         while True:
-            error = ErrorCode.NONE
-            try:
-                conn = await self.cluster.leader(self.partition)
-                part = await self._send(conn, batch, transactional_id)
-            except (StorageError, IndexError) as exc:  # IndexError: an answer without our partition
-                verdict = await retry.failed(None, str(exc) or type(exc).__name__)
+            error: int = ErrorCode.NONE
+            if failed is not None:  # the first attempt, made by send(), failed so
+                first_error, detail = failed
+                failed = None
+                if first_error is not None:
+                    error = first_error
+                verdict = await retry.failed(first_error, detail)
             else:
-                error = part.error_code
-                if error == ErrorCode.NONE or (
-                    error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and retry.attempts > 0
-                ):
-                    return int(part.base_offset)
-                detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
-                verdict = await retry.failed(error, detail)
+                try:
+                    conn = await self.cluster.leader(self.partition)
+                    part = await self._send(conn, batch, transactional_id)
+                except (StorageError, IndexError) as exc:  # IndexError: an answer without our partition
+                    verdict = await retry.failed(None, str(exc) or type(exc).__name__)
+                else:
+                    error = part.error_code
+                    if error == ErrorCode.NONE or (
+                        error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and retry.attempts > 0
+                    ):
+                        return int(part.base_offset)
+                    detail = f"error {error} {getattr(part, 'error_message', None) or ''}".rstrip()
+                    verdict = await retry.failed(error, detail)
             if verdict is Verdict.TOPIC_GONE:
                 raise self.ownership.lose(
                     f"a write was refused with UNKNOWN_TOPIC_OR_PARTITION: {retry.gone}"

@@ -519,7 +519,14 @@ class App:
                     topic_image=self._topic_image,
                 )
 
-            shard = ShardRuntime(i, make_state, self.storage.shard_log(i), self.clock, self.observer)
+            shard = ShardRuntime(
+                i,
+                make_state,
+                self.storage.shard_log(i),
+                self.clock,
+                self.observer,
+                max_in_flight=self.settings.append_max_in_flight,
+            )
             shard.after_replies = self.writes.write_now
             self.shards.append(shard)
         self.transactions = TransactionOffsets(self.router, self.storage)

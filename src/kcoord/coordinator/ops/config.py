@@ -405,6 +405,14 @@ OPTIONS: tuple[Option, ...] = (
         unset="auto",
     ),
     Option(
+        "append.max.in.flight",
+        "settings.append_max_in_flight",
+        _integer(1, 5),
+        "appends each shard keeps in flight to its partition at once (storage=kafka), so a commit does not "
+        "wait for the previous append's round trip; at most 5, as Kafka's idempotent producer",
+        "N",
+    ),
+    Option(
         "ownership.check.interval.ms",
         "settings.ownership_check_interval_ms",
         _integer(10),

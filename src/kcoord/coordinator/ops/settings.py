@@ -72,6 +72,9 @@ class Settings:
     replication_factor: int | None = (
         None  # of the internal topic when kcoord creates it; None: min(3, brokers)
     )
+    # Appends each shard keeps in flight at once (coordinator/runtime/shard.py); Kafka's broker
+    # deduplicates a retried batch among a producer's last 5 per partition, hence at most 5.
+    append_max_in_flight: int = 5
     # How often each owned shard reads its partition's tail for another owner's writes and checks
     # that the topic still holds what it loaded (the bound on serving after losing ownership).
     ownership_check_interval_ms: int = 1000

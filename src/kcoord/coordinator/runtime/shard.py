@@ -7,11 +7,18 @@ Invariants:
   appended to the shard's log in order; every reply produced at or after that point is held
   until the log acknowledged every record written before it (a "barrier" on the shard's write
   sequence). A reply never reveals state the log does not hold.
-- Group commit: while one append is in flight, new records accumulate and go out together in
-  the next append, so a burst of commits costs a few round trips, not one each.
+- Pipelined group commit: up to ``max_in_flight`` appends are in flight at once (Kafka's own
+  idempotent producer keeps up to 5), so a commit does not wait for the round trip of the append
+  before it; the records of one loop iteration go out together, and with every slot taken new
+  records accumulate and go out together in the next append. The log writes the appends in the
+  order they were sent, each only if every earlier one was (``ShardLog.send``: the broker checks
+  the shard producer's sequences), and acknowledgements are taken in that order, so a reply is
+  released only once every record written before it is in the log.
 - A failed append fails every request waiting on the shard with NOT_COORDINATOR (clients
-  rediscover and retry) and reloads the shard from its log, so it never serves state the log
-  does not hold. While a shard loads, its requests get COORDINATOR_LOAD_IN_PROGRESS.
+  rediscover and retry), the later appends in flight included, whatever their outcome (a commit
+  the log holds but answered with an error, as after a timeout), and reloads the shard from its
+  log, so it never serves state the log does not hold. While a shard loads, its requests get
+  COORDINATOR_LOAD_IN_PROGRESS.
 - The log may also find out between appends that the shard lost it (``ShardLog.on_lost``):
   fenced by another kcoord — every request gets NOT_COORDINATOR from then on, for good (in a
   cluster, ``on_fenced`` tells the router, which has it released or reloaded) — or the
@@ -20,8 +27,9 @@ Invariants:
 - Transactions (docs/transactions.md): a handler's transactional writes (``Result.transactional``)
   are replayed at once like records and appended in the same queue, in replay order, each as a
   batch of the client's producer, so the log holds plain and transactional writes in the order the
-  state saw them. The transaction coordinator writes its markers into the shard's partition; while
-  a transaction is open there the shard follows the log (``follow.interval``) and replays each
+  state saw them: a transactional batch goes out alone, once every append before it is
+  acknowledged, and nothing goes out behind it until it is. The transaction coordinator writes its
+  markers into the shard's partition; while a transaction is open there the shard follows the log (``follow.interval``) and replays each
   marker it finds, and :meth:`ShardRuntime.catch_up` replays every marker already written before a
   new transaction opens or commits, so a marker is never replayed after a later transaction's writes
   of its producer. A transactional batch the cluster refuses for the producer's sake answers its
@@ -35,7 +43,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kcoord.coordinator.core.clock import Clock
 from kcoord.coordinator.core.events import GroupEvent
@@ -119,8 +127,10 @@ class ShardRuntime:
         observer: ShardObserver | None = None,
         follow_interval: float = 0.05,
         marker_wait: float = 3.0,
+        max_in_flight: int = 1,
     ) -> None:
         self.index = index
+        self.max_in_flight = max_in_flight  # appends of plain records in flight at once (module docstring)
         self._make_state = make_state
         self.state: ShardState = make_state()
         self.log = shard_log
@@ -149,6 +159,10 @@ class ShardRuntime:
             0  # writes handed to the log so far (replayed into the state): a record or a batch each
         )
         self._acked_seq = 0  # writes the log acknowledged
+        self._sent_seq = 0  # writes handed to the log
+        # Appends in flight, oldest first: [write sequence at its end, acknowledged, records, started].
+        self._in_flight: deque[list[Any]] = deque()
+        self._wake: asyncio.Future[None] | None = None  # the flush task waits on it for room or records
         self.follow_interval = follow_interval
         self.marker_wait = marker_wait  # how long AddOffsetsToTxn waits for the previous transaction's marker
         self._following = False  # a task follows the log for transaction markers
@@ -175,7 +189,8 @@ class ShardRuntime:
                 count += replay_transaction_entry(state, entry)
         self.state = state
         self._pending = []
-        self._written_seq = self._acked_seq = 0
+        self._in_flight.clear()
+        self._written_seq = self._acked_seq = self._sent_seq = 0
         self.loaded = True
         self.lost = None
         records_read = self.log.records_read
@@ -248,6 +263,8 @@ class ShardRuntime:
             if not self._flushing:
                 self._flushing = True
                 asyncio.get_running_loop().create_task(self._flush(self._generation))
+            elif len(self._in_flight) < self.max_in_flight:
+                self._wake_flush()
         barrier = self._written_seq
         for ctx, response in result.replies:
             if barrier <= self._acked_seq:
@@ -265,62 +282,119 @@ class ShardRuntime:
         try:
             # No extra loop iteration before the first append: this task starts in the iteration
             # after the one that wrote the records, so every request read in that one has joined
-            # the batch already; while an append is in flight the next batch gathers anyway.
-            while self._pending and generation == self._generation:
-                writes = self._pending
-                self._pending = []
-                for write in writes:
-                    started = time.perf_counter()
-                    try:
-                        if type(write) is list:
-                            await self.log.append(write)
-                            done = len(write)
-                        else:
-                            assert isinstance(write, TransactionalWrite)
-                            batch = write.batch
-                            await self.log.append_transactional(
-                                write.transactional_id, batch.producer_id, batch.producer_epoch, batch.records
-                            )
-                            done = 1
-                            if txn_log.isEnabledFor(logging.DEBUG):
-                                txn_log.debug(
-                                    "shard %d: transactional batch of producer %d epoch %d written "
-                                    "(%d offsets; log end %s)",
-                                    self.index,
-                                    batch.producer_id,
-                                    batch.producer_epoch,
-                                    len(batch.records),
-                                    self.log.log_end,
-                                )
-                    except FencedError as exc:
-                        if generation == self._generation:
-                            self._log_lost(exc)
+            # the batch already; while every slot is taken the next batch gathers anyway.
+            while generation == self._generation:
+                pending = self._pending
+                if not pending:
+                    if not self._in_flight:
                         return
-                    except TransactionalAppendError as exc:
-                        if generation == self._generation:
-                            assert isinstance(write, TransactionalWrite)
-                            self._refuse_transactional(write, exc)
-                            await self._fail_and_reload()
+                elif type(pending[0]) is list:
+                    if len(self._in_flight) < self.max_in_flight:
+                        await self._send(generation, pending.pop(0))  # type: ignore[arg-type]
+                        continue
+                elif not self._in_flight:  # a transactional write: alone, behind every earlier one
+                    write = pending.pop(0)
+                    assert isinstance(write, TransactionalWrite)
+                    if not await self._append_transactional(generation, write):
                         return
-                    except Exception as exc:
-                        log.error("shard %d: append failed: %s; reloading", self.index, exc)
-                        if generation == self._generation:
-                            await self._fail_and_reload()
-                        return
-                    if generation != self._generation:
-                        return
-                    self.observer.append_done(self.index, done, time.perf_counter() - started)
-                    self._acked_seq += done
-                    released = False
-                    while self._deferred and self._deferred[0][0] <= self._acked_seq:
-                        _, ctx, response = self._deferred.popleft()
-                        self._resolve(ctx, response)
-                        released = True
-                    if released and self.after_replies is not None:
-                        self.after_replies()
+                    continue
+                wake = self._wake = asyncio.get_running_loop().create_future()
+                await wake
         finally:
             if generation == self._generation:
                 self._flushing = False
+
+    def _wake_flush(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _send(self, generation: int, records: list[Record]) -> None:
+        """Hand one append to the log; its acknowledgement comes to :meth:`_append_done`."""
+        entry: list[Any] = [self._sent_seq + len(records), False, len(records), time.perf_counter()]
+        self._sent_seq = entry[0]
+        self._in_flight.append(entry)
+        try:
+            await self.log.send(records, lambda error: self._append_done(generation, entry, error))
+        except Exception as exc:
+            self._append_failed(generation, exc)
+
+    def _append_done(self, generation: int, entry: list[Any], error: StorageError | None) -> None:
+        """An append's answer (the log's callback): acknowledgements are taken in the order the
+        appends were sent; a failure fails the shard (module docstring)."""
+        if generation != self._generation:
+            return
+        if error is not None:
+            self._append_failed(generation, error)
+            return
+        entry[1] = True
+        self.observer.append_done(self.index, entry[2], time.perf_counter() - entry[3])
+        in_flight = self._in_flight
+        while in_flight and in_flight[0][1]:
+            self._acked_seq = in_flight.popleft()[0]
+        self._release()
+        if self._pending:
+            self._wake_flush()
+
+    def _append_failed(self, generation: int, exc: Exception) -> None:
+        if generation != self._generation:
+            return
+        if isinstance(exc, FencedError):
+            self._log_lost(exc)
+            return
+        log.error("shard %d: append failed: %s; reloading", self.index, exc)
+        self._fail_waiting()  # now: no later append's acknowledgement releases anything
+        asyncio.get_running_loop().create_task(self._fail_and_reload())
+
+    def _release(self) -> None:
+        """Hand out the replies every record written before them is acknowledged for."""
+        released = False
+        deferred = self._deferred
+        while deferred and deferred[0][0] <= self._acked_seq:
+            _, ctx, response = deferred.popleft()
+            self._resolve(ctx, response)
+            released = True
+        if released and self.after_replies is not None:
+            self.after_replies()
+
+    async def _append_transactional(self, generation: int, write: TransactionalWrite) -> bool:
+        """Write one transactional batch (nothing else in flight); False if the shard failed."""
+        started = time.perf_counter()
+        batch = write.batch
+        self._sent_seq += 1
+        try:
+            await self.log.append_transactional(
+                write.transactional_id, batch.producer_id, batch.producer_epoch, batch.records
+            )
+            if txn_log.isEnabledFor(logging.DEBUG):
+                txn_log.debug(
+                    "shard %d: transactional batch of producer %d epoch %d written (%d offsets; log end %s)",
+                    self.index,
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    len(batch.records),
+                    self.log.log_end,
+                )
+        except FencedError as exc:
+            if generation == self._generation:
+                self._log_lost(exc)
+            return False
+        except TransactionalAppendError as exc:
+            if generation == self._generation:
+                self._refuse_transactional(write, exc)
+                await self._fail_and_reload()
+            return False
+        except Exception as exc:
+            log.error("shard %d: append failed: %s; reloading", self.index, exc)
+            if generation == self._generation:
+                await self._fail_and_reload()
+            return False
+        if generation != self._generation:
+            return False
+        self.observer.append_done(self.index, 1, time.perf_counter() - started)
+        self._acked_seq = self._sent_seq
+        self._release()
+        return True
 
     def _refuse_transactional(self, write: TransactionalWrite, exc: TransactionalAppendError) -> None:
         """The cluster refused a client's transactional batch for the producer's sake: its request
@@ -438,6 +512,8 @@ class ShardRuntime:
         waiting, self._waiting = self._waiting, {}
         self._deferred.clear()
         self._pending = []
+        self._in_flight.clear()
+        self._wake_flush()  # the flush task of the old generation ends
         for ctx, (reply, api_key, request) in waiting.items():
             reply(error_response(api_key, ctx.api_version, request, ErrorCode.NOT_COORDINATOR))
 
