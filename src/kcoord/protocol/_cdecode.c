@@ -1042,6 +1042,83 @@ static PyObject *mod_tag_section(PyObject *Py_UNUSED(module), PyObject *args)
     return PyLong_FromSsize_t(r.pos);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Java's String.hashCode, for the router's placement of groups on shards (runtime/router.py).
+ *
+ * Not decoding, but it lives here because this is kcoord's one C extension: a DescribeGroups request
+ * naming 20,000 group ids hashes each of them, and in Python that loop was a fifth of the request's
+ * CPU (bench/RESULTS.md, hostile clients). router.py keeps the pure-Python version, used without
+ * the extension; tests/unit/test_codec_cdecode.py checks that both agree.
+ */
+
+/* h = 31 * h + unit over the string's UTF-16 code units, in 32 bits, as Java's int arithmetic. */
+static int java_hash_of(PyObject *s, int32_t *out)
+{
+    uint32_t h = 0;
+    Py_ssize_t i, n;
+    int kind;
+    const void *data;
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "a str is required");
+        return -1;
+    }
+    n = PyUnicode_GET_LENGTH(s);
+    kind = PyUnicode_KIND(s);
+    data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (i = 0; i < n; i++)
+            h = 31u * h + p[i];
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (i = 0; i < n; i++)
+            h = 31u * h + p[i];
+    } else {
+        for (i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c >= 0x10000) { /* a surrogate pair in UTF-16 */
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+            } else {
+                h = 31u * h + c;
+            }
+        }
+    }
+    *out = (int32_t)h;
+    return 0;
+}
+
+static PyObject *mod_java_string_hash(PyObject *Py_UNUSED(module), PyObject *s)
+{
+    int32_t h;
+    if (java_hash_of(s, &h) < 0)
+        return NULL;
+    return PyLong_FromLong(h);
+}
+
+/* Kafka's partition for a group: Utils.abs(groupId.hashCode()) % partitions, where Utils.abs maps
+ * Integer.MIN_VALUE to 0. */
+static PyObject *mod_group_partition(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    int32_t h;
+    long n;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "group_partition(group_id, partitions) takes 2 arguments");
+        return NULL;
+    }
+    if (java_hash_of(args[0], &h) < 0)
+        return NULL;
+    n = PyLong_AsLong(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "partitions must be positive");
+        return NULL;
+    }
+    return PyLong_FromLong((long)(h == INT32_MIN ? 0 : (h < 0 ? -(long)h : (long)h)) % n);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", mod_configure, METH_VARARGS,
      "configure(codec_error, uuid_type): the exception to raise and the uuid class to build."},
@@ -1049,6 +1126,10 @@ static PyMethodDef module_methods[] = {
      "compile(program, fallback) -> decoder(buf, pos, blen); fallback handles non-bytes buffers."},
     {"tag_section", mod_tag_section, METH_VARARGS,
      "tag_section(decoder, buf, pos, blen) -> where the message's own tagged fields start (nothing built)."},
+    {"java_string_hash", mod_java_string_hash, METH_O,
+     "java_string_hash(s) -> Java's String.hashCode of s (over its UTF-16 code units)."},
+    {"group_partition", (PyCFunction)(void (*)(void))mod_group_partition, METH_FASTCALL,
+     "group_partition(group_id, partitions) -> Kafka's Utils.abs(group_id.hashCode()) % partitions."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -77,6 +77,11 @@ def _load_cdecode() -> ModuleType | None:
 _cdecode = _load_cdecode()
 DECODER_BACKEND: str = "c" if _cdecode is not None else "python"
 
+# Java's String.hashCode and Kafka's partition of a group id in C (the router's placement of groups
+# on shards, runtime/router.py), or None: the router then uses its pure-Python versions.
+c_java_string_hash: Callable[[str], int] | None = getattr(_cdecode, "java_string_hash", None)
+c_group_partition: Callable[[str, int], int] | None = getattr(_cdecode, "group_partition", None)
+
 
 def c_decoder_of(spec: tuple[Any, ...]) -> Decoder | None:
     """A C decoder for the struct program ``spec`` (format: codegen; None without the extension)."""

@@ -35,7 +35,7 @@ from kcoord.client import PLAINTEXT, Connection, KafkaClientError, connect
 from kcoord.coordinator.core.responses import error_response, loading_response, unexpected_failure
 from kcoord.coordinator.core.result import RequestContext
 from kcoord.protocol import messages as m
-from kcoord.protocol.codec import Message
+from kcoord.protocol.codec import Message, c_group_partition, c_java_string_hash
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.messages import ApiKey
 
@@ -96,8 +96,8 @@ _SPLIT_SHAPES: dict[int, _SplitShape] = {
 }
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
+def py_java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow), in Python."""
     h = 0
     if s.isascii() or max(s) < "\U00010000":
         # One UTF-16 code unit per character: the code points themselves, twice as fast as walking
@@ -122,8 +122,14 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
-def shard_for_group(group_id: str, num_shards: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_shards
+def py_shard_for_group(group_id: str, num_shards: int) -> int:
+    return kafka_abs(py_java_string_hash(group_id)) % num_shards
+
+
+# The C versions where the extension is built (protocol/_cdecode.c): the hash in Python was a fifth
+# of the CPU of a DescribeGroups request naming 20,000 groups (bench/RESULTS.md, hostile clients).
+java_string_hash: Callable[[str], int] = c_java_string_hash or py_java_string_hash
+shard_for_group: Callable[[str, int], int] = c_group_partition or py_shard_for_group
 
 
 def _nobody() -> None:
@@ -303,7 +309,7 @@ class Router:
     def shard_of(self, group_id: str) -> ShardRuntime:
         shard = self._placement.get(group_id)
         if shard is None:
-            # Java's string hash is a Python loop over UTF-16 units: compute it once per group.
+            # Java's string hash (a Python loop without the C extension): once per group.
             if len(self._placement) >= _PLACEMENT_CACHE_LIMIT:
                 self._placement.clear()
             shard = self._placement[group_id] = self.shards[shard_for_group(group_id or "", len(self.shards))]
