@@ -17,7 +17,8 @@ from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.array_steps import SteppedResponse, steppable
 from kcoord.protocol.codec import Message
-from kcoord.protocol.messages import KCOORD_VERSIONS, RESPONSES
+from kcoord.protocol.messages import KCOORD_VERSIONS, RESPONSES, ApiKey
+from kcoord.protocol.primitives import CodecError
 from tests.unit.test_codec_roundtrip import message_strategy
 
 # Every (api, version) kcoord serves whose answer has the array dispatch.py may encode in steps.
@@ -162,3 +163,56 @@ def test_an_abandoned_answer_is_dropped_and_a_failing_one_reported() -> None:
     assert got["gone"] == (b"", None)
     frame, error = got["bad"]
     assert frame is None and isinstance(error, Exception)
+
+
+def _described(
+    group_id: str, state: str = "Dead", error: int = 0, message: str | None = None, members: int = 0
+) -> Any:
+    G = m.DescribeGroupsResponse.DescribedGroup
+    return G(
+        group_id=group_id,
+        group_state=state,
+        error_code=error,
+        error_message=message,
+        protocol_type="consumer" if members else "",
+        members=[
+            m.DescribeGroupsResponse.DescribedGroupMember(member_id=f"m{i}", client_id="c")
+            for i in range(members)
+        ],
+        authorized_operations=-2147483648 if state == "Dead" else 8,
+    )
+
+
+@pytest.mark.parametrize("version", range(0, 7))
+@pytest.mark.parametrize("count", [1, 3, 100])
+def test_describe_groups_entries_without_members_encode_as_the_generated_encoder(
+    version: int, count: int
+) -> None:
+    groups = [
+        _described("hostile-0000001"),
+        _described("grüppe-😀", error=69, message="Group grüppe-😀 not found."),
+        _described("x" * 200, error=69, message="m" * 300),  # lengths over 127: two-byte varints
+        _described("live", state="Stable", members=2),  # members: the generated encoder's
+        _described("", state="Empty"),
+        _described("hostile-0000002"),
+        _described("other-error", error=16),
+        _described("live-2", state="PreparingRebalance", members=1),
+    ] * 40
+    response = m.DescribeGroupsResponse(throttle_time_ms=7, groups=groups)
+    before = frames.encode_response(ApiKey.DESCRIBE_GROUPS, version, 42, response)
+    encoding = SteppedResponse(ApiKey.DESCRIBE_GROUPS, version, 42, response, "groups")
+    assert encoding._no_member_groups is not None
+    while not encoding.done:
+        encoding.step(count)
+    assert encoding.frame() == before
+    assert len(encoding._no_member_groups._tails) == 4  # Dead (two error codes, v6's), Empty, error 16
+
+
+def test_describe_groups_entries_out_of_range_fail_as_the_generated_encoder() -> None:
+    response = m.DescribeGroupsResponse(groups=[_described("g", error=1 << 20)])
+    with pytest.raises(CodecError):
+        frames.encode_response(ApiKey.DESCRIBE_GROUPS, 5, 42, response)
+    response = m.DescribeGroupsResponse(groups=[_described("g", error=1 << 20)])
+    encoding = SteppedResponse(ApiKey.DESCRIBE_GROUPS, 5, 42, response, "groups")
+    with pytest.raises(CodecError):
+        encoding.step(10)
