@@ -260,6 +260,9 @@ def main() -> None:
     p.add_argument("--work", default="/tmp/kcoord-analytics-scale")
     p.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB floor")
     p.add_argument("--driver-memory", help="spark.driver.memory (default: kcoord analytics' own)")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
     args = p.parse_args()
     from kcoord.analytics.run import run
 
@@ -290,6 +293,7 @@ def main() -> None:
                 no_report=False,
                 lag_points=5,
                 driver_memory=args.driver_memory,
+                conf=args.conf,
             )
         )
         wall = time.monotonic() - started

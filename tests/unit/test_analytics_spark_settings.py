@@ -32,6 +32,9 @@ def test_a_session_someone_else_launched_gets_only_sql_settings_from_us() -> Non
     settings = session_conf(launching=False)
     assert "spark.driver.memory" not in settings and "spark.ui.enabled" not in settings
     assert settings["spark.sql.mapKeyDedupPolicy"] == "LAST_WIN"
+    # a SQL setting, so it reaches a Spark Connect server's session too: the strict schema's
+    # checks compile to a method too large for the JVM's JIT without it
+    assert settings["spark.sql.codegen.hugeMethodLimit"] == "8000"
 
 
 def test_output_paths_are_joined_as_uris_not_pathlib() -> None:

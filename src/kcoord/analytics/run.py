@@ -141,6 +141,11 @@ RUNTIME_CONF = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     # the report's toPandas as Arrow batches, not a pickled Row per row (Spark Connect always is)
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The strict schema's checks make one generated method larger than the 8,000 bytecode bytes the
+    # JVM compiles (HotSpot's DontCompileHugeMethods): it ran interpreted, and parsing and checking
+    # the events took 2.5x the CPU (bench/RESULTS.md, "Analytics"). Above this size Spark generates
+    # code per operator instead of one method for the whole stage.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
 
