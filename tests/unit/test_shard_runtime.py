@@ -321,16 +321,22 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def commits_one_by_one(rt: ShardRuntime, count: int) -> list[asyncio.Future[m.Message]]:
+    """``count`` commits of group g (partition i at offset 10 + i), each in a loop iteration of its own."""
+    futs = []
+    for i in range(count):
+        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 10 + i)))
+        await settle()
+    return futs
+
+
 async def test_appends_are_pipelined_up_to_the_cap() -> None:
     """A commit does not wait for the round trip of the append before it; beyond ``max_in_flight``
     appends the records gather and go out together once a slot frees."""
     log = HeldLog()
     rt = make_runtime(log, max_in_flight=2)
     await rt.load()
-    futs = []
-    for i in range(4):
-        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 10 + i)))
-        await settle()
+    futs = await commits_one_by_one(rt, 4)
     assert log.sent == [1, 1]  # two in flight; the third and fourth commits wait for a slot
     log.ack(0)
     await settle()
@@ -370,10 +376,7 @@ async def test_a_failed_append_fails_every_later_one_in_flight_and_the_shard_rel
     log = HeldLog()
     rt = make_runtime(log, max_in_flight=5)
     await rt.load()
-    futs = []
-    for i in range(3):
-        futs.append(rt.submit(ApiKey.OFFSET_COMMIT, RequestContext(8), commit_request("g", i, 10 + i)))
-        await settle()
+    futs = await commits_one_by_one(rt, 3)
     assert log.sent == [1, 1, 1]
     log.ack(1)
     await settle()
