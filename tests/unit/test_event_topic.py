@@ -116,3 +116,33 @@ def test_each_change_of_the_writers_state_is_logged_once(caplog: pytest.LogCaptu
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 3, said
     assert "gone upstream" in said[0] and "retrying" in said[1] and "writing again" in said[2]
+
+
+def test_a_backlog_goes_out_in_produces_of_a_bounded_size() -> None:
+    """Thousands of waiting events (a join storm, a cluster that was away) are produced a bounded
+    number of bytes at a time: one partition's batch stays under Kafka's default max.message.bytes
+    (1 MB), and each stretch of encoding on the event loop stays short. Events leave the queue only
+    with the Produce that carried them."""
+    from kcoord.coordinator.ops.event_topic import SEND_BYTES
+
+    w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry())
+    sent: list[int] = []
+
+    async def produce(by_partition: dict[int, list[tuple[bytes, bytes]]]) -> None:
+        sent.append(sum(len(k) + len(v) for pairs in by_partition.values() for k, v in pairs))
+        assert len(w.queue) == 10_000 - sum(counts)  # nothing left the queue before its Produce
+
+    counts: list[int] = []
+    w._produce = produce  # type: ignore[method-assign]
+    w.offer(0, [ev.GroupDeleted(f"group-{i:05d}", "delete_groups") for i in range(10_000)])
+    assert len(w.queue) == 10_000
+
+    async def drain() -> None:
+        while w.queue:
+            before = len(w.queue)
+            await w._send(min(len(w.queue), w.batch * 4))
+            counts.append(before - len(w.queue))
+
+    asyncio.run(drain())
+    assert w.written == 10_000 and sum(counts) == 10_000
+    assert len(sent) > 1 and max(sent) < SEND_BYTES + 1024 < 1_000_000
