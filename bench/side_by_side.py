@@ -33,8 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,11 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.relay import user_system_seconds
-from bench.workers_commits import start_kcoord
-from support import REPO
+from bench.workers_commits import run_loadgen, start_kcoord
 from support.kafka_broker import KafkaBroker
-from support.loadgen import report
+from support.loadgen import procstat, report
 from support.loadgen.plan import connection_budget, shape
 from support.throughput_clients import RUNS, create_one_partition_topic
 from support.workload import unique
@@ -113,30 +109,15 @@ def rows(scale: float) -> list[GroupRow | RelayRow]:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    return sum(sum(user_system_seconds(p)) for p in pids)
+    return sum(procstat.cpu_seconds(p) for p in pids)
 
 
 def run_group_row(row: GroupRow, target: Target, timeout: float) -> dict[str, Any]:
-    out = Path(tempfile.mkstemp(prefix=f"side-{target.label}-", suffix=".json")[1])
-    cmd = [sys.executable, "-m", "bench.loadgen", "--bootstrap", target.bootstrap, "--scenario", row.scenario,
-           "--label", target.label, "--json", str(out), *row.args]  # fmt: skip
+    args = ["--scenario", row.scenario, *row.args]
     if row.scenario == "commit-storm":
         # what the committed offsets are durable in, for the report; kcoord's are on its upstream Kafka
-        cmd += ["--storage", "kafka"]
-    for pid in target.pids:
-        cmd += ["--server-pid", str(pid)]
-    for pid in target.upstream_pids:
-        cmd += ["--upstream-pid", str(pid)]
-    load = os.getloadavg()[0]
-    try:
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"no result after {timeout:.0f}s"}
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-800:]}
-    result: dict[str, Any] = json.loads(out.read_text())
-    result["load_average"] = (round(load, 2), round(os.getloadavg()[0], 2))
-    return result
+        args += ["--storage", "kafka"]
+    return run_loadgen(target.label, target.bootstrap, target.pids, target.upstream_pids, args, timeout)
 
 
 def run_relay_row(row: RelayRow, target: Target, client: str, kafka: str) -> dict[str, Any]:

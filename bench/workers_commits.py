@@ -57,26 +57,42 @@ def start_kcoord(
     return child, listen, pids
 
 
-def run_storm(
-    label: str, bootstrap: str, pids: list[int], upstream_pids: list[int], args: argparse.Namespace
+def run_loadgen(
+    label: str,
+    bootstrap: str,
+    pids: list[int],
+    upstream_pids: list[int],
+    loadgen_args: list[str],
+    timeout: float,
 ) -> dict[str, Any]:
-    out = Path(tempfile.mkstemp(prefix=f"workers-{label}-", suffix=".json")[1])
-    cmd = [
-        sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap, "--scenario", "commit-storm",
-        "--committers", str(args.committers), "--duration", str(args.duration), "--label", label,
-        "--storage", "kafka", "--json", str(out),
-    ]  # fmt: skip
+    """One ``python -m bench.loadgen`` run against ``bootstrap`` (``loadgen_args``: its scenario and
+    sizes), charging ``pids`` to the target and reporting ``upstream_pids`` apart; its result with
+    the load average before and after, or ``{"target", "error"}``."""
+    out = Path(tempfile.mkstemp(prefix=f"loadgen-{label}-", suffix=".json")[1])
+    cmd = [sys.executable, "-m", "bench.loadgen", "--bootstrap", bootstrap, "--label", label,
+           "--json", str(out), *loadgen_args]  # fmt: skip
     for pid in pids:
         cmd += ["--server-pid", str(pid)]
     for pid in upstream_pids:
         cmd += ["--upstream-pid", str(pid)]
     load_before = os.getloadavg()[0]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"target": label, "error": f"no result after {timeout:.0f}s"}
     if proc.returncode != 0:
         return {"target": label, "error": proc.stderr[-1500:]}
     result: dict[str, Any] = json.loads(out.read_text())
     result["load_average"] = (round(load_before, 2), round(os.getloadavg()[0], 2))
     return result
+
+
+def run_storm(
+    label: str, bootstrap: str, pids: list[int], upstream_pids: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
+    storm = ["--scenario", "commit-storm", "--committers", str(args.committers), "--duration", str(args.duration),
+             "--storage", "kafka"]  # fmt: skip
+    return run_loadgen(label, bootstrap, pids, upstream_pids, storm, args.timeout)
 
 
 def line(result: dict[str, Any]) -> str:
