@@ -16,20 +16,15 @@ import argparse
 import asyncio
 import os
 import time
-from pathlib import Path
 
 from kcoord.client import Connection, KafkaClientError, connect
 from kcoord.protocol import messages as m
 from support.broker import TansuBroker
 from support.kcoord_cluster import BASE_NODE_ID, KcoordCluster
+from support.loadgen.procstat import cpu_seconds
 from support.workload import create_topic, unique
 
 CONNECTIONS_PER_NODE = 4
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def coordinators(bootstrap: tuple[str, int], groups: list[str]) -> dict[str, int]:

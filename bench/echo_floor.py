@@ -19,6 +19,7 @@ import sys
 import time
 
 from support import procs
+from support.loadgen.procstat import cpu_seconds
 from support.ports import free_port_block
 
 _SIZE = struct.Struct(">i")
@@ -76,12 +77,6 @@ async def clients(port: int, connections: int, duration: float) -> int:
     count = done - start
     await asyncio.gather(*tasks, return_exceptions=True)
     return count
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import ssl
 import statistics
 import tempfile
@@ -38,18 +37,11 @@ from support import procs
 from support.certs import Pki, make_pki
 from support.kafka_broker import KafkaBroker
 from support.kcoord_process import SERVING_LINE, serve_command
+from support.loadgen.procstat import cpu_seconds
 from support.ports import free_port_block
 from support.workload import unique
 
-_TICK = os.sysconf("SC_CLK_TCK")
 OFFSET_COMMIT_VERSION = 8
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
-    fields = data[data.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def start_kcoord(name: str, upstream: str, cpu: int, args: list[str]) -> tuple[procs.Child, str]:
