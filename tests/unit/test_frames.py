@@ -209,4 +209,5 @@ def test_any_split_of_small_and_large_frames_yields_them_whole_and_in_order(
             len(stream) - min(pos, len(stream))
         )
     assert out == payloads
+    assert all(type(f) is bytes for f in out)  # cut out of the reads, never views of them
     assert dec.buffered == 0

@@ -192,55 +192,69 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         frames: list[bytes] = []
         pieces = self._pieces
+        view: bytes | bytearray | memoryview = data
         if pieces is not None:
             need = self._need
             if len(data) < need:
                 pieces.append(data)
                 self._need = need - len(data)
                 return frames
-            pieces.append(data if len(data) == need else data[:need])
+            if len(data) == need:
+                pieces.append(data)
+                view = b""
+            else:
+                view = memoryview(data)  # the frame's end and what follows it, sliced without a copy
+                pieces.append(bytes(view[:need]))
+                view = view[need:]
             frames.append(b"".join(pieces))
-            data = data[need:]
             self._pieces = None
             self._need = self._large = 0
             self._large_done()
-            if not data:
+            if not view:
                 return frames
         buf = self._buf
-        buf += data
+        if buf:
+            buf += view
+            view = buf
+        # Else frames are cut out of the read itself: copying it into the buffer first was a second
+        # copy of a large frame's first piece, page faults included (bench/RESULTS.md, hostile clients).
         pos = 0
-        end = len(buf)
+        end = len(view)
         large = self.reserve_above
         partial = 0
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+            (size,) = _SIZE.unpack_from(view, pos)
             if size < 0 or size > self.max_frame_size:
                 raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_size}")
             if end - pos - 4 < size:
                 partial = size
                 break
-            if size > large:
-                with memoryview(buf) as view:  # one copy of a large frame, not two
-                    frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+            if size > large and view is buf:
+                with memoryview(buf) as whole:  # one copy of a large frame, not two
+                    frames.append(bytes(whole[pos + 4 : pos + 4 + size]))
             else:
-                frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         if partial > large:
             # The rest of this frame comes in later reads: collect them as they are (see above).
-            self._pieces = [bytes(buf[pos + 4 :])] if end > pos + 4 else []
+            self._pieces = [bytes(view[pos + 4 :])] if end > pos + 4 else []
             self._need = partial - (end - pos - 4)
             self._large = partial
-            if end > large:
-                self._buf = bytearray()  # let go of a large allocation
-            else:
-                buf.clear()
+            if view is buf:
+                if end > large:
+                    self._buf = bytearray()  # let go of a large allocation
+                else:
+                    buf.clear()
             if self.budget is not None and not self.reserved and not self.waiting:
                 if self.budget._reserve(self, partial):
                     self.reserved = partial
                 else:
                     self.waiting = partial
             return frames
-        if pos:
+        if view is not buf:
+            if pos < end:
+                buf += view[pos:]  # the beginning of a frame of at most reserve_above bytes
+        elif pos:
             if pos > large and end - pos <= large:
                 self._buf = buf[pos:]  # let go of a large allocation
             else:
