@@ -31,6 +31,7 @@ class FakeTransport:
 
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
+        self.reading = True  # pause_reading / resume_reading
 
     def write(self, data: bytes) -> None:
         self.chunks.append(data)
@@ -42,10 +43,10 @@ class FakeTransport:
         return ("127.0.0.1", 40000) if name == "peername" else default
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
     def close(self) -> None:
         pass

@@ -462,6 +462,12 @@ async def test_the_pieces_of_large_frames_are_read_one_connection_per_loop_itera
         expected.data_received(last if expected is not c2 else piece)
         if expected is not c2:
             done.append(expected)
+    # Those reads came in their own turn's iteration: each waits for a later one, in arrival order.
+    assert [t.reading for _, t in senders] == [False, False, False]
+    order = [c2, c0, c1]
+    for i in range(3):
+        await asyncio.sleep(0)
+        assert {conn for conn, t in senders if t.reading} == set(order[: i + 1])
     for conn, t in senders:
         if conn is not c2:
             assert t.reading and answers(t) == 1, "a complete frame reads on freely"

@@ -22,6 +22,8 @@ Limits. Reading from a connection pauses, and requests already read wait undispa
 - a large request waits for ``queued.max.request.bytes`` memory (protocol.frames.FrameBudget);
 - a costly request waits for its loop iteration: one is dispatched per iteration across all
   connections (dispatch_turns.py);
+- a large read waits for its loop iteration: one is processed per iteration across all
+  connections (``LARGE_READ``, the App's ``read_turns``; the read is kept meanwhile);
 - a costly request waits while the socket does not take the connection's earlier answers (the
   transport holds some), as Kafka's broker reads no request from a connection until its last
   response went out. The kernel's share of the unsent output is capped (``UNSENT_IN_KERNEL``), so
@@ -71,7 +73,7 @@ _SASL = 64  # a SASL step is with the upstream (sasl.py)
 _CLOSED = 128
 _TURN = 256  # a costly request waits for its loop iteration (dispatch_turns.py)
 _DECODING = 512  # a large request is decoded in steps (dispatch.py): the frames behind it wait
-_READ_TURN = 1024  # the rest of a large frame waits for its loop iteration's read (read_turns)
+_READ_TURN = 1024  # a large read waits for its loop iteration's turn (read_turns, _stash)
 _DRAIN = 2048  # a costly request waits until the socket took every earlier answer
 
 # Unsent bytes the kernel keeps for a client socket (TCP_NOTSENT_LOWAT): above it the socket takes
@@ -84,6 +86,10 @@ UNSENT_IN_KERNEL = 128 * 1024
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
+
+# A read of more than this many bytes, or any read of a large frame's rest, is processed one
+# connection per loop iteration (read_turns): see data_received.
+LARGE_READ = frames.LARGE_FRAME
 
 # Requests estimated to cost more than this reserve their cost from queued.max.request.bytes before
 # they are dispatched (and wait for it); cheaper ones are only counted, so a heartbeat never waits
@@ -133,8 +139,9 @@ class ClientConnection(asyncio.Protocol):
         # Costly requests are dispatched one per loop iteration across connections (dispatch_turns.py).
         self._turns = self.app.dispatch_turns
         self._has_turn = False
-        # The reads of a large frame's rest: one connection's per loop iteration (see data_received).
+        # Large reads: one connection's is processed per loop iteration (see data_received).
         self._read_turns = self.app.read_turns
+        self._stash: bytes | None = None  # a large read waiting for its turn (reading paused meanwhile)
         self._slots: deque[Slot] = deque()
         self._frame_api = -1
         self._frame_received = 0.0
@@ -214,6 +221,24 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self._stash is not None:  # not expected: reading is paused while a read waits
+            self._stash += data
+            return
+        if (len(data) > LARGE_READ or self._decoder.receiving_large) and not self._read_turns.take(
+            self._read_turn_came
+        ):
+            # Processing a large read is 0.1-0.5 ms (its frames cut out and joined, page faults
+            # included, and dispatched), and when many connections read at once (64 clients
+            # starting together, or resuming together) one loop iteration processed 15-55 of them:
+            # 5-8 ms of CPU while every other client's request waited (bench/RESULTS.md, hostile
+            # clients). The read is kept as it is, reading pauses, and a later iteration's turn
+            # processes it: one large read per iteration across connections, in arrival order.
+            self._stash = data
+            self._pause(_READ_TURN)
+            return
+        self._received(data)
+
+    def _received(self, data: bytes) -> None:
         decoder = self._decoder
         try:
             payloads = decoder.feed(data)
@@ -229,15 +254,6 @@ class ClientConnection(asyncio.Protocol):
             self._partial_since = 0.0
         if decoder.waiting:  # a large frame waits for queued.max.request.bytes: read no more of it
             self._pause(_MEMORY)
-        elif (
-            decoder.receiving_large
-            and not self._pause_reasons & _READ_TURN
-            and not self._read_turns.take(self._read_turn_came)
-        ):
-            # Each read of a large frame copies up to ~256 KB (0.4-0.9 ms measured with page
-            # faults); 64 clients sending such frames made one loop iteration read many of them
-            # while every other client's request waited behind it. Its next read waits its turn.
-            self._pause(_READ_TURN)
         if payloads:
             self._active = now
             if self._backlog is not None:  # not expected: reading was paused
@@ -343,10 +359,20 @@ class ClientConnection(asyncio.Protocol):
         return True
 
     def _read_turn_came(self) -> bool:
-        """This connection may read the next piece of its large frame in this iteration."""
-        if self.closed:
+        """This connection's large read may be processed now, in this iteration (read_turns)."""
+        stash = self._stash
+        if self.closed or stash is None:
             return False
-        self._resume(_READ_TURN)
+        if self._pause_reasons & ~_READ_TURN:
+            # Paused for something else meanwhile: the read waits for that too, and asks for a
+            # turn again once it cleared (_resume).
+            self._pause_reasons &= ~_READ_TURN
+            return False
+        self._stash = None
+        self._pause_reasons = 0  # the transport stays paused until the read is processed
+        self._received(stash)
+        if not self._pause_reasons:
+            self._reading_again()
         return True
 
     def _request_memory_granted(self) -> None:
@@ -423,6 +449,15 @@ class ClientConnection(asyncio.Protocol):
         self._pause_reasons = reasons
         if reasons or self.transport is None:
             return
+        if self._stash is not None:  # a large read still waits for its turn: reading stays paused
+            self._pause_reasons = _READ_TURN
+            self._read_turns.wait(self._read_turn_came)
+            return
+        self._reading_again()
+
+    def _reading_again(self) -> None:
+        """Nothing pauses reading any more: resume it, and dispatch the frames read meanwhile."""
+        assert self.transport is not None
         self.transport.resume_reading()
         if self._partial_since:  # the client could not send while we did not read
             self._partial_since = time.perf_counter()
@@ -669,6 +704,7 @@ class ClientConnection(asyncio.Protocol):
         self._slots.clear()
         self._out = []
         self._backlog = None
+        self._stash = None
         self._queued = 0
         self._decoder.close()
         if self._budget is not None:

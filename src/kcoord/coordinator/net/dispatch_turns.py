@@ -39,6 +39,12 @@ class DispatchTurns:
         self._schedule()
         return False
 
+    def wait(self, on_turn: Callable[[], bool]) -> None:
+        """``on_turn()`` is called in a later iteration, when it is this caller's turn (as :meth:`take`
+        when the turn is not free), never now: for callers that must not do their work where they are."""
+        self._waiting.append(on_turn)
+        self._schedule()
+
     def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True

@@ -230,7 +230,7 @@ class App:
         # Large group answers, encoded a step per loop iteration (dispatch.py, STEP_ANSWERS_ABOVE).
         self.loop_steps = LoopSteps()
         self.dispatch_turns = DispatchTurns()  # costly requests: one dispatched per loop iteration
-        self.read_turns = DispatchTurns()  # the rest of a large frame: one connection reads per iteration
+        self.read_turns = DispatchTurns()  # large reads: one connection's processed per iteration
         # Failed SASL logins: logged once per peer host a minute, the rest counted (sasl.py).
         self.failed_logins = FailedLogins()
         self._sweeper: asyncio.Task[None] | None = None
