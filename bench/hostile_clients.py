@@ -20,12 +20,19 @@ stops the attack there (the machine is shared) and says so. One JSON line per sc
 summary, with, per second of the attack, kcoord's CPU use (1.0: one core) and the probe's p99
 (``cpu_by_second``, ``probe_p99_ms_by_second``), and the DescribeGroups requests kcoord dispatched
 (``describe_dispatched``, from its /metrics: the answers it computed or began).
+
+``--loop-trace DIR`` runs kcoord under support/loop_trace.py: the CPU of each of its event loop's
+iterations, which does not depend on the machine's load as the probe's wall-clock p99 does. Printed
+per scenario for the attack's window: iterations over 0.5, 1 and 2 ms of CPU, the longest (in all,
+and in the attack's first second), and the CPU of those over 0.5 ms by part. The loop then never
+sleeps, so the probe's latencies of a traced run are not comparable with an untraced run's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 
@@ -40,6 +47,7 @@ from support.hostile_clients import (
     rss_mib,
 )
 from support.kcoord_process import KcoordProcess
+from support.loop_trace import summarize
 from support.ports import free_port
 
 
@@ -90,7 +98,17 @@ def p99_by_second(latencies: Latencies, start: float) -> list[float]:
 
 def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
     metrics = f"127.0.0.1:{free_port()}"
-    proc = KcoordProcess("--storage", "memory", "--metrics", metrics, *args.kcoord_arg).start()
+    module, trace = "kcoord.coordinator", ""
+    if args.loop_trace:
+        module = "support.loop_trace"
+        trace = os.path.join(args.loop_trace, f"loop-{scenario}-{time.strftime('%H%M%S')}.jsonl")
+        os.environ["KCOORD_LOOP_TRACE"] = trace
+    try:
+        proc = KcoordProcess(
+            "--storage", "memory", "--metrics", metrics, *args.kcoord_arg, module=module
+        ).start()
+    finally:
+        os.environ.pop("KCOORD_LOOP_TRACE", None)
     assert proc.process is not None
     pid = proc.process.pid
     result: dict[str, object] = {"scenario": scenario, "kcoord_args": args.kcoord_arg, "ids": args.ids}
@@ -102,6 +120,7 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
         base = rss_mib(pid)
         started = time.monotonic()
         attack_start = time.perf_counter()
+        attack_end = 0.0  # the never-readers' (the reader's is its time)
         cpu: list[tuple[float, float]] = []
         if scenario == "reader":
             reader = PipeliningReader(proc.bootstrap, args.reader_requests, frame).start()
@@ -124,6 +143,7 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
             attackers = NeverReaders(proc.bootstrap, int(scenario), frame, args.attackers_nice).start()
             peak = sample_until(pid, args.attack, args.rss_abort_mib, cpu=cpu)
             attacked = probe.window()
+            attack_end = time.perf_counter()
             result.update(
                 sent_mib=round(attackers.sent / 2**20, 1),
                 closed_by_kcoord=attackers.closed_by_server,
@@ -149,6 +169,10 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, object]:
             probe_after_p99_ms=round(settled.quantile(0.99) * 1000, 2),
         )  # fmt: skip
         result["closes"] = proc.log_tail(2000).count("closing connection")
+        if trace:
+            time.sleep(1.5)  # the trace is written once a second
+            end = attack_end if scenario != "reader" else attack_start + float(str(result["reader_seconds"]))
+            result["loop_trace"] = summarize(trace, attack_start, end)
     finally:
         proc.kill()
     return result
@@ -176,6 +200,11 @@ def main() -> None:
     parser.add_argument("--reader-timeout", type=float, default=180.0)
     parser.add_argument("--rss-abort-mib", type=float, default=3000.0)
     parser.add_argument("--kcoord-arg", action="append", default=[], help="an extra kcoord serve argument")
+    parser.add_argument(
+        "--loop-trace",
+        metavar="DIR",
+        help="trace kcoord's loop iterations (support/loop_trace.py) into DIR and summarize them",
+    )
     args = parser.parse_args()
     counts = [n for n in (args.attackers or [8, 64]) if n > 0]
     scenarios = [str(n) for n in counts] + ([] if args.no_reader else ["reader"])
@@ -197,6 +226,8 @@ def main() -> None:
             + (f"; reader done in {result['reader_seconds']} s" if scenario == "reader" else ""),
             flush=True,
         )
+        if "loop_trace" in result:
+            print(f"  loop iterations (thread CPU) during the attack: {result['loop_trace']}", flush=True)
         print(json.dumps(result), flush=True)
 
 

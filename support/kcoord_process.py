@@ -17,13 +17,18 @@ SERVING_LINE = "kcoord serving on"  # what kcoord logs once its listeners accept
 
 
 def serve_command(
-    listen: str, upstream: str | None, extra_args: list[str], python: str = sys.executable
+    listen: str,
+    upstream: str | None,
+    extra_args: list[str],
+    python: str = sys.executable,
+    module: str = "kcoord.coordinator",
 ) -> list[str]:
     """``python -m kcoord.coordinator serve`` on ``listen`` in front of ``upstream`` (None: embedded).
 
     ``python``: another venv's interpreter runs the kcoord tree installed there (a benchmark's base build).
+    ``module``: what runs kcoord's command line (support.loop_trace: with its event loop traced).
     """
-    args = [python, "-m", "kcoord.coordinator", "serve", "--listen", listen, *extra_args]
+    args = [python, "-m", module, "serve", "--listen", listen, *extra_args]
     if upstream:
         args += ["--bootstrap-server", upstream]
     return args
@@ -46,8 +51,10 @@ class KcoordProcess:
         bootstrap: str | None = None,
         port: int | None = None,
         python: str = sys.executable,
+        module: str = "kcoord.coordinator",
     ) -> None:
         self.python = python  # another venv's interpreter runs the kcoord tree installed there
+        self.module = module  # what runs its command line (see serve_command)
         self.port = port or free_port_block()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.upstream = bootstrap
@@ -56,7 +63,7 @@ class KcoordProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 40.0) -> KcoordProcess:
-        args = serve_command(self.bootstrap, self.upstream, self.extra_args, self.python)
+        args = serve_command(self.bootstrap, self.upstream, self.extra_args, self.python, self.module)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # Tests pick a free block of ports for listen + brokers, but another process may still take
         # one before kcoord binds it: they opt into an OS-picked port then (an error by default).
