@@ -81,6 +81,8 @@ DECODER_BACKEND: str = "c" if _cdecode is not None else "python"
 # on shards, runtime/router.py), or None: the router then uses its pure-Python versions.
 c_java_string_hash: Callable[[str], int] | None = getattr(_cdecode, "java_string_hash", None)
 c_group_partition: Callable[[str, int], int] | None = getattr(_cdecode, "group_partition", None)
+# A RecordBatch's records section in C (protocol/record_batch.py encode_records), or None.
+c_encode_records: Callable[[object], bytes | None] | None = getattr(_cdecode, "encode_records", None)
 
 
 def c_decoder_of(spec: tuple[Any, ...]) -> Decoder | None:
