@@ -52,11 +52,12 @@ class MigrationSteps:
         self.timers = timers
         self.now_ms = now_ms
         self.log = log
-        # Parked classic requests a conversion answered, handed to the request's Result by the shard.
-        self._replies: list[tuple[RequestContext, Message]] = []
+        # Parked classic requests a conversion answered, handed to the request's Result by the shard
+        # (which looks at this list on every request, and takes it only when it holds any).
+        self.parked_replies: list[tuple[RequestContext, Message]] = []
 
     def take_replies(self) -> list[tuple[RequestContext, Message]]:
-        replies, self._replies = self._replies, []
+        replies, self.parked_replies = self.parked_replies, []
         return replies
 
     # -- upgrade ---------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ class MigrationSteps:
             if member.awaiting_join is not None:
                 parked = member.awaiting_join
                 member.awaiting_join = None
-                self._replies.append(
+                self.parked_replies.append(
                     (
                         parked,
                         r.join_response(
@@ -111,7 +112,9 @@ class MigrationSteps:
                     )
                 )
             if member.awaiting_sync is not None:
-                self._replies.append((member.awaiting_sync, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS)))
+                self.parked_replies.append(
+                    (member.awaiting_sync, r.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+                )
                 member.awaiting_sync = None
         for converted in group.members.values():
             classic_metadata = converted.classic_member_metadata

@@ -192,7 +192,8 @@ class GroupCoordinatorShard:
             else:
                 self.log.exception("shard %d: api %d v%d failed", self.shard_index, api_key, ctx.api_version)
         # Requests parked in a classic group that this one converted are answered with it.
-        out.replies.extend(self.migration.take_replies())
+        if self.migration.parked_replies:  # rare: a new list per request was most of this line's cost
+            out.replies.extend(self.migration.take_replies())
         return out
 
     # -- classic requests: to the classic group, or to a consumer group's classic members -------------
