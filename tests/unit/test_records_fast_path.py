@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kcoord.coordinator.core.records import offset_commit_record, offset_tombstone
 from kcoord.protocol.primitives import CodecError
@@ -68,3 +70,47 @@ def test_too_long_strings_are_refused_as_by_the_generic_encoder() -> None:
         generic(record)
     with pytest.raises(CodecError):
         encode_record(record)
+
+
+_text = st.text(max_size=40) | st.text(alphabet=st.characters(max_codepoint=127), max_size=40)
+_int32 = st.integers(-(2**31), 2**31 - 1) | st.integers(2**31, 2**32)
+_int64 = st.integers(-(2**63), 2**63 - 1) | st.just(2**63)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    group=_text,
+    topic=_text,
+    partition=_int32,
+    offset=_int64,
+    leader_epoch=_int32,
+    metadata=_text | st.integers(32_760, 32_775).map(lambda n: "m" * n),
+    commit_timestamp=_int64,
+    tombstone=st.booleans(),
+)
+def test_any_offset_commit_record_encodes_as_the_generic_encoders_do(
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    leader_epoch: int,
+    metadata: str,
+    commit_timestamp: int,
+    tombstone: bool,
+) -> None:
+    """In C where the extension is built (ASCII strings), else in Python: the same bytes, or the same
+    refusal, as the generic encoders."""
+    if tombstone:
+        record = offset_tombstone(group, topic, partition)
+    else:
+        record = offset_commit_record(
+            group, topic, partition, offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+            commit_timestamp=commit_timestamp,
+        )  # fmt: skip
+    try:
+        expected = generic(record)
+    except CodecError:
+        with pytest.raises(CodecError):
+            encode_record(record)
+        return
+    assert encode_record(record) == expected

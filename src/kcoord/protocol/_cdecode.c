@@ -1211,6 +1211,110 @@ static PyObject *mod_encode_records(PyObject *Py_UNUSED(module), PyObject *recor
     return out;
 }
 
+/* -- an offset commit record's key (v0) and value (v3) (protocol/records.py _offset_commit_pair) ------- */
+
+static unsigned char *put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    int i;
+    for (i = bytes - 1; i >= 0; i--)
+        p[bytes - 1 - i] = (unsigned char)(v >> (8 * i));
+    return p + bytes;
+}
+
+/* An int in [lo, hi] into *out; 0 when it is not an int or out of range (nothing raised). */
+static int int_in_range(PyObject *o, long long lo, long long hi, long long *out)
+{
+    int overflow = 0;
+    long long v;
+    if (!PyLong_Check(o))
+        return 0;
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* An ASCII str's bytes as an int16-length string: 1, or 0 when not an exact ASCII str or too long
+ * (the caller answers None: the Python encoder takes the rest, so no UTF-8 copy is cached in a str
+ * the offset store keeps). */
+static int short_string(PyObject *o, const char **data, Py_ssize_t *len)
+{
+    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_COMPACT_ASCII(o))
+        return 0;
+    *data = (const char *)PyUnicode_DATA(o);
+    *len = PyUnicode_GET_LENGTH(o);
+    return *len <= 0x7FFF;
+}
+
+/* offset_commit_pair(record_type, value_version, group, topic, partition
+ *                    [, offset, leader_epoch, metadata, commit_timestamp])
+ * -> (key, value or None): the key v0 and, given the value's fields, its v3 value; None for what the
+ * Python encoders must handle (a number out of its field's range, a string too long, not ASCII or
+ * not a str). */
+static PyObject *mod_offset_commit_pair(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    long long rtype, vversion, partition, offset = 0, epoch = 0, ts = 0;
+    const char *g, *t, *md = NULL;
+    Py_ssize_t glen, tlen, mdlen = 0;
+    PyObject *key, *value, *pair;
+    unsigned char *p;
+    if (nargs != 5 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "offset_commit_pair takes 5 or 9 arguments");
+        return NULL;
+    }
+    if (!int_in_range(args[0], INT16_MIN, INT16_MAX, &rtype) || !int_in_range(args[1], INT16_MIN, INT16_MAX, &vversion)
+        || !int_in_range(args[4], INT32_MIN, INT32_MAX, &partition))
+        Py_RETURN_NONE;
+    if (!short_string(args[2], &g, &glen) || !short_string(args[3], &t, &tlen))
+        Py_RETURN_NONE;
+    if (nargs == 9) {
+        if (!int_in_range(args[5], INT64_MIN, INT64_MAX, &offset) || !int_in_range(args[6], INT32_MIN, INT32_MAX, &epoch)
+            || !int_in_range(args[8], INT64_MIN, INT64_MAX, &ts))
+            Py_RETURN_NONE;
+        if (!short_string(args[7], &md, &mdlen))
+            Py_RETURN_NONE;
+    }
+    key = PyBytes_FromStringAndSize(NULL, 2 + 2 + glen + 2 + tlen + 4);
+    if (key == NULL)
+        return NULL;
+    p = (unsigned char *)PyBytes_AS_STRING(key);
+    p = put_be(p, (uint64_t)rtype, 2);
+    p = put_be(p, (uint64_t)glen, 2);
+    memcpy(p, g, (size_t)glen);
+    p += glen;
+    p = put_be(p, (uint64_t)tlen, 2);
+    memcpy(p, t, (size_t)tlen);
+    p += tlen;
+    put_be(p, (uint64_t)partition, 4);
+    if (nargs == 5) {
+        value = Py_None;
+        Py_INCREF(value);
+    } else {
+        value = PyBytes_FromStringAndSize(NULL, 2 + 8 + 4 + 2 + mdlen + 8);
+        if (value == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        p = (unsigned char *)PyBytes_AS_STRING(value);
+        p = put_be(p, (uint64_t)vversion, 2);
+        p = put_be(p, (uint64_t)offset, 8);
+        p = put_be(p, (uint64_t)epoch, 4);
+        p = put_be(p, (uint64_t)mdlen, 2);
+        memcpy(p, md, (size_t)mdlen);
+        p += mdlen;
+        put_be(p, (uint64_t)ts, 8);
+    }
+    pair = PyTuple_Pack(2, key, value);
+    Py_DECREF(key);
+    Py_DECREF(value);
+    return pair;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", mod_configure, METH_VARARGS,
      "configure(codec_error, uuid_type): the exception to raise and the uuid class to build."},
@@ -1222,6 +1326,8 @@ static PyMethodDef module_methods[] = {
      "java_string_hash(s) -> Java's String.hashCode of s (over its UTF-16 code units)."},
     {"group_partition", (PyCFunction)(void (*)(void))mod_group_partition, METH_FASTCALL,
      "group_partition(group_id, partitions) -> Kafka's Utils.abs(group_id.hashCode()) % partitions."},
+    {"offset_commit_pair", (PyCFunction)(void (*)(void))mod_offset_commit_pair, METH_FASTCALL,
+     "offset_commit_pair(type, value_version, group, topic, partition[, offset, epoch, metadata, ts]) -> (key, value) or None."},
     {"encode_records", mod_encode_records, METH_O,
      "encode_records(pairs) -> a RecordBatch's records section, or None for anything but a list of (bytes|None) pairs."},
     {NULL, NULL, 0, NULL},

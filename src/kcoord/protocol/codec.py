@@ -83,6 +83,10 @@ c_java_string_hash: Callable[[str], int] | None = getattr(_cdecode, "java_string
 c_group_partition: Callable[[str, int], int] | None = getattr(_cdecode, "group_partition", None)
 # A RecordBatch's records section in C (protocol/record_batch.py encode_records), or None.
 c_encode_records: Callable[[object], bytes | None] | None = getattr(_cdecode, "encode_records", None)
+# An offset commit record's key and value in C (protocol/records.py _offset_commit_pair), or None.
+c_offset_commit_pair: Callable[..., tuple[bytes, bytes | None] | None] | None = getattr(
+    _cdecode, "offset_commit_pair", None
+)
 
 
 def c_decoder_of(spec: tuple[Any, ...]) -> Decoder | None:
