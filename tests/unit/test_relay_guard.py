@@ -454,3 +454,67 @@ def test_add_partitions_to_txn_under_a_shards_transactional_id_is_refused(versio
         TXN_AUTH,
         TXN_AUTH,
     ]
+
+
+# -- the C extension's produce_scan and its pure-Python twin agree -----------------------------------
+def _scan_outcome(scan: Any, frame: bytes, version: int, keys: frozenset[bytes], prefix: bytes) -> Any:
+    try:
+        return scan(frame, version, keys, prefix)
+    except CodecError:
+        return CodecError
+
+
+def _scan_cases() -> list[tuple[int, bytes]]:
+    cases = []
+    for version in PRODUCE_VERSIONS:
+        topic_sets = [[ORDINARY], [OFFSETS], [ORDINARY, OFFSETS], [ORDINARY, "other", EVENTS], []]
+        if version >= 13:
+            topic_sets = [[ORDINARY], [OFFSETS], [ORDINARY, OFFSETS], []]
+        for topics in topic_sets:
+            for txn in (None, "", "app-txn", SHARD_TXN):
+                for acks in (0, 1, -1):
+                    cases.append((version, produce(version, topics, acks, txn)))
+    return cases
+
+
+@pytest.mark.skipif(
+    guard.c_produce_scan is None, reason="the C extension is not built (KCOORD_PURE_PYTHON or no compiler)"
+)
+def test_the_c_produce_scan_agrees_with_the_python_one_on_every_frame_cut_and_byte_flip() -> None:
+    c_scan = guard.c_produce_scan
+    assert c_scan is not None and guard.produce_scan is c_scan
+    refused = 0
+    for version, frame in _scan_cases():
+        for keys, prefix in (
+            (guard.produce_keys(PROTECTED, version), PROTECTED.prefix_utf8),
+            (frozenset(), b""),
+        ):
+            whole = _scan_outcome(guard.produce_scan_py, frame, version, keys, prefix)
+            assert whole is not CodecError, (version, frame)
+            refused += whole[2]
+            assert _scan_outcome(c_scan, frame, version, keys, prefix) == whole, (version, frame)
+            # Truncated anywhere, and each byte of its header and first topic set to 0x00, 0x7f, 0x80
+            # and 0xff (lengths that lie, nulls, varints that run on): the same answer or both CodecError.
+            for cut in range(len(frame)):
+                assert _scan_outcome(c_scan, frame[:cut], version, keys, prefix) == _scan_outcome(
+                    guard.produce_scan_py, frame[:cut], version, keys, prefix
+                ), (version, frame, cut)
+            for i in range(min(len(frame), 90)):
+                for byte in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+                    bent = frame[:i] + bytes([byte]) + frame[i + 1 :]
+                    assert _scan_outcome(c_scan, bent, version, keys, prefix) == _scan_outcome(
+                        guard.produce_scan_py, bent, version, keys, prefix
+                    ), (version, frame, i, byte)
+    assert refused > 100  # the protected topics and the shard's transactional id were found
+
+
+@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+def test_produce_scan_reads_acks_and_finds_protected_topics(version: int) -> None:
+    keys, prefix = guard.produce_keys(PROTECTED, version), PROTECTED.prefix_utf8
+    frame = produce(version, [ORDINARY], acks=0, transactional_id="app")
+    acks, at, found = guard.produce_scan(frame, version, keys, prefix)
+    assert (acks, frame[at : at + 2], found) == (0, b"\x00\x00", False)
+    assert guard.produce_scan(produce(version, [ORDINARY, OFFSETS]), version, keys, prefix)[2]
+    assert guard.produce_scan(
+        produce(version, [ORDINARY], transactional_id=SHARD_TXN), version, keys, prefix
+    )[2]

@@ -1315,6 +1315,282 @@ static PyObject *mod_offset_commit_pair(PyObject *Py_UNUSED(module), PyObject *c
     return pair;
 }
 
+/* ---- The relay's Produce scan (coordinator/net/relay/guard.py: produce_scan) ----------------------
+ *
+ * A relayed Produce is not decoded: the relay reads its acks (acks=0 changes how its answer is
+ * paired) and the guard its topic names (or ids) and transactional id, to refuse kcoord's internal
+ * topics. This is that read in one call, the hot path of every relayed Produce; it mirrors the
+ * Python functions of guard.py and requests.py step by step, errors included (a test runs both on
+ * the same frames, truncated and malformed ones too): body_start, produce_acks,
+ * produce_names_protected, produce_transaction_protected. Positions are 64-bit and every read is
+ * bounded by the frame's length; where the Python code slices (which clamps), so does this. */
+
+static int scan_fail(const char *msg)
+{
+    PyErr_SetString(CodecError, msg);
+    return -1;
+}
+
+/* primitives.decode_uvarint */
+static int scan_uvarint(const uint8_t *p, int64_t end, int64_t *pos, int64_t *out)
+{
+    int64_t result = 0, i = *pos;
+    int shift = 0, k;
+    for (k = 0; k < MAX_UVARINT_BYTES; k++) {
+        uint8_t b;
+        if (i >= end || i < 0)
+            return scan_fail("truncated varint");
+        b = p[i++];
+        result |= (int64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *out = result;
+            *pos = i;
+            return 0;
+        }
+        shift += 7;
+    }
+    return scan_fail("varint longer than 5 bytes");
+}
+
+/* frames.skip_tagged_fields */
+static int scan_tagged(const uint8_t *p, int64_t end, int64_t *pos)
+{
+    int64_t count, tag, size, i;
+    if (*pos >= 0 && *pos < end && p[*pos] == 0) {
+        *pos += 1;
+        return 0;
+    }
+    if (scan_uvarint(p, end, pos, &count) < 0)
+        return -1;
+    for (i = 0; i < count; i++) {
+        if (scan_uvarint(p, end, pos, &tag) < 0 || scan_uvarint(p, end, pos, &size) < 0)
+            return -1;
+        *pos += size;
+        if (*pos > end)
+            return scan_fail("header tagged field past end of frame");
+    }
+    return 0;
+}
+
+/* payload[pos] */
+static int scan_byte(const uint8_t *p, int64_t end, int64_t pos, int64_t *out)
+{
+    if (pos < 0 || pos >= end)
+        return scan_fail("Produce ends inside its topics");
+    *out = p[pos];
+    return 0;
+}
+
+static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/* struct.unpack_from(">h"/">i", payload, pos) */
+static int scan_int(const uint8_t *p, int64_t end, int64_t pos, int width, int64_t *out)
+{
+    if (pos < 0 || pos + width > end)
+        return scan_fail("Produce ends inside its topics");
+    *out = width == 2 ? be16(p + pos) : be32(p + pos);
+    return 0;
+}
+
+/* payload[start:stop] in keys (a slice clamps as Python's does); 1, 0, or -1 on error */
+static int scan_key_in(const uint8_t *p, int64_t end, int64_t start, int64_t stop, PyObject *keys)
+{
+    PyObject *key;
+    int found;
+    if (start < 0)
+        start = start + end < 0 ? 0 : start + end;
+    if (stop < 0)
+        stop = stop + end < 0 ? 0 : stop + end;
+    if (start > end)
+        start = end;
+    if (stop > end)
+        stop = end;
+    if (stop < start)
+        stop = start;
+    key = PyBytes_FromStringAndSize((const char *)p + start, (Py_ssize_t)(stop - start));
+    if (key == NULL)
+        return -1;
+    found = PySequence_Contains(keys, key);
+    Py_DECREF(key);
+    return found;
+}
+
+/* guard.produce_names_protected from topics_at */
+static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, PyObject *keys)
+{
+    int64_t count, remaining, size, partitions, i, byte;
+    int found;
+    if (version >= 9) {
+        int by_id = version >= 13;
+        if (scan_byte(p, end, pos, &count) < 0)
+            return -1;
+        pos += 1;
+        if (count >= 0x80) {
+            pos -= 1;
+            if (scan_uvarint(p, end, &pos, &count) < 0)
+                return -1;
+        }
+        for (remaining = count - 2; remaining >= 0; remaining--) {
+            int64_t start = pos;
+            if (by_id) {
+                pos += 16;
+                found = scan_key_in(p, end, start, start + 16, keys);
+            }
+            else {
+                if (scan_byte(p, end, pos, &size) < 0)
+                    return -1;
+                pos += 1;
+                if (size >= 0x80) {
+                    pos -= 1;
+                    if (scan_uvarint(p, end, &pos, &size) < 0)
+                        return -1;
+                }
+                found = scan_key_in(p, end, pos, pos + size - 1, keys);
+                pos += size - 1;
+            }
+            if (found != 0)
+                return found;
+            if (remaining == 0)
+                return 0;
+            if (scan_uvarint(p, end, &pos, &partitions) < 0)
+                return -1;
+            for (i = 0; i < partitions - 1; i++) {
+                int shift, k;
+                pos += 4;
+                size = 0;
+                for (k = 0, shift = 0; k < 5; k++, shift += 7) {
+                    if (scan_byte(p, end, pos, &byte) < 0)
+                        return -1;
+                    pos += 1;
+                    size |= (byte & 0x7f) << shift;
+                    if (byte < 0x80)
+                        break;
+                }
+                if (k == 5)
+                    return scan_fail("Produce: a records length longer than 5 bytes");
+                if (size > 1)
+                    pos += size - 1;
+                if (scan_byte(p, end, pos, &byte) < 0)
+                    return -1;
+                if (byte == 0)
+                    pos += 1;
+                else if (scan_tagged(p, end, &pos) < 0)
+                    return -1;
+            }
+            if (scan_byte(p, end, pos, &byte) < 0)
+                return -1;
+            if (byte == 0)
+                pos += 1;
+            else if (scan_tagged(p, end, &pos) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (scan_int(p, end, pos, 4, &count) < 0)
+        return -1;
+    pos += 4;
+    for (remaining = count - 1; remaining >= 0; remaining--) {
+        if (scan_int(p, end, pos, 2, &size) < 0)
+            return -1;
+        pos += 2;
+        found = scan_key_in(p, end, pos, pos + size, keys);
+        if (found != 0)
+            return found;
+        if (remaining == 0)
+            return 0;
+        pos += size > 0 ? size : 0;
+        if (scan_int(p, end, pos, 4, &partitions) < 0)
+            return -1;
+        pos += 4;
+        for (i = 0; i < partitions; i++) {
+            if (scan_int(p, end, pos + 4, 4, &size) < 0)
+                return -1;
+            pos += 8 + (size > 0 ? size : 0);
+        }
+    }
+    return 0;
+}
+
+static PyObject *mod_produce_scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    const uint8_t *p;
+    int64_t end, pos, n, body, acks_at, acks, size;
+    long version;
+    int flexible, protected_;
+    Py_ssize_t prefix_len;
+    if (nargs != 4 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "produce_scan(payload: bytes, version, keys, prefix: bytes)");
+        return NULL;
+    }
+    p = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    end = PyBytes_GET_SIZE(args[0]);
+    version = PyLong_AsLong(args[1]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    flexible = version >= 9;
+    /* relay_messages.body_start */
+    if (end < 10) {
+        scan_fail("request header truncated before client id");
+        return NULL;
+    }
+    n = be16(p + 8);
+    pos = 10 + (n > 0 ? n : 0);
+    if (pos > end) {
+        scan_fail("client id runs past end of frame");
+        return NULL;
+    }
+    if (flexible && scan_tagged(p, end, &pos) < 0)
+        return NULL;
+    body = pos;
+    /* requests.produce_acks */
+    if (version >= 3) {
+        if (flexible) {
+            if (scan_uvarint(p, end, &pos, &n) < 0)
+                return NULL;
+            pos += n - 1 > 0 ? n - 1 : 0;
+        }
+        else {
+            if (pos + 2 > end) {
+                scan_fail("Produce truncated in its transactional id");
+                return NULL;
+            }
+            n = be16(p + pos);
+            pos += 2 + (n > 0 ? n : 0);
+        }
+    }
+    if (pos + 2 > end) {
+        scan_fail("Produce ends before its acks");
+        return NULL;
+    }
+    acks = be16(p + pos);
+    acks_at = pos;
+    /* guard.produce_names_protected, then guard.produce_transaction_protected */
+    protected_ = scan_names(p, end, version, acks_at + 6, args[2]);
+    if (protected_ < 0)
+        return NULL;
+    prefix_len = PyBytes_GET_SIZE(args[3]);
+    if (!protected_ && prefix_len) {
+        pos = body;
+        if (flexible) {
+            if (scan_uvarint(p, end, &pos, &size) < 0)
+                return NULL;
+            size -= 1;
+        }
+        else {
+            if (scan_int(p, end, pos, 2, &size) < 0)
+                return NULL;
+            pos += 2;
+        }
+        protected_ = size >= prefix_len && pos + prefix_len <= end &&
+                     memcmp(p + pos, PyBytes_AS_STRING(args[3]), (size_t)prefix_len) == 0;
+    }
+    return Py_BuildValue("(LLO)", (long long)acks, (long long)acks_at, protected_ ? Py_True : Py_False);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", mod_configure, METH_VARARGS,
      "configure(codec_error, uuid_type): the exception to raise and the uuid class to build."},
@@ -1330,6 +1606,8 @@ static PyMethodDef module_methods[] = {
      "offset_commit_pair(type, value_version, group, topic, partition[, offset, epoch, metadata, ts]) -> (key, value) or None."},
     {"encode_records", mod_encode_records, METH_O,
      "encode_records(pairs) -> a RecordBatch's records section, or None for anything but a list of (bytes|None) pairs."},
+    {"produce_scan", (PyCFunction)(void (*)(void))mod_produce_scan, METH_FASTCALL,
+     "produce_scan(payload, version, keys, prefix) -> (acks, acks offset, names a protected topic or id)."},
     {NULL, NULL, 0, NULL},
 };
 

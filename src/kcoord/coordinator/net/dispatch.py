@@ -42,7 +42,7 @@ from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
 from .relay.addresses import rewrite_node_endpoints
-from .relay.guard import GUARDED_APIS
+from .relay.guard import GUARDED_APIS, PRODUCE_BY_TOPIC_ID_SINCE, produce_scan
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -53,6 +53,7 @@ log = logging.getLogger("kcoord.connection")
 # TxnOffsetCommit v5 (KIP-890's transactions v2): the request adds the group to the transaction.
 TXN_OFFSET_COMMIT_ADDS_GROUP_SINCE = 5
 
+_PRODUCE = int(ApiKey.PRODUCE)  # a plain int: compared with every request's api key
 CREATE_TOPICS = CreateTopicsResponse.SCHEMA.api_key  # relayed, not served: not in ApiKey
 END_TXN = storage_messages.EndTxnRequest.SCHEMA.api_key  # relayed, and watched (transactions)
 END_TXN_FLEXIBLE_SINCE = 3
@@ -113,7 +114,23 @@ class ApiDispatcher:
 
     def dispatch(self, payload: bytes, api_key: int, version: int, correlation_id: int) -> None:
         """One request frame (its header already peeked by the connection)."""
-        self.app.metrics.request_received(api_key, version)
+        app = self.app
+        app.metrics.request_received(api_key, version)
+        if api_key == _PRODUCE and app.cluster.supports(_PRODUCE, version):
+            # The relay's hot path (Produce is relayed, never served): its acks, topic names (or
+            # ids) and transactional id read in one call (the C extension's), nothing decoded.
+            protected = app.protected_topics
+            acks, acks_at, refused = produce_scan(
+                payload,
+                version,
+                protected.names_utf8 if version < PRODUCE_BY_TOPIC_ID_SINCE else protected.id_bytes(),
+                protected.prefix_utf8,
+            )
+            if refused:
+                self._refuse(guard.produce_refusal(payload, version, protected), correlation_id)
+            else:
+                self.relay.produce(payload, version, acks, acks_at)
+            return
         if api_key == ApiKey.API_VERSIONS:
             self._reply_now(api_key, version, correlation_id, self._api_versions(version))
             return
@@ -147,16 +164,6 @@ class ApiDispatcher:
                 f"unsupported api {api_key} v{version}: served neither by kcoord nor upstream"
             )
         relay = self.relay
-        if api_key == ApiKey.PRODUCE:  # the hot path: the topic names read, nothing decoded
-            acks, topics_at, body_at = guard.produce_topics_start(payload, version)
-            protected = self.app.protected_topics
-            if guard.produce_names_protected(
-                payload, version, protected, topics_at
-            ) or guard.produce_transaction_protected(payload, version, protected, body_at):
-                self._refuse(guard.produce_refusal(payload, version, protected), correlation_id)
-            else:
-                relay.produce(payload, version, acks, topics_at - 6)
-            return
         if api_key in GUARDED_APIS:
             refusal = guard.check(api_key, version, payload, self.app.protected_topics)
             if refusal is not None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from kcoord.protocol import frames, relay_messages, storage_messages
 from kcoord.protocol import messages as m
-from kcoord.protocol.codec import Message
+from kcoord.protocol.codec import Message, c_produce_scan
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.primitives import CodecError, decode_uvarint
 from kcoord.protocol.relay_messages import body_start
@@ -175,10 +175,7 @@ def check(api_key: int, version: int, payload: bytes, protected: ProtectedTopics
     """What becomes of relayed request ``payload`` (a frame without size prefix): None to relay it
     as it came, or a :class:`Refusal`. Raises CodecError on a request it cannot read."""
     if api_key == PRODUCE:
-        _acks, topics_at, body_at = produce_topics_start(payload, version)
-        if produce_names_protected(payload, version, protected, topics_at) or produce_transaction_protected(
-            payload, version, protected, body_at
-        ):
+        if produce_scan(payload, version, produce_keys(protected, version), protected.prefix_utf8)[2]:
             return produce_refusal(payload, version, protected)
         return None
     checker = _CHECKERS.get(api_key)
@@ -196,12 +193,40 @@ def produce_topics_start(payload: bytes, version: int) -> tuple[int, int, int]:
     return acks, pos + 6, body  # acks int16, timeout_ms int32
 
 
+def produce_scan_py(
+    payload: bytes, version: int, keys: frozenset[bytes], prefix: bytes
+) -> tuple[int, int, bool]:
+    """``(acks, where acks are, whether it names a protected topic or transactional id)`` of a
+    Produce request: what the relay and the guard read of every Produce. ``keys``: the protected
+    topics' names in UTF-8 (their ids' bytes from v13: :func:`produce_keys`); ``prefix``: the
+    shards' transactional id prefix in UTF-8. The C extension's ``produce_scan`` is the same in one
+    call (protocol/_cdecode.c; tests/unit/test_relay_guard.py runs both on the same frames)."""
+    acks, topics_at, body_at = produce_topics_start(payload, version)
+    protected = _names_protected(payload, version, keys, topics_at) or (
+        bool(prefix) and _transaction_protected(payload, version, prefix, body_at)
+    )
+    return acks, topics_at - 6, protected
+
+
+produce_scan: Callable[[bytes, int, frozenset[bytes], bytes], tuple[int, int, bool]] = (
+    c_produce_scan or produce_scan_py
+)
+
+
+def produce_keys(protected: ProtectedTopics, version: int) -> frozenset[bytes]:
+    """What :func:`produce_scan` compares a Produce's topics with: names, or ids from v13."""
+    return protected.id_bytes() if version >= PRODUCE_BY_TOPIC_ID_SINCE else protected.names_utf8
+
+
 def produce_transaction_protected(
     payload: bytes, version: int, protected: ProtectedTopics, body_at: int
 ) -> bool:
     """Whether a Produce is sent under one of kcoord's own transactional ids, read in place
     (:func:`produce_topics_start` read past it, so it is within the frame)."""
-    prefix = protected.prefix_utf8
+    return _transaction_protected(payload, version, protected.prefix_utf8, body_at)
+
+
+def _transaction_protected(payload: bytes, version: int, prefix: bytes, body_at: int) -> bool:
     if not prefix:
         return False
     pos = body_at
@@ -223,10 +248,13 @@ def produce_names_protected(
     names one topic, and its check reads that name and nothing after it. ``topics_at``: where the
     topics array starts (:func:`produce_topics_start`), when the caller has read it already."""
     pos = produce_topics_start(payload, version)[1] if topics_at is None else topics_at
+    return _names_protected(payload, version, produce_keys(protected, version), pos)
+
+
+def _names_protected(payload: bytes, version: int, keys: frozenset[bytes], pos: int) -> bool:
     try:
         if version >= PRODUCE_FLEXIBLE_SINCE:
             by_id = version >= PRODUCE_BY_TOPIC_ID_SINCE
-            keys = protected.id_bytes() if by_id else protected.names_utf8
             count = payload[pos]
             pos += 1
             if count >= 0x80:
@@ -263,7 +291,7 @@ def produce_names_protected(
                     pos = pos + 1 if payload[pos] == 0 else frames.skip_tagged_fields(payload, pos)
                 pos = pos + 1 if payload[pos] == 0 else frames.skip_tagged_fields(payload, pos)
         else:
-            names = protected.names_utf8
+            names = keys
             (count,) = _INT32.unpack_from(payload, pos)
             pos += 4
             for remaining in range(count - 1, -1, -1):
