@@ -190,8 +190,14 @@ class FrameDecoder:
         self.on_ready: Callable[[], None] | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
-        frames: list[bytes] = []
         pieces = self._pieces
+        if pieces is None and not self._buf and type(data) is bytes and len(data) >= 4:
+            # One whole frame in one read, nothing buffered (a relay's small requests and answers,
+            # one in flight per connection): the frame is sliced out once, nothing else to do.
+            (size,) = _SIZE.unpack_from(data, 0)
+            if size == len(data) - 4 and size <= self.max_frame_size:
+                return [data[4:]]
+        frames: list[bytes] = []
         view: bytes | bytearray | memoryview = data
         if pieces is not None:
             need = self._need

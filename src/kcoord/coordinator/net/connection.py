@@ -274,7 +274,8 @@ class ClientConnection(asyncio.Protocol):
                         self.sasl.raw_token(payload)
                     else:
                         api_key, version, correlation_id = frames.peek_header(payload)
-                        if not self._admit(payload, api_key, version):
+                        cost = self._frame_cost = request_cost(payload, api_key, version)
+                        if cost > RESERVE_ABOVE and not self._admit(cost):
                             rest = [payload, *frames_left]  # it waits for memory, and the rest behind it
                             break
                         self._frame_api = api_key
@@ -304,13 +305,10 @@ class ClientConnection(asyncio.Protocol):
             if not self._pause_reasons:  # resumed by that write
                 self._schedule_continue()
 
-    def _admit(self, payload: bytes, api_key: int, version: int) -> bool:
-        """Whether this frame may be dispatched now. A request costing more than RESERVE_ABOVE waits
+    def _admit(self, cost: int) -> bool:
+        """Whether a frame costing ``cost`` (more than RESERVE_ABOVE) may be dispatched now: it waits
         (reading pauses) until the socket took the connection's earlier answers, then for its loop
         iteration's turn, then until it reserved its cost from queued.max.request.bytes."""
-        cost = self._frame_cost = request_cost(payload, api_key, version)
-        if cost <= RESERVE_ABOVE:
-            return True
         if self._not_taking_answers():
             # Its answer would only wait behind the earlier ones: computing answers faster than the
             # client takes them cost every other client the loop (10-20 ms each for 20,000 groups),
