@@ -344,7 +344,10 @@ class Connection(asyncio.Protocol):
             return
         self._pending.append((_UNCHECKED, -1, None, 0, 0.0, callback))
         if rest is None:
-            self._write(framed)
+            wbuf = self._wbuf  # _write, inlined: a relay's every frame passes here
+            if not wbuf and not self.corked:
+                self._loop.call_soon(self._write_out)
+            wbuf.append(framed)
         else:
             self._write_parts(framed, rest)
 

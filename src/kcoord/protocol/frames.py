@@ -144,7 +144,9 @@ class FrameBudget:
     def discharge(self, size: int) -> None:
         """The request charged ``size`` bytes was answered (or dropped)."""
         self.inflight -= size
-        self._release(size)
+        self.used -= size  # _release, inlined: every answer passes here
+        if self._queue:
+            self._wake()
 
 
 class FrameDecoder:

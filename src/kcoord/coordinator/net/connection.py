@@ -296,7 +296,8 @@ class ClientConnection(asyncio.Protocol):
                     break
         finally:
             self._dispatching = False
-            self.write_out()
+            if self._out:
+                self.write_out()
             upstream = self.relay.upstream
             if upstream is not None:
                 upstream.flush()  # the frames of this read go upstream in one write, now
@@ -522,22 +523,18 @@ class ClientConnection(asyncio.Protocol):
                 self._pause(_INFLIGHT_BYTES)
         return slot
 
-    def _discharge(self, cost: int) -> None:
-        """A request charged ``cost`` bytes was answered: its objects are gone (or bytes in output)."""
-        if self._budget is not None:
-            self._budget.discharge(cost)
-        inflight = self._inflight_bytes = self._inflight_bytes - cost
-        if self._pause_reasons & _INFLIGHT_BYTES and inflight <= self._inflight_max // 2:
-            self._resume(_INFLIGHT_BYTES)
-
     def fill(self, slot: Slot, data: bytes, body: bytes | list[bytes] | None = None) -> None:
         """Answer ``slot`` (``b""``: nothing to write); written once every earlier slot is.
         ``body``: a large answer's payload (or its pieces), written after ``data`` rather than
         copied into it."""
         cost = slot.cost
-        if cost:  # also once closed: the request's memory was held until now
+        if cost:  # also once closed: the request's memory was held until now (_discharge, inlined)
             slot.cost = 0
-            self._discharge(cost)
+            if self._budget is not None:
+                self._budget.discharge(cost)
+            inflight = self._inflight_bytes = self._inflight_bytes - cost
+            if self._pause_reasons & _INFLIGHT_BYTES and inflight <= self._inflight_max // 2:
+                self._resume(_INFLIGHT_BYTES)
         if slot.data is not None or self.closed:
             return
         slot.data = data
