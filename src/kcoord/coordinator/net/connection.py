@@ -503,10 +503,11 @@ class ClientConnection(asyncio.Protocol):
             self._resume(_DRAIN)
 
     # -- slots: what dispatch.py and relay/ answer through -----------------------------------------------
-    def new_slot(self) -> Slot:
+    def new_slot(self, kind: type[Slot] = Slot) -> Slot:
         """The slot of the request being dispatched: its answer is written after every earlier one.
-        The request's estimated cost is charged until the slot is filled."""
-        slot = Slot(self._frame_api, self._frame_received)
+        The request's estimated cost is charged until the slot is filled. ``kind``: a subclass of
+        Slot that also carries what the answer needs (the relay's, one object per request)."""
+        slot = kind(self._frame_api, self._frame_received)
         slots = self._slots
         slots.append(slot)
         if len(slots) >= self._max_inflight:

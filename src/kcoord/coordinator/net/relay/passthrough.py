@@ -21,7 +21,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from kcoord.client import Connection as UpstreamConnection
 from kcoord.client import ConnectionLost as UpstreamClosed
@@ -178,8 +178,9 @@ class UpstreamRelay:
         else:
             framed, body = _SIZE.pack(size) + payload, None
         self._relayed_bytes[0] += size + 4
-        slot = self.conn.new_slot()
-        answered = _RelayedAnswer(self, slot, endpoints)
+        answered = cast(_RelayedAnswer, self.conn.new_slot(_RelayedAnswer))
+        answered.relay = self
+        answered.endpoints = endpoints
         up = self.upstream
         try:
             if up is not None and not self._outbox:
@@ -381,40 +382,36 @@ class UpstreamRelay:
         task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
 
 
-class _RelayedAnswer(StreamingTarget):
-    """Where a relayed answer goes, called within the upstream connection's read (never raises:
-    a bug here must not break that read for the answers behind it)."""
+class _RelayedAnswer(Slot, StreamingTarget):
+    """A relayed request's slot, and where its answer goes, called within the upstream
+    connection's read (never raises: a bug here must not break that read for the answers behind
+    it). One object per relayed request: the slot carries what its answer needs."""
 
-    __slots__ = ("relay", "slot", "endpoints")
+    __slots__ = ("relay", "endpoints")
 
-    def __init__(self, relay: UpstreamRelay, slot: Slot, endpoints: tuple[int, int] | None) -> None:
-        self.relay = relay
-        self.slot = slot
-        self.endpoints = endpoints
+    relay: UpstreamRelay
+    endpoints: tuple[int, int] | None  # (key, version) of a Produce/Fetch whose answer may name leaders
 
     def __call__(self, raw: bytes | None) -> None:
         try:
-            if raw is not None and self.endpoints is None and len(raw) <= LARGE_FRAME and self.slot.sent < 0:
+            if raw is not None and self.endpoints is None and len(raw) <= LARGE_FRAME and self.sent < 0:
                 # Most answers: small, never streamed, nothing to check. _answered's work inlined
                 # (a relayed answer's calls are a measurable share of kcoord's CPU per request).
                 relay = self.relay
                 relay._relayed_bytes[1] += len(raw) + 4
-                relay.conn.fill(self.slot, _SIZE.pack(len(raw)) + raw)
+                relay.conn.fill(self, _SIZE.pack(len(raw)) + raw)
                 return
-            self.relay._answered(self.slot, raw, self.endpoints)
+            self.relay._answered(self, raw, self.endpoints)
         except Exception as exc:
             log.exception("%s: cannot relay an answer", self.relay.conn.peer)
-            self.relay.conn.fail(self.slot, f"cannot relay an answer: {exc!r}")
+            self.relay.conn.fail(self, f"cannot relay an answer: {exc!r}")
 
     def stream(self, size: int, pieces: list[bytes]) -> None:
-        self._guarded(self.relay._stream, size, pieces)
-
-    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
         try:
-            step(self.slot, *args)
+            self.relay._stream(self, size, pieces)
         except Exception as exc:
             log.exception("%s: cannot relay an answer", self.relay.conn.peer)
-            self.relay.conn.fail(self.slot, f"cannot relay an answer: {exc!r}")
+            self.relay.conn.fail(self, f"cannot relay an answer: {exc!r}")
 
 
 def _chain(source: asyncio.Future[bytes], target: asyncio.Future[bytes]) -> None:
