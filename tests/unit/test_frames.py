@@ -38,6 +38,28 @@ def test_frame_parts_are_the_frame_and_keep_a_large_payload_uncopied(size: int) 
         assert body is None
 
 
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=4), st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_a_read_of_one_whole_frame_gives_what_any_read_gives(payloads: list[bytes], split: int) -> None:
+    """A read that is exactly one frame, with nothing buffered, is sliced at once (the relay's
+    common case); every other read goes through the buffer. Both yield the same frames."""
+    data = b"".join(frames.frame(p) for p in payloads)
+    whole = frames.FrameDecoder()
+    one_by_one = frames.FrameDecoder()
+    got = [f for p in payloads for f in one_by_one.feed(frames.frame(p))]  # one frame per read
+    assert got == payloads and one_by_one.buffered == 0
+    cut = min(split, len(data))
+    assert whole.feed(data[:cut]) + whole.feed(data[cut:]) == payloads  # frames across reads
+    assert whole.buffered == 0
+    assert all(type(f) is bytes for f in got)
+
+
+def test_a_whole_oversized_frame_in_one_read_is_rejected() -> None:
+    dec = frames.FrameDecoder(max_frame_size=10)
+    with pytest.raises(frames.FrameTooLarge):
+        dec.feed(frames.frame(b"x" * 11))
+
+
 def test_oversized_prefix_rejected_before_body_arrives() -> None:
     dec = frames.FrameDecoder(max_frame_size=1024)
     with pytest.raises(frames.FrameTooLarge):

@@ -1,7 +1,8 @@
 # Types of the C decoder extension built from protocol/_cdecode.c (see protocol/codegen.py for the
 # program format). Hand-written: the extension's API is three decoder functions and its constants,
-# Java's string hash for the router's placement of groups (runtime/router.py), and the records
-# section of a RecordBatch (record_batch.py).
+# Java's string hash for the router's placement of groups (runtime/router.py), the records section
+# of a RecordBatch and an offset commit record (record_batch.py, records.py), and the relay's read
+# of a Produce (coordinator/net/relay/guard.py: produce_scan).
 
 from collections.abc import Callable
 from typing import Any
