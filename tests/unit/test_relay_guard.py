@@ -460,8 +460,8 @@ def test_add_partitions_to_txn_under_a_shards_transactional_id_is_refused(versio
 def _scan_outcome(scan: Any, frame: bytes, version: int, keys: frozenset[bytes], prefix: bytes) -> Any:
     try:
         return scan(frame, version, keys, prefix)
-    except CodecError:
-        return CodecError
+    except CodecError as exc:  # the same error, up to the detail Python's own exception adds
+        return CodecError, str(exc).split(":")[0]
 
 
 def _scan_cases() -> list[tuple[int, bytes]]:
@@ -490,7 +490,7 @@ def test_the_c_produce_scan_agrees_with_the_python_one_on_every_frame_cut_and_by
             (frozenset(), b""),
         ):
             whole = _scan_outcome(guard.produce_scan_py, frame, version, keys, prefix)
-            assert whole is not CodecError, (version, frame)
+            assert whole[0] is not CodecError, (version, frame)
             refused += whole[2]
             assert _scan_outcome(c_scan, frame, version, keys, prefix) == whole, (version, frame)
             # Truncated anywhere, and each byte of its header and first topic set to 0x00, 0x7f, 0x80

@@ -1372,11 +1372,13 @@ static int scan_tagged(const uint8_t *p, int64_t end, int64_t *pos)
     return 0;
 }
 
-/* payload[pos] */
-static int scan_byte(const uint8_t *p, int64_t end, int64_t pos, int64_t *out)
+/* payload[pos] (Python's IndexError, which guard.py reports as below) */
+static int scan_byte(const uint8_t *p, int64_t end, int64_t pos, long version, int64_t *out)
 {
-    if (pos < 0 || pos >= end)
-        return scan_fail("Produce ends inside its topics");
+    if (pos < 0 || pos >= end) {
+        PyErr_Format(CodecError, "Produce v%ld ends inside its topics: index out of range", version);
+        return -1;
+    }
     *out = p[pos];
     return 0;
 }
@@ -1387,11 +1389,14 @@ static int32_t be32(const uint8_t *p)
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
 }
 
-/* struct.unpack_from(">h"/">i", payload, pos) */
-static int scan_int(const uint8_t *p, int64_t end, int64_t pos, int width, int64_t *out)
+/* struct.unpack_from(">h"/">i", payload, pos) (struct.error, which guard.py reports as below) */
+static int scan_int(const uint8_t *p, int64_t end, int64_t pos, int width, long version, int64_t *out)
 {
-    if (pos < 0 || pos + width > end)
-        return scan_fail("Produce ends inside its topics");
+    if (pos < 0 || pos + width > end) {
+        PyErr_Format(CodecError, "Produce v%ld ends inside its topics: %d bytes wanted at offset %lld of %lld",
+                     version, width, (long long)pos, (long long)end);
+        return -1;
+    }
     *out = width == 2 ? be16(p + pos) : be32(p + pos);
     return 0;
 }
@@ -1426,7 +1431,7 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
     int found;
     if (version >= 9) {
         int by_id = version >= 13;
-        if (scan_byte(p, end, pos, &count) < 0)
+        if (scan_byte(p, end, pos, version, &count) < 0)
             return -1;
         pos += 1;
         if (count >= 0x80) {
@@ -1441,7 +1446,7 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
                 found = scan_key_in(p, end, start, start + 16, keys);
             }
             else {
-                if (scan_byte(p, end, pos, &size) < 0)
+                if (scan_byte(p, end, pos, version, &size) < 0)
                     return -1;
                 pos += 1;
                 if (size >= 0x80) {
@@ -1463,25 +1468,27 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
                 pos += 4;
                 size = 0;
                 for (k = 0, shift = 0; k < 5; k++, shift += 7) {
-                    if (scan_byte(p, end, pos, &byte) < 0)
+                    if (scan_byte(p, end, pos, version, &byte) < 0)
                         return -1;
                     pos += 1;
                     size |= (byte & 0x7f) << shift;
                     if (byte < 0x80)
                         break;
                 }
-                if (k == 5)
-                    return scan_fail("Produce: a records length longer than 5 bytes");
+                if (k == 5) {
+                    PyErr_Format(CodecError, "Produce v%ld: a records length longer than 5 bytes", version);
+                    return -1;
+                }
                 if (size > 1)
                     pos += size - 1;
-                if (scan_byte(p, end, pos, &byte) < 0)
+                if (scan_byte(p, end, pos, version, &byte) < 0)
                     return -1;
                 if (byte == 0)
                     pos += 1;
                 else if (scan_tagged(p, end, &pos) < 0)
                     return -1;
             }
-            if (scan_byte(p, end, pos, &byte) < 0)
+            if (scan_byte(p, end, pos, version, &byte) < 0)
                 return -1;
             if (byte == 0)
                 pos += 1;
@@ -1490,11 +1497,11 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
         }
         return 0;
     }
-    if (scan_int(p, end, pos, 4, &count) < 0)
+    if (scan_int(p, end, pos, 4, version, &count) < 0)
         return -1;
     pos += 4;
     for (remaining = count - 1; remaining >= 0; remaining--) {
-        if (scan_int(p, end, pos, 2, &size) < 0)
+        if (scan_int(p, end, pos, 2, version, &size) < 0)
             return -1;
         pos += 2;
         found = scan_key_in(p, end, pos, pos + size, keys);
@@ -1503,11 +1510,11 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
         if (remaining == 0)
             return 0;
         pos += size > 0 ? size : 0;
-        if (scan_int(p, end, pos, 4, &partitions) < 0)
+        if (scan_int(p, end, pos, 4, version, &partitions) < 0)
             return -1;
         pos += 4;
         for (i = 0; i < partitions; i++) {
-            if (scan_int(p, end, pos + 4, 4, &size) < 0)
+            if (scan_int(p, end, pos + 4, 4, version, &size) < 0)
                 return -1;
             pos += 8 + (size > 0 ? size : 0);
         }
@@ -1555,7 +1562,7 @@ static PyObject *mod_produce_scan(PyObject *Py_UNUSED(module), PyObject *const *
         }
         else {
             if (pos + 2 > end) {
-                scan_fail("Produce truncated in its transactional id");
+                PyErr_Format(CodecError, "Produce v%ld truncated in its transactional id", version);
                 return NULL;
             }
             n = be16(p + pos);
@@ -1563,7 +1570,8 @@ static PyObject *mod_produce_scan(PyObject *Py_UNUSED(module), PyObject *const *
         }
     }
     if (pos + 2 > end) {
-        scan_fail("Produce ends before its acks");
+        PyErr_Format(CodecError, "Produce v%ld ends before its acks (%lld bytes, acks at %lld)", version,
+                     (long long)end, (long long)pos);
         return NULL;
     }
     acks = be16(p + pos);
@@ -1581,7 +1589,7 @@ static PyObject *mod_produce_scan(PyObject *Py_UNUSED(module), PyObject *const *
             size -= 1;
         }
         else {
-            if (scan_int(p, end, pos, 2, &size) < 0)
+            if (scan_int(p, end, pos, 2, version, &size) < 0)
                 return NULL;
             pos += 2;
         }
