@@ -8,12 +8,19 @@ hold exactly what the event topic holds (Spark's Kafka-source columns, values in
 so everything after the read is the production pipeline. Mix per 100 events: 60 per-second commit
 sums (some with fenced/rejected counts), 10 joins, 5 leaves, 2 expiries, 3 fenced members, 8
 rebalance started/completed pairs with 4 assignments of 6 partitions among 3 members, one in 10k
-corrupt. Memory is the peak resident set of this process and its children (the JVM and Python
-workers), sampled every 0.2 s.
+corrupt.
+
+Each size runs ``kcoord analytics`` in a child process of its own (a fresh interpreter and JVM, so
+the wall time includes the Spark session's start, and nothing a run before it grew is counted):
+memory is the peak resident set of that child's process tree (its Python, the JVM, Spark's Python
+workers), sampled every 0.2 s, with the processes that made up the peak; CPU-seconds are the tree's
+user + system time (``/proc``, every process seen) and, per table, the Spark tasks' CPU time from
+Spark's event log (``executorCpuTime`` of the jobs run while the table was written: a loaded
+machine inflates wall time, much less task CPU).
 
 Beside each Spark run, the floor: :mod:`bench.analytics_duckdb` (DuckDB, the same files, the core
-tables) in a child process, its peak resident set sampled the same way (``--no-duckdb`` skips it).
-Each line also gives the load averages before and after: the machine is shared.
+tables) in another child process, its peak resident set sampled the same way (``--no-duckdb`` skips
+it). Each line also gives the load averages before and after: the machine is shared.
 """
 
 from __future__ import annotations
@@ -198,25 +205,77 @@ def generate(n: int, directory: Path, chunk: int = 500_000) -> None:
         offset += m
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+def _processes() -> dict[int, tuple[int, str, int, float]]:
+    """Every process: pid → (parent pid, name, resident bytes, user + system CPU-seconds)."""
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[int, str, int, float]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(stat[1]), []).append(int(d))
-            rss[int(d)] = int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
+            text = Path(f"/proc/{d}/stat").read_text()
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            stat = text.rsplit(")", 1)[1].split()
+            found[int(d)] = (int(stat[1]), name, int(stat[21]) * page, (int(stat[11]) + int(stat[12])) / tick)
         except (OSError, IndexError, ValueError):
             continue
-    total, stack = 0, [pid]
+    return found
+
+
+def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
+    """``pid`` and all its descendants (as :func:`_processes`)."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for p, (parent, _, _, _) in procs.items():
+        children.setdefault(parent, []).append(p)
+    out, stack = {}, [pid]
     while stack:
         p = stack.pop()
-        total += rss.get(p, 0)
+        if p in procs:
+            out[p] = procs[p]
         stack.extend(children.get(p, []))
-    return total
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    return sum(rss for _, _, rss, _ in tree(pid).values())
+
+
+class TreeSampler:
+    """Samples ``pid``'s process tree every 0.2 s until :meth:`stop`: the peak resident set (and
+    the processes then), and the CPU-seconds of every process seen (its last sample)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self.at_peak: list[tuple[str, int]] = []
+        self.cpu: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        procs = tree(self.pid)
+        for p, (_, _, _, cpu) in procs.items():
+            self.cpu[p] = cpu
+        rss = sum(r for _, _, r, _ in procs.values())
+        if rss > self.peak:
+            self.peak = rss
+            self.at_peak = sorted(((name, r >> 20) for _, name, r, _ in procs.values()), key=lambda x: -x[1])
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample()
+
+    def stop(self) -> None:
+        self._sample()
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def cpu_seconds(self) -> float:
+        return round(sum(self.cpu.values()), 1)
 
 
 def sampled_peak(pid: int, stop: threading.Event, peak: list[int]) -> threading.Thread:
@@ -229,6 +288,50 @@ def sampled_peak(pid: int, stop: threading.Event, peak: list[int]) -> threading.
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     return thread
+
+
+def event_log_cpu(directory: Path, windows: dict[str, tuple[float, float]]) -> dict[str, object]:
+    """Spark tasks' CPU-seconds (``executorCpuTime``) and GC seconds from the event log in
+    ``directory``: in all, and per table (the jobs submitted while it was written, ``windows``:
+    name → (start, end) epoch seconds); also the events table's largest stage's tasks and spill."""
+    # Spark 4 writes a directory of rolled files (events_1_..., events_2_...) per application
+    logs = sorted(f for f in directory.rglob("events_*") if f.is_file())
+    if not logs:
+        return {}
+    job_time: dict[int, float] = {}
+    stage_job: dict[int, int] = {}
+    stages: dict[int, dict[str, float]] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            e = json.loads(line)
+            ev = e["Event"]
+            if ev == "SparkListenerJobStart":
+                job_time[e["Job ID"]] = e["Submission Time"] / 1000
+                for s in e["Stage IDs"]:
+                    stage_job[s] = e["Job ID"]
+            elif ev == "SparkListenerStageCompleted":
+                info = e["Stage Info"]
+                acc = {a["Name"]: a.get("Value") or 0 for a in info.get("Accumulables", [])}
+                stages[info["Stage ID"]] = {
+                    "cpu": acc.get("internal.metrics.executorCpuTime", 0) / 1e9,
+                    "gc": acc.get("internal.metrics.jvmGCTime", 0) / 1e3,
+                    "tasks": info["Number of Tasks"],
+                    "spill_mib": acc.get("internal.metrics.diskBytesSpilled", 0) / 2**20,
+                }
+    per_table: dict[str, float] = {}
+    biggest: dict[str, float] = {}
+    for s, st in stages.items():
+        when = job_time.get(stage_job.get(s, -1), 0.0)
+        name = next((n for n, (a, b) in windows.items() if a <= when <= b), "other")
+        per_table[name] = per_table.get(name, 0.0) + st["cpu"]
+        if name == "events" and st["cpu"] > biggest.get("cpu", 0.0):
+            biggest = st
+    return {
+        "task_cpu_seconds": round(sum(st["cpu"] for st in stages.values()), 1),
+        "gc_seconds": round(sum(st["gc"] for st in stages.values()), 1),
+        "table_task_cpu_seconds": {k: round(v, 1) for k, v in per_table.items()},
+        "events_stage": {k: round(v, 1) for k, v in biggest.items()},
+    }
 
 
 def duckdb_floor(data: Path, threads: int) -> dict[str, object]:
@@ -253,6 +356,99 @@ def duckdb_floor(data: Path, threads: int) -> dict[str, object]:
     return result
 
 
+def run_one(args: argparse.Namespace, n: int) -> dict[str, object]:
+    """``kcoord analytics`` over the ``n`` events' files, in this process (the child's part): its
+    summary, and the Spark tasks' CPU per table from the event log."""
+    from kcoord.analytics import tables
+    from kcoord.analytics.run import run
+
+    work = Path(args.work)
+    log_dir = work / f"eventlog-{n}-{args.tag}"
+    shutil.rmtree(log_dir, ignore_errors=True)
+    log_dir.mkdir(parents=True)
+    windows: dict[str, tuple[float, float]] = {}
+    write_table = tables.write_table
+
+    def timed_write(spark: object, df: object, out: str, name: str, *a: object, **kw: object) -> None:
+        t = time.time()
+        write_table(spark, df, out, name, *a, **kw)  # type: ignore[arg-type]
+        windows[name] = (t, time.time())
+
+    tables.write_table = timed_write
+    summary = run(
+        argparse.Namespace(
+            bootstrap_server=None,
+            out=str(work / f"out-{n}-{args.tag}"),
+            since=None,
+            master=args.master,
+            events_topic="__kcoord_events",
+            offsets_topic="",
+            source="auto",
+            input_parquet=str(work / f"events-{n}"),
+            no_report=False,
+            lag_points=5,
+            driver_memory=args.driver_memory,
+            conf=[
+                *args.conf,
+                "spark.eventLog.enabled=true",
+                "spark.eventLog.compress=false",
+                f"spark.eventLog.dir={log_dir}",
+            ],
+        )
+    )
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()  # flushes the event log
+    summary["event_log"] = event_log_cpu(log_dir, windows)
+    return summary
+
+
+def spark_run(
+    args: argparse.Namespace, n: int, src: str | None = None, tag: str = "this"
+) -> dict[str, object]:
+    """:func:`run_one` in a child process, its tree sampled: the summary, wall, peak, CPU. ``src``:
+    another checkout's ``src`` directory, whose ``kcoord`` the child imports instead."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.analytics_scale",
+        "--child",
+        str(n),
+        "--tag",
+        tag,
+        "--work",
+        args.work,
+    ]
+    cmd += ["--master", args.master] + [f"--conf={c}" for c in args.conf]
+    if args.driver_memory:
+        cmd += ["--driver-memory", args.driver_memory]
+    started = time.monotonic()
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    sampler = TreeSampler(child.pid)
+    out, _ = child.communicate()
+    wall = time.monotonic() - started
+    sampler.stop()
+    if child.returncode != 0:
+        raise SystemExit(f"the {n:,} events run failed ({child.returncode})")
+    summary: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    summary.update(
+        wall_seconds=round(wall, 1),
+        peak_rss_mib=sampler.peak >> 20,
+        peak_processes_mib=sampler.at_peak,
+        tree_cpu_seconds=sampler.cpu_seconds,
+    )
+    return summary
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -263,8 +459,17 @@ def main() -> None:
     p.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
     )
+    p.add_argument(
+        "--compare",
+        metavar="SRC",
+        help="another checkout's src directory (main's): each size runs with it, then with this one",
+    )
+    p.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one run, in this process
+    p.add_argument("--tag", default="this", help=argparse.SUPPRESS)  # its output: out-N-TAG
     args = p.parse_args()
-    from kcoord.analytics.run import run
+    if args.child is not None:
+        print(json.dumps(run_one(args, args.child)), flush=True)
+        return
 
     for n in args.events:
         data = Path(args.work) / f"events-{n}"
@@ -275,48 +480,33 @@ def main() -> None:
             generate(n, partial)
             partial.rename(data)
             print(f"generated {n:,} events in {time.monotonic() - t:.1f} s", flush=True)
-        load_before = [round(x, 2) for x in os.getloadavg()]
         floor = None if args.no_duckdb else duckdb_floor(data, threads=2)
-        peak, stop = [0], threading.Event()
-        sampled_peak(os.getpid(), stop, peak)
-        started = time.monotonic()
-        summary = run(
-            argparse.Namespace(
-                bootstrap_server=None,
-                out=str(Path(args.work) / f"out-{n}"),
-                since=None,
-                master=args.master,
-                events_topic="__kcoord_events",
-                offsets_topic="",
-                source="auto",
-                input_parquet=str(data),
-                no_report=False,
-                lag_points=5,
-                driver_memory=args.driver_memory,
-                conf=args.conf,
+        for code, src in ([("base", args.compare)] if args.compare else []) + [("this", None)]:
+            load_run = [round(x, 2) for x in os.getloadavg()]
+            summary = spark_run(args, n, src, code)
+            print(
+                json.dumps(
+                    {
+                        "events": n,
+                        "code": code,
+                        "master": args.master,
+                        "wall_seconds": summary["wall_seconds"],
+                        "pipeline_seconds": summary["pipeline_seconds"],
+                        "session_seconds": summary["session_seconds"],
+                        "peak_rss_mib": summary["peak_rss_mib"],
+                        "peak_processes_mib": summary["peak_processes_mib"],
+                        "tree_cpu_seconds": summary["tree_cpu_seconds"],
+                        "report_seconds": summary.get("report_seconds"),
+                        "table_seconds": summary["table_seconds"],
+                        "rows": summary["rows"],
+                        "event_log": summary["event_log"],
+                        "duckdb": floor,
+                        "load_before": load_run,
+                        "load_after": [round(x, 2) for x in os.getloadavg()],
+                    }
+                ),
+                flush=True,
             )
-        )
-        wall = time.monotonic() - started
-        stop.set()
-        print(
-            json.dumps(
-                {
-                    "events": n,
-                    "master": args.master,
-                    "wall_seconds": round(wall, 1),
-                    "pipeline_seconds": summary["pipeline_seconds"],
-                    "session_seconds": summary["session_seconds"],
-                    "peak_rss_mib": peak[0] >> 20,
-                    "report_seconds": summary.get("report_seconds"),
-                    "table_seconds": summary["table_seconds"],
-                    "rows": summary["rows"],
-                    "duckdb": floor,
-                    "load_before": load_before,
-                    "load_after": [round(x, 2) for x in os.getloadavg()],
-                }
-            ),
-            flush=True,
-        )
 
 
 if __name__ == "__main__":
