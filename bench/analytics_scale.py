@@ -493,6 +493,7 @@ def main() -> None:
                         "wall_seconds": summary["wall_seconds"],
                         "pipeline_seconds": summary["pipeline_seconds"],
                         "session_seconds": summary["session_seconds"],
+                        "parse_seconds": summary.get("parse_seconds"),
                         "peak_rss_mib": summary["peak_rss_mib"],
                         "peak_processes_mib": summary["peak_processes_mib"],
                         "tree_cpu_seconds": summary["tree_cpu_seconds"],

@@ -273,6 +273,26 @@ def test_bad_records_each_named_with_its_problem_and_fields(tables: dict[str, An
     assert "hex:" + GARBAGE.hex().upper() in samples  # not UTF-8: shown as hex, never as a broken string
 
 
+def test_a_parse_kept_as_parquet_gives_the_cached_parse_tables(
+    spark: Any, tables: dict[str, Any], tmp_path: Path
+) -> None:
+    """kcoord analytics keeps the parse as Parquet files (``stage``), not in the in-memory cache:
+    every table, good and bad records alike, has the same rows either way."""
+    values: list[bytes | None] = [json.dumps(e).encode() for e in scenario()]
+    values += [value for value, _, _ in bad_records()]
+    stage = str(tmp_path / "_parsed")
+    built = pipeline.build(spark, raw_frame(spark, values), None, stage)
+    assert list(Path(stage).glob("*.parquet"))  # the parse was written there, not cached
+    for name, df in built.items():
+        staged, cached = df.toPandas(), tables[name]
+        assert list(staged.columns) == list(cached.columns), name
+        as_text = [
+            t.astype(str).sort_values(list(t.columns)).reset_index(drop=True) for t in (staged, cached)
+        ]
+        assert as_text[0].equals(as_text[1]), name
+    assert len(built["bad_events"].toPandas()) == len(bad_records())
+
+
 def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None:
     from kcoord.analytics.report import write_report
 

@@ -146,6 +146,11 @@ RUNTIME_CONF = {
     # the events took 2.5x the CPU (bench/RESULTS.md, "Analytics"). Above this size Spark generates
     # code per operator instead of one method for the whole stage.
     "spark.sql.codegen.hugeMethodLimit": "8000",
+    # Files read (``--input-parquet``, an incremental run's ``_raw``) are split into tasks of at most
+    # this much, not Spark's 128 MB: 10M events in 20 files of 18 MB made 4 tasks (3M, 3M, 3M, 1M
+    # events), so one core ran the last alone, and each task's sort before the write spilled. Every
+    # table read from the parse cache keeps its partitions, so the imbalance went on through them all.
+    "spark.sql.files.maxPartitionBytes": "32m",
 }
 
 
@@ -449,6 +454,24 @@ def _incremental_sources(
     return sources, ends
 
 
+# Where the events' parse is kept while the tables are computed (pipeline.parse_events): beside the
+# tables (any path Spark writes to), emptied when they are written.
+STAGE_DIR = "_parsed"
+
+
+def _stage(args: argparse.Namespace, which: str) -> str:
+    return tables.join(tables.join(args.out, STAGE_DIR), which)
+
+
+def _clear_stages(spark: Any, args: argparse.Namespace) -> None:
+    """Empty each stage this run wrote (through Spark: ``--out`` may be any file system)."""
+    for which in ("new", "all"):
+        path = _stage(args, which)
+        stored = tables.read_table(spark, tables.join(args.out, STAGE_DIR), which)
+        if stored is not None:
+            spark.createDataFrame([], stored.schema).write.mode("overwrite").parquet(path)
+
+
 def _write_tables(
     spark: Any, args: argparse.Namespace, written: dict[str, tuple[Any, str]], summary: dict[str, Any]
 ) -> None:
@@ -493,9 +516,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sources, ends = found
         events_new, events_all = sources.get("events", (None, None))
         offsets_new, offsets_all = sources.get("offsets", (None, None))
-        new_tables = pipeline.build(spark, events_new, offsets_new)
+        t = time.monotonic()
+        new_tables = pipeline.build(spark, events_new, offsets_new, _stage(args, "new"))
         first_run = events_all is events_new and offsets_all is offsets_new
-        all_tables = new_tables if first_run else pipeline.build(spark, events_all, offsets_all)
+        all_tables = (
+            new_tables if first_run else pipeline.build(spark, events_all, offsets_all, _stage(args, "all"))
+        )
+        summary["parse_seconds"] = round(time.monotonic() - t, 2)
         for name, df in all_tables.items():
             if name in APPENDED_TABLES:
                 if name in new_tables:  # absent: that topic had no record to read this time
@@ -507,7 +534,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         summary["records_read"] = sum(df.count() for df in (events_new, offsets_new) if df is not None)
     else:
         raw_events, raw_offsets = _read_sources(spark, args, since, summary)
-        built = pipeline.build(spark, raw_events, raw_offsets)
+        t = time.monotonic()
+        built = pipeline.build(spark, raw_events, raw_offsets, _stage(args, "all"))
+        summary["parse_seconds"] = round(time.monotonic() - t, 2)
         written = {name: (df, "overwrite") for name, df in built.items()}
         commits_for_lag = built.get("offset_commits")
     if commits_for_lag is not None and args.bootstrap_server:
@@ -515,9 +544,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if lag is not None:
             written["lag"] = (lag, "overwrite")
     _write_tables(spark, args, written, summary)
-    # The parse cache and the movement's are no use to the report (it reads the written tables):
-    # their memory goes back before it runs.
+    # The parse and the movement's cache are no use to the report (it reads the written tables):
+    # the memory and the disk they took go back before it runs.
     spark.catalog.clearCache()
+    _clear_stages(spark, args)
     if args.incremental:
         checkpoint.commit(spark, args.out, run_id, ends)  # last: the run counts once all is written
     summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
