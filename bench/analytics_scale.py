@@ -12,14 +12,14 @@ corrupt.
 
 Each size runs ``kcoord analytics`` in a child process of its own (a fresh interpreter and JVM, so
 the wall time includes the Spark session's start, and nothing a run before it grew is counted):
-memory is the peak resident set of that child's process tree (its Python, the JVM, Spark's Python
-workers), sampled every 0.2 s, with the processes that made up the peak; CPU-seconds are the tree's
+memory is the peak proportional set size (PSS) of that child's process tree (its Python, the JVM,
+Spark's Python workers), sampled every 0.2 s, with the processes that made up the peak; CPU-seconds are the tree's
 user + system time (``/proc``, every process seen) and, per table, the Spark tasks' CPU time from
 Spark's event log (``executorCpuTime`` of the jobs run while the table was written: a loaded
 machine inflates wall time, much less task CPU).
 
 Beside each Spark run, the floor: :mod:`bench.analytics_duckdb` (DuckDB, the same files, the core
-tables) in another child process, its peak resident set sampled the same way (``--no-duckdb`` skips
+tables) in another child process, its peak memory sampled the same way (``--no-duckdb`` skips
 it). Each line also gives the load averages before and after: the machine is shared.
 """
 
@@ -205,8 +205,20 @@ def generate(n: int, directory: Path, chunk: int = 500_000) -> None:
         offset += m
 
 
+def _pss(pid: str, rss: int) -> int:
+    """The process's proportional set size (pages shared by forked processes, such as Spark's
+    Python workers, split between them), else ``rss``."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss
+
+
 def _processes() -> dict[int, tuple[int, str, int, float]]:
-    """Every process: pid → (parent pid, name, resident bytes, user + system CPU-seconds)."""
+    """Every process: pid → (parent pid, name, proportional set bytes, user + system CPU-seconds)."""
     page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
     found: dict[int, tuple[int, str, int, float]] = {}
     for d in os.listdir("/proc"):
@@ -216,7 +228,12 @@ def _processes() -> dict[int, tuple[int, str, int, float]]:
             text = Path(f"/proc/{d}/stat").read_text()
             name = text[text.index("(") + 1 : text.rindex(")")]
             stat = text.rsplit(")", 1)[1].split()
-            found[int(d)] = (int(stat[1]), name, int(stat[21]) * page, (int(stat[11]) + int(stat[12])) / tick)
+            found[int(d)] = (
+                int(stat[1]),
+                name,
+                _pss(d, int(stat[21]) * page),
+                (int(stat[11]) + int(stat[12])) / tick,
+            )
         except (OSError, IndexError, ValueError):
             continue
     return found
@@ -234,16 +251,24 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
         if p in procs:
             out[p] = procs[p]
         stack.extend(children.get(p, []))
+    # A child that shares its parent's address space is not more memory: the JVM starts Spark's
+    # Python workers by posix_spawn (a vfork), and until the child execs, /proc shows it with all of
+    # the JVM's pages under the forking Java thread's name. A sample then counted the JVM twice
+    # (this session's 10M run: "java" and "Thread-3", 2,642 MiB each; s39's 5.5 GiB peaks are twice
+    # its 2.7 GiB JVM). Two processes of their own never have the same PSS to the KiB.
+    for p, (parent, _, mem, _) in list(out.items()):
+        if parent in out and mem > 0 and out[parent][2] == mem:
+            del out[p]
     return out
 
 
 def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants."""
+    """Memory (PSS) of ``pid`` and all its descendants."""
     return sum(rss for _, _, rss, _ in tree(pid).values())
 
 
 class TreeSampler:
-    """Samples ``pid``'s process tree every 0.2 s until :meth:`stop`: the peak resident set (and
+    """Samples ``pid``'s process tree every 0.2 s until :meth:`stop`: the peak memory (PSS, and
     the processes then), and the CPU-seconds of every process seen (its last sample)."""
 
     def __init__(self, pid: int) -> None:
@@ -462,7 +487,7 @@ def main() -> None:
     p.add_argument(
         "--compare",
         metavar="SRC",
-        help="another checkout's src directory (main's): each size runs with it, then with this one",
+        help="another checkout's src directory (main's): each size runs with this one, then with it",
     )
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one run, in this process
     p.add_argument("--tag", default="this", help=argparse.SUPPRESS)  # its output: out-N-TAG
@@ -481,7 +506,7 @@ def main() -> None:
             partial.rename(data)
             print(f"generated {n:,} events in {time.monotonic() - t:.1f} s", flush=True)
         floor = None if args.no_duckdb else duckdb_floor(data, threads=2)
-        for code, src in ([("base", args.compare)] if args.compare else []) + [("this", None)]:
+        for code, src in [("this", None)] + ([("base", args.compare)] if args.compare else []):
             load_run = [round(x, 2) for x in os.getloadavg()]
             summary = spark_run(args, n, src, code)
             print(
