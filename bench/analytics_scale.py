@@ -218,7 +218,7 @@ def _pss(pid: str, rss: int) -> int:
 
 
 def _processes() -> dict[int, tuple[int, str, int, float]]:
-    """Every process: pid → (parent pid, name, proportional set bytes, user + system CPU-seconds)."""
+    """Every process: pid → (parent pid, name, resident bytes, user + system CPU-seconds)."""
     page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
     found: dict[int, tuple[int, str, int, float]] = {}
     for d in os.listdir("/proc"):
@@ -231,7 +231,7 @@ def _processes() -> dict[int, tuple[int, str, int, float]]:
             found[int(d)] = (
                 int(stat[1]),
                 name,
-                _pss(d, int(stat[21]) * page),
+                int(stat[21]) * page,
                 (int(stat[11]) + int(stat[12])) / tick,
             )
         except (OSError, IndexError, ValueError):
@@ -240,7 +240,7 @@ def _processes() -> dict[int, tuple[int, str, int, float]]:
 
 
 def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
-    """``pid`` and all its descendants (as :func:`_processes`)."""
+    """``pid`` and all its descendants (as :func:`_processes`, with PSS for the resident bytes)."""
     procs = _processes()
     children: dict[int, list[int]] = {}
     for p, (parent, _, _, _) in procs.items():
@@ -249,7 +249,8 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
     while stack:
         p = stack.pop()
         if p in procs:
-            out[p] = procs[p]
+            parent, name, rss, cpu = procs[p]
+            out[p] = (parent, name, _pss(str(p), rss), cpu)
         stack.extend(children.get(p, []))
     # A child that shares its parent's address space is not more memory: the JVM starts Spark's
     # Python workers by posix_spawn (a vfork), and until the child execs, /proc shows it with all of
