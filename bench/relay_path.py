@@ -18,10 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
-import os
-import pstats
-import time
 
 from kcoord.client import Connection as UpstreamConnection
 from kcoord.coordinator.cli import tune_gc_for_serving
@@ -33,6 +29,7 @@ from kcoord.protocol.messages import ApiKey
 from support.in_process import FakeTransport, Harness, split_responses
 
 from .relay import small_produce_frame
+from .request_path import best_us_per_request
 
 
 def produce_answer(version: int, correlation_id: int) -> bytes:
@@ -85,23 +82,14 @@ async def run(args: argparse.Namespace) -> float:
                 up.data_received(answer)
             await asyncio.sleep(0)
 
-    best = float("inf")
-    prof = cProfile.Profile() if args.profile else None
-    for _ in range(args.repeat):
-        started = time.process_time()
-        if prof:
-            prof.enable()
-        await one_pass()
-        if prof:
-            prof.disable()
-        best = min(best, time.process_time() - started)
-        for _, transport, _, up_transport in pairs:  # every request went up, every answer came back
+    def answers() -> int:  # every request went up, every answer came back
+        for _, transport, _, up_transport in pairs:
             sent, answered = split_responses(up_transport.take()), split_responses(transport.take())
             assert len(sent) == len(answered) == rounds, (len(sent), len(answered), rounds)
             assert sent[0] == request[4:] and answered[0] == answer[4:]
-    if prof:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(int(os.environ.get("KCOORD_PROFILE_ROWS", "30")))
-    return best / (rounds * args.connections) * 1e6
+        return rounds * len(pairs)
+
+    return await best_us_per_request(one_pass, answers, rounds * args.connections, args.repeat, args.profile)
 
 
 def main() -> None:

@@ -142,10 +142,10 @@ async def run_connections(scenario: str, args: argparse.Namespace, profile: bool
     def answers() -> int:
         return sum(len(split_responses(t.take())) for _, t in conns)
 
-    return await _best_us_per_request(one_pass, answers, len(batch_frames), args.repeat, profile)
+    return await best_us_per_request(one_pass, answers, len(batch_frames), args.repeat, profile)
 
 
-async def _best_us_per_request(
+async def best_us_per_request(
     one_pass: Callable[[], Awaitable[None]],
     answers: Callable[[], int],
     requests: int,
@@ -202,7 +202,7 @@ async def run(scenario: str, args: argparse.Namespace, profile: bool) -> float:
     def answers() -> int:
         return len(split_responses(h.transport.take()))
 
-    return await _best_us_per_request(one_pass, answers, len(batch_frames), args.repeat, profile)
+    return await best_us_per_request(one_pass, answers, len(batch_frames), args.repeat, profile)
 
 
 def main() -> None:

@@ -60,6 +60,20 @@ def traced(conns: list[tuple[ClientConnection, FakeTransport]], ticks: Iteration
     return processed
 
 
+async def large_reads_together(
+    n: int,
+) -> tuple[Harness, list[tuple[ClientConnection, FakeTransport]], Iterations, list[tuple[int, int]]]:
+    """``n`` connections, each handed the first (large) read of a DescribeGroups frame in one loop
+    iteration; with the iteration counter and the trace of the reads processed."""
+    h, conns = await connections(n)
+    first = describe_groups_frame(IDS, "hostile")[: LARGE_READ + 1000]
+    ticks = Iterations()
+    processed = traced(conns, ticks)
+    for conn, _ in conns:
+        conn.data_received(first)
+    return h, conns, ticks, processed
+
+
 async def answers(transport: FakeTransport) -> list[m.DescribeGroupsResponse]:
     out: list[bytes] = []
     for _ in range(400):
@@ -120,13 +134,7 @@ async def test_small_reads_never_wait_for_a_turn() -> None:
 
 
 async def test_a_connection_closed_while_its_read_waits_is_skipped() -> None:
-    h, conns = await connections(3)
-    frame = describe_groups_frame(IDS, "hostile")
-    first = frame[: LARGE_READ + 1000]
-    ticks = Iterations()
-    processed = traced(conns, ticks)
-    for conn, _ in conns:
-        conn.data_received(first)
+    h, conns, ticks, processed = await large_reads_together(3)
     conns[1][0].connection_lost(None)  # its kept read is dropped, its turn passed on
     while len(processed) < 2:
         await asyncio.sleep(0)
@@ -138,13 +146,7 @@ async def test_a_connection_closed_while_its_read_waits_is_skipped() -> None:
 
 
 async def test_a_read_waiting_while_paused_for_another_reason_waits_for_that_too() -> None:
-    h, conns = await connections(2)
-    frame = describe_groups_frame(IDS, "hostile")
-    first = frame[: LARGE_READ + 1000]
-    ticks = Iterations()
-    processed = traced(conns, ticks)
-    for conn, _ in conns:
-        conn.data_received(first)
+    h, conns, ticks, processed = await large_reads_together(2)
     waiting, transport = conns[1]
     waiting.pause_for_total()  # all connections' unsent output over queued.max.response.bytes
     for _ in range(5):

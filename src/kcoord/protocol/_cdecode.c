@@ -1146,6 +1146,20 @@ static unsigned char *put_varint(unsigned char *p, int64_t v)
     return p;
 }
 
+/* A record's key or value: its varint length and bytes, or varint -1 for None (null). */
+static unsigned char *put_nullable_bytes(unsigned char *p, PyObject *b)
+{
+    Py_ssize_t len;
+    if (b == Py_None) {
+        *p++ = 1; /* zig-zag varint of -1 */
+        return p;
+    }
+    len = PyBytes_GET_SIZE(b);
+    p = put_varint(p, len);
+    memcpy(p, PyBytes_AS_STRING(b), (size_t)len);
+    return p + len;
+}
+
 /* A record's body size: attributes, timestamp delta, offset delta, key, value, header count. */
 static Py_ssize_t record_body_size(Py_ssize_t index, PyObject *key, PyObject *value)
 {
@@ -1190,22 +1204,8 @@ static PyObject *mod_encode_records(PyObject *Py_UNUSED(module), PyObject *recor
         *p++ = 0; /* attributes */
         *p++ = 0; /* timestamp delta */
         p = put_varint(p, i);
-        if (key == Py_None) {
-            *p++ = 1; /* varint -1 */
-        } else {
-            Py_ssize_t len = PyBytes_GET_SIZE(key);
-            p = put_varint(p, len);
-            memcpy(p, PyBytes_AS_STRING(key), (size_t)len);
-            p += len;
-        }
-        if (value == Py_None) {
-            *p++ = 1;
-        } else {
-            Py_ssize_t len = PyBytes_GET_SIZE(value);
-            p = put_varint(p, len);
-            memcpy(p, PyBytes_AS_STRING(value), (size_t)len);
-            p += len;
-        }
+        p = put_nullable_bytes(p, key);
+        p = put_nullable_bytes(p, value);
         *p++ = 0; /* no headers */
     }
     return out;
