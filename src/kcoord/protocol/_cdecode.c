@@ -1383,6 +1383,31 @@ static int scan_byte(const uint8_t *p, int64_t end, int64_t pos, long version, i
     return 0;
 }
 
+/* A compact length (unsigned varint), read as guard.py reads it: one byte when under 0x80, else the varint. */
+static int scan_compact_length(const uint8_t *p, int64_t end, int64_t *pos, long version, int64_t *out)
+{
+    if (scan_byte(p, end, *pos, version, out) < 0)
+        return -1;
+    if (*out < 0x80) {
+        *pos += 1;
+        return 0;
+    }
+    return scan_uvarint(p, end, pos, out);
+}
+
+/* A tagged-fields section: one 0 byte when empty (the usual case), else skipped field by field. */
+static int scan_tags(const uint8_t *p, int64_t end, int64_t *pos, long version)
+{
+    int64_t byte;
+    if (scan_byte(p, end, *pos, version, &byte) < 0)
+        return -1;
+    if (byte == 0) {
+        *pos += 1;
+        return 0;
+    }
+    return scan_tagged(p, end, pos);
+}
+
 static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 static int32_t be32(const uint8_t *p)
 {
@@ -1431,14 +1456,8 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
     int found;
     if (version >= 9) {
         int by_id = version >= 13;
-        if (scan_byte(p, end, pos, version, &count) < 0)
+        if (scan_compact_length(p, end, &pos, version, &count) < 0)
             return -1;
-        pos += 1;
-        if (count >= 0x80) {
-            pos -= 1;
-            if (scan_uvarint(p, end, &pos, &count) < 0)
-                return -1;
-        }
         for (remaining = count - 2; remaining >= 0; remaining--) {
             int64_t start = pos;
             if (by_id) {
@@ -1446,14 +1465,8 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
                 found = scan_key_in(p, end, start, start + 16, keys);
             }
             else {
-                if (scan_byte(p, end, pos, version, &size) < 0)
+                if (scan_compact_length(p, end, &pos, version, &size) < 0)
                     return -1;
-                pos += 1;
-                if (size >= 0x80) {
-                    pos -= 1;
-                    if (scan_uvarint(p, end, &pos, &size) < 0)
-                        return -1;
-                }
                 found = scan_key_in(p, end, pos, pos + size - 1, keys);
                 pos += size - 1;
             }
@@ -1481,18 +1494,10 @@ static int scan_names(const uint8_t *p, int64_t end, long version, int64_t pos, 
                 }
                 if (size > 1)
                     pos += size - 1;
-                if (scan_byte(p, end, pos, version, &byte) < 0)
-                    return -1;
-                if (byte == 0)
-                    pos += 1;
-                else if (scan_tagged(p, end, &pos) < 0)
+                if (scan_tags(p, end, &pos, version) < 0)
                     return -1;
             }
-            if (scan_byte(p, end, pos, version, &byte) < 0)
-                return -1;
-            if (byte == 0)
-                pos += 1;
-            else if (scan_tagged(p, end, &pos) < 0)
+            if (scan_tags(p, end, &pos, version) < 0)
                 return -1;
         }
         return 0;
