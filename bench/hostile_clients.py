@@ -41,12 +41,12 @@ from support.hostile_clients import (
     NeverReaders,
     PipeliningReader,
     Probe,
-    cpu_seconds,
     describe_groups_dispatched,
     describe_groups_frame,
     rss_mib,
 )
 from support.kcoord_process import KcoordProcess
+from support.loadgen.procstat import cpu_seconds
 from support.loop_trace import summarize
 from support.ports import free_port
 

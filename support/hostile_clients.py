@@ -6,7 +6,7 @@ Shared by the connection-limits integration test and ``bench/hostile_clients.py`
 - :class:`PipeliningReader`: one connection that sends many such requests at once and reads
   every answer (a heavy but well-behaved admin client);
 - :class:`Probe`: an honest member heartbeating on a connection of its own, its round trips timed;
-- :func:`rss_mib`, :func:`cpu_seconds`: a process's resident memory and CPU time, from /proc;
+- :func:`rss_mib`: a process's resident memory, from /proc (its CPU time: support.loadgen.procstat);
 - :func:`describe_groups_dispatched`: the DescribeGroups requests kcoord dispatched (its /metrics).
 
 The hostile clients run in child processes and the probe in a thread of this one: the probe's
@@ -32,13 +32,6 @@ from kcoord.protocol.messages import ApiKey
 
 DESCRIBE_VERSION = 5
 HEARTBEAT_VERSION = 4
-
-
-def cpu_seconds(pid: int) -> float:
-    """A process's CPU time so far (user + system, all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:
