@@ -42,7 +42,7 @@ from .group_guard import SINGLE_GROUP_APIS
 from .group_routing import GroupRouting
 from .relay import guard
 from .relay.addresses import rewrite_node_endpoints
-from .relay.guard import GUARDED_APIS, PRODUCE_BY_TOPIC_ID_SINCE, produce_scan
+from .relay.guard import GUARDED_APIS, produce_keys, produce_scan
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -121,10 +121,7 @@ class ApiDispatcher:
             # ids) and transactional id read in one call (the C extension's), nothing decoded.
             protected = app.protected_topics
             acks, acks_at, refused = produce_scan(
-                payload,
-                version,
-                protected.names_utf8 if version < PRODUCE_BY_TOPIC_ID_SINCE else protected.id_bytes(),
-                protected.prefix_utf8,
+                payload, version, produce_keys(protected, version), protected.prefix_utf8
             )
             if refused:
                 self._refuse(guard.produce_refusal(payload, version, protected), correlation_id)

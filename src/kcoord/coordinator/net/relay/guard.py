@@ -202,8 +202,8 @@ def produce_scan_py(
     shards' transactional id prefix in UTF-8. The C extension's ``produce_scan`` is the same in one
     call (protocol/_cdecode.c; tests/unit/test_relay_guard.py runs both on the same frames)."""
     acks, topics_at, body_at = produce_topics_start(payload, version)
-    protected = _names_protected(payload, version, keys, topics_at) or (
-        bool(prefix) and _transaction_protected(payload, version, prefix, body_at)
+    protected = produce_names_protected(payload, version, keys, topics_at) or produce_transaction_protected(
+        payload, version, prefix, body_at
     )
     return acks, topics_at - 6, protected
 
@@ -218,15 +218,9 @@ def produce_keys(protected: ProtectedTopics, version: int) -> frozenset[bytes]:
     return protected.id_bytes() if version >= PRODUCE_BY_TOPIC_ID_SINCE else protected.names_utf8
 
 
-def produce_transaction_protected(
-    payload: bytes, version: int, protected: ProtectedTopics, body_at: int
-) -> bool:
-    """Whether a Produce is sent under one of kcoord's own transactional ids, read in place
-    (:func:`produce_topics_start` read past it, so it is within the frame)."""
-    return _transaction_protected(payload, version, protected.prefix_utf8, body_at)
-
-
-def _transaction_protected(payload: bytes, version: int, prefix: bytes, body_at: int) -> bool:
+def produce_transaction_protected(payload: bytes, version: int, prefix: bytes, body_at: int) -> bool:
+    """Whether a Produce is sent under one of kcoord's own transactional ids (``prefix``: theirs in
+    UTF-8), read in place (:func:`produce_topics_start` read past it, so it is within the frame)."""
     if not prefix:
         return False
     pos = body_at
@@ -239,19 +233,12 @@ def _transaction_protected(payload: bytes, version: int, prefix: bytes, body_at:
     return size >= len(prefix) and payload.startswith(prefix, pos)
 
 
-def produce_names_protected(
-    payload: bytes, version: int, protected: ProtectedTopics, topics_at: int | None = None
-) -> bool:
-    """Whether a Produce request names a protected topic: its topic names (or ids, v13+) read by
-    walking its arrays, each partition's records skipped by their length, never decoded. Only the
-    partitions of topics before the last are walked (to reach the next name): the common request
-    names one topic, and its check reads that name and nothing after it. ``topics_at``: where the
-    topics array starts (:func:`produce_topics_start`), when the caller has read it already."""
-    pos = produce_topics_start(payload, version)[1] if topics_at is None else topics_at
-    return _names_protected(payload, version, produce_keys(protected, version), pos)
-
-
-def _names_protected(payload: bytes, version: int, keys: frozenset[bytes], pos: int) -> bool:
+def produce_names_protected(payload: bytes, version: int, keys: frozenset[bytes], pos: int) -> bool:
+    """Whether a Produce request names a protected topic (``keys``: :func:`produce_keys`): its topic
+    names (or ids, v13+) read by walking its arrays from ``pos``, where the topics array starts
+    (:func:`produce_topics_start`), each partition's records skipped by their length, never decoded.
+    Only the partitions of topics before the last are walked (to reach the next name): the common
+    request names one topic, and its check reads that name and nothing after it."""
     try:
         if version >= PRODUCE_FLEXIBLE_SINCE:
             by_id = version >= PRODUCE_BY_TOPIC_ID_SINCE
