@@ -1331,25 +1331,22 @@ static int scan_fail(const char *msg)
     return -1;
 }
 
-/* primitives.decode_uvarint */
+/* primitives.decode_uvarint: the decoder's read_uvarint (the same messages), at a scan position,
+ * which may lie outside the frame (a length of -1 steps back one byte). */
 static int scan_uvarint(const uint8_t *p, int64_t end, int64_t *pos, int64_t *out)
 {
-    int64_t result = 0, i = *pos;
-    int shift = 0, k;
-    for (k = 0; k < MAX_UVARINT_BYTES; k++) {
-        uint8_t b;
-        if (i >= end || i < 0)
-            return scan_fail("truncated varint");
-        b = p[i++];
-        result |= (int64_t)(b & 0x7f) << shift;
-        if (b < 0x80) {
-            *out = result;
-            *pos = i;
-            return 0;
-        }
-        shift += 7;
-    }
-    return scan_fail("varint longer than 5 bytes");
+    Reader r;
+    uint64_t v;
+    if (*pos < 0)
+        return scan_fail("truncated varint");
+    r.b = p;
+    r.pos = (Py_ssize_t)*pos;
+    r.end = (Py_ssize_t)end;
+    if (read_uvarint(&r, &v) < 0)
+        return -1;
+    *out = (int64_t)v;
+    *pos = r.pos;
+    return 0;
 }
 
 /* frames.skip_tagged_fields */
