@@ -263,11 +263,6 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
     return out
 
 
-def tree_rss(pid: int) -> int:
-    """Memory (PSS) of ``pid`` and all its descendants."""
-    return sum(rss for _, _, rss, _ in tree(pid).values())
-
-
 class TreeSampler:
     """Samples ``pid``'s process tree every 0.2 s until :meth:`stop`: the peak memory (PSS, and
     the processes then), and the CPU-seconds of every process seen (its last sample)."""
@@ -302,18 +297,6 @@ class TreeSampler:
     @property
     def cpu_seconds(self) -> float:
         return round(sum(self.cpu.values()), 1)
-
-
-def sampled_peak(pid: int, stop: threading.Event, peak: list[int]) -> threading.Thread:
-    """A thread that keeps ``peak[0]`` at the largest resident set of ``pid``'s tree until ``stop``."""
-
-    def sample() -> None:
-        while not stop.wait(0.2):
-            peak[0] = max(peak[0], tree_rss(pid))
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    return thread
 
 
 def event_log_cpu(directory: Path, windows: dict[str, tuple[float, float]]) -> dict[str, object]:
@@ -371,14 +354,13 @@ def duckdb_floor(data: Path, threads: int) -> dict[str, object]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    peak, stop = [0], threading.Event()
-    sampled_peak(child.pid, stop, peak)
+    sampler = TreeSampler(child.pid)
     out, _ = child.communicate()
-    stop.set()
+    sampler.stop()
     if child.returncode != 0:
         return {"failed": child.returncode}
     result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    result.update(wall_seconds=round(time.monotonic() - started, 1), peak_rss_mib=peak[0] >> 20)
+    result.update(wall_seconds=round(time.monotonic() - started, 1), peak_rss_mib=sampler.peak >> 20)
     return result
 
 
