@@ -1315,6 +1315,264 @@ static PyObject *mod_offset_commit_pair(PyObject *Py_UNUSED(module), PyObject *c
     return pair;
 }
 
+/* ---- An OffsetCommit response frame (protocol/frames.py encode_response) ------------------------
+ *
+ * The answer to every commit: at 1,000 committers one per commit, each built by the generated Python
+ * encoder (three nested functions, a bytearray grown piece by piece, a struct.pack per partition).
+ * Here the whole frame, size prefix and header included, in one pass over the message's attributes
+ * into a buffer that grows as it goes (attribute reads may run Python code in a subclass: nothing is
+ * held borrowed across them). None for what the Python encoder must handle: v10 (topic ids), unknown
+ * tagged fields, a name that is not an ASCII str, a number out of its field's range, an array that
+ * is not a list; the same bytes otherwise (tests/unit/test_offset_commit_response_c.py). */
+
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+} OutBuf;
+
+static int out_reserve(OutBuf *b, Py_ssize_t more)
+{
+    Py_ssize_t need = b->len + more;
+    if (need <= b->cap)
+        return 1;
+    Py_ssize_t cap = b->cap * 2 > need ? b->cap * 2 : need + 64;
+    unsigned char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 1;
+}
+
+static void out_be(OutBuf *b, uint64_t v, int bytes) /* room reserved by the caller */
+{
+    put_be(b->data + b->len, v, bytes);
+    b->len += bytes;
+}
+
+static void out_uvarint(OutBuf *b, uint64_t v) /* room for 10 bytes reserved by the caller */
+{
+    while (v >= 0x80) {
+        b->data[b->len++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (unsigned char)v;
+}
+
+static PyObject *s_throttle_time_ms, *s_topics, *s_name, *s_partitions, *s_partition_index, *s_error_code,
+    *s_unknown_tagged;
+
+static int intern_names(void)
+{
+#define INTERN(var, text)                                                                                      \
+    if (var == NULL && (var = PyUnicode_InternFromString(text)) == NULL)                                       \
+        return 0;
+    INTERN(s_throttle_time_ms, "throttle_time_ms")
+    INTERN(s_topics, "topics")
+    INTERN(s_name, "name")
+    INTERN(s_partitions, "partitions")
+    INTERN(s_partition_index, "partition_index")
+    INTERN(s_error_code, "error_code")
+    INTERN(s_unknown_tagged, "unknown_tagged")
+#undef INTERN
+    return 1;
+}
+
+/* 1: the attribute is a number in [lo, hi] (*v); 0: fall back to Python; -1: an error is set. */
+static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, long long *v)
+{
+    PyObject *a = PyObject_GetAttr(o, name);
+    int ok;
+    if (a == NULL)
+        return -1;
+    ok = int_in_range(a, lo, hi, v);
+    Py_DECREF(a);
+    return ok;
+}
+
+/* 1: no unknown tagged fields (None or an empty list); 0: some (or something else); -1: error. */
+static int attr_no_tags(PyObject *o)
+{
+    PyObject *a = PyObject_GetAttr(o, s_unknown_tagged);
+    int ok;
+    if (a == NULL)
+        return -1;
+    ok = a == Py_None || (PyList_CheckExact(a) && PyList_GET_SIZE(a) == 0);
+    Py_DECREF(a);
+    return ok;
+}
+
+/* An array's length: int32 (v < 8) or compact, uvarint of n + 1 (v >= 8). */
+static int out_array_len(OutBuf *b, Py_ssize_t n, int flexible)
+{
+    if (!out_reserve(b, 10))
+        return 0;
+    if (flexible)
+        out_uvarint(b, (uint64_t)n + 1);
+    else
+        out_be(b, (uint64_t)n, 4);
+    return 1;
+}
+
+/* 1 written, 0 fall back, -1 error. */
+static int out_partition(OutBuf *b, PyObject *p, int flexible)
+{
+    long long index, code;
+    int r;
+    if ((r = attr_int(p, s_partition_index, INT32_MIN, INT32_MAX, &index)) != 1)
+        return r;
+    if ((r = attr_int(p, s_error_code, INT16_MIN, INT16_MAX, &code)) != 1)
+        return r;
+    if (flexible && (r = attr_no_tags(p)) != 1)
+        return r;
+    if (!out_reserve(b, 7))
+        return -1;
+    out_be(b, (uint64_t)index, 4);
+    out_be(b, (uint64_t)code, 2);
+    if (flexible)
+        b->data[b->len++] = 0;
+    return 1;
+}
+
+static int out_topic(OutBuf *b, PyObject *t, int flexible)
+{
+    PyObject *name, *parts;
+    const char *data;
+    Py_ssize_t len, i;
+    int r = 0;
+    if (flexible && (r = attr_no_tags(t)) != 1)
+        return r;
+    name = PyObject_GetAttr(t, s_name);
+    if (name == NULL)
+        return -1;
+    if (!short_string(name, &data, &len)) {
+        Py_DECREF(name);
+        return 0;
+    }
+    if (!out_reserve(b, 10 + len)) {
+        Py_DECREF(name);
+        return -1;
+    }
+    if (flexible)
+        out_uvarint(b, (uint64_t)len + 1);
+    else
+        out_be(b, (uint64_t)len, 2);
+    memcpy(b->data + b->len, data, (size_t)len);
+    b->len += len;
+    Py_DECREF(name);
+    parts = PyObject_GetAttr(t, s_partitions);
+    if (parts == NULL)
+        return -1;
+    if (!PyList_CheckExact(parts)) {
+        Py_DECREF(parts);
+        return 0;
+    }
+    r = out_array_len(b, PyList_GET_SIZE(parts), flexible) ? 1 : -1;
+    /* The length written is the list's now; a subclass's attribute read that changed it falls back. */
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    for (i = 0; r == 1 && i < n; i++) {
+        PyObject *p;
+        if (PyList_GET_SIZE(parts) != n) {
+            r = 0;
+            break;
+        }
+        p = PyList_GET_ITEM(parts, i);
+        Py_INCREF(p);
+        r = out_partition(b, p, flexible);
+        Py_DECREF(p);
+    }
+    if (r == 1 && PyList_GET_SIZE(parts) != n)
+        r = 0;
+    Py_DECREF(parts);
+    if (r == 1 && flexible) {
+        if (!out_reserve(b, 1))
+            return -1;
+        b->data[b->len++] = 0;
+    }
+    return r;
+}
+
+/* offset_commit_response(version, correlation_id, response) -> the response frame, or None. */
+static PyObject *mod_offset_commit_response(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    long long version, correlation, throttle = 0;
+    PyObject *resp, *topics, *frame = NULL;
+    OutBuf b = {NULL, 0, 0};
+    Py_ssize_t i, n;
+    int flexible, r = 1;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "offset_commit_response takes 3 arguments");
+        return NULL;
+    }
+    if (!intern_names())
+        return NULL;
+    if (!int_in_range(args[0], 2, 9, &version) || !int_in_range(args[1], INT32_MIN, INT32_MAX, &correlation))
+        Py_RETURN_NONE;
+    resp = args[2];
+    flexible = version >= 8;
+    if (version >= 3 && (r = attr_int(resp, s_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle)) != 1)
+        goto done;
+    if (flexible && (r = attr_no_tags(resp)) != 1)
+        goto done;
+    topics = PyObject_GetAttr(resp, s_topics);
+    if (topics == NULL) {
+        r = -1;
+        goto done;
+    }
+    if (!PyList_CheckExact(topics)) {
+        Py_DECREF(topics);
+        r = 0;
+        goto done;
+    }
+    n = PyList_GET_SIZE(topics);
+    if (!out_reserve(&b, 64 + 32 * n)) {
+        Py_DECREF(topics);
+        r = -1;
+        goto done;
+    }
+    b.len = 4; /* the size, written last */
+    out_be(&b, (uint64_t)correlation, 4);
+    if (flexible)
+        b.data[b.len++] = 0; /* response header v1: no tagged fields */
+    if (version >= 3)
+        out_be(&b, (uint64_t)throttle, 4);
+    if (!out_array_len(&b, n, flexible))
+        r = -1;
+    for (i = 0; r == 1 && i < n; i++) {
+        PyObject *t;
+        if (PyList_GET_SIZE(topics) != n) {
+            r = 0;
+            break;
+        }
+        t = PyList_GET_ITEM(topics, i);
+        Py_INCREF(t);
+        r = out_topic(&b, t, flexible);
+        Py_DECREF(t);
+    }
+    if (r == 1 && PyList_GET_SIZE(topics) != n)
+        r = 0;
+    Py_DECREF(topics);
+    if (r == 1 && flexible) {
+        if (out_reserve(&b, 1))
+            b.data[b.len++] = 0;
+        else
+            r = -1;
+    }
+    if (r == 1) {
+        put_be(b.data, (uint64_t)(b.len - 4), 4);
+        frame = PyBytes_FromStringAndSize((const char *)b.data, b.len);
+    }
+done:
+    PyMem_Free(b.data);
+    if (r == 1)
+        return frame;
+    if (r == 0)
+        Py_RETURN_NONE;
+    return NULL;
+}
+
 /* ---- The relay's Produce scan (coordinator/net/relay/guard.py: produce_scan) ----------------------
  *
  * A relayed Produce is not decoded: the relay reads its acks (acks=0 changes how its answer is
@@ -1616,6 +1874,8 @@ static PyMethodDef module_methods[] = {
      "offset_commit_pair(type, value_version, group, topic, partition[, offset, epoch, metadata, ts]) -> (key, value) or None."},
     {"encode_records", mod_encode_records, METH_O,
      "encode_records(pairs) -> a RecordBatch's records section, or None for anything but a list of (bytes|None) pairs."},
+    {"offset_commit_response", (PyCFunction)(void (*)(void))mod_offset_commit_response, METH_FASTCALL,
+     "offset_commit_response(version, correlation_id, response) -> the OffsetCommit response frame, or None."},
     {"produce_scan", (PyCFunction)(void (*)(void))mod_produce_scan, METH_FASTCALL,
      "produce_scan(payload, version, keys, prefix) -> (acks, acks offset, names a protected topic or id)."},
     {NULL, NULL, 0, NULL},

@@ -87,6 +87,10 @@ c_encode_records: Callable[[object], bytes | None] | None = getattr(_cdecode, "e
 c_offset_commit_pair: Callable[..., tuple[bytes, bytes | None] | None] | None = getattr(
     _cdecode, "offset_commit_pair", None
 )
+# An OffsetCommit response frame in C (protocol/frames.py encode_response), or None.
+c_offset_commit_response: Callable[[int, int, object], bytes | None] | None = getattr(
+    _cdecode, "offset_commit_response", None
+)
 # The relay's read of a Produce's acks, topics and transactional id (coordinator/net/relay/guard.py).
 c_produce_scan: Callable[[bytes, int, frozenset[bytes], bytes], tuple[int, int, bool]] | None = getattr(
     _cdecode, "produce_scan", None

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codec import Message
+from .codec import Message, c_offset_commit_response
 from .messages import REQUESTS, RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint
 
@@ -459,8 +459,25 @@ def response_header_flexible(api_key: int, api_version: int) -> bool:
 _RESPONSE_HEADER_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
+_OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)  # a plain int: compared with every response's api key
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Message) -> bytes:
-    """A complete response frame, size prefix included."""
+    """A complete response frame, size prefix included.
+
+    An OffsetCommit answer (one per commit, the hot path of a commit storm) is written by the C
+    extension where it is built, ~8x faster than the generated encoder; it answers None for what only
+    the generated encoder handles (v10, unknown tagged fields, non-ASCII names), and gives the same
+    bytes otherwise (tests/unit/test_offset_commit_response_c.py)."""
+    if api_key == _OFFSET_COMMIT and c_offset_commit_response is not None:
+        frame = c_offset_commit_response(api_version, correlation_id, response)
+        if frame is not None:
+            return frame
+    return encode_response_generic(api_key, api_version, correlation_id, response)
+
+
+def encode_response_generic(api_key: int, api_version: int, correlation_id: int, response: Message) -> bytes:
+    """:func:`encode_response` through the generated encoders only."""
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))  # size is patched in below
     flexible = _RESPONSE_HEADER_FLEXIBLE.get((api_key, api_version))
     if flexible is None:  # once per (api key, version) kcoord answers: a bounded set
