@@ -12,9 +12,13 @@
   every group, with every acknowledged commit.
 
 Images come from scripts/build_images.sh; without an engine or an image each test skips and says
-which. Each compose test runs under its own project name, on host ports picked free below the
-ephemeral range (the compose files take them from HOST_PORT* variables), and always ends with
-``down -v``.
+which. What the tests change in the files, and only that (``KCOORD_SPEEDUPS``, ``SCRAPE_INTERVAL``,
+merged in as a second compose file): how often Docker runs kcoord's own health check and
+Prometheus scrapes (seconds, not tens of them; as long allowed before a container counts as
+unhealthy), and kcoord's first rebalance of a new group not held 3 s for more members (each round
+trip here is a group of one). Each compose test runs under its own project name, on host ports
+picked free below the ephemeral range (the compose files take them from HOST_PORT* variables), and
+always ends with ``down -v``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from support.kcoord_cluster import coordinator_of
 from support.ports import ephemeral_range_start, free_port_block
@@ -50,6 +55,17 @@ pytestmark = pytest.mark.integration
 
 KAFKA = "apache/kafka:4.0.0"
 PROMETHEUS = "prom/prometheus:v2.55.1"
+
+# kcoord's image checks its health every 10 s (Dockerfile HEALTHCHECK) with 3 retries after a 30 s
+# start period: "healthy" showed up to 10 s late. The same check every 2 s, 15 retries (the same
+# 30 s of failures before "unhealthy"). Kafka's check (a JVM per run, 3 brokers) stays as it is.
+KCOORD_HEALTH_EVERY_2S = {"interval": "2s", "retries": 15}
+# group.initial.rebalance.delay.ms (3 s by default) holds the first JoinGroup of a new group for
+# more members: the round trips here are groups of one, whose join it only delays.
+KCOORD_NO_INITIAL_DELAY = {"KCOORD_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
+KCOORD_SPEEDUPS = {"healthcheck": KCOORD_HEALTH_EVERY_2S, "environment": KCOORD_NO_INITIAL_DELAY}
+# deploy/prometheus.yml scrapes every 15 s; the test waits for a scrape that found kcoord up.
+SCRAPE_INTERVAL = "2s"
 
 
 def _unique(prefix: str) -> str:
@@ -81,6 +97,8 @@ def kcoord_container() -> Iterator[tuple[str, int, int]]:
         "2s",
         "--health-start-period",
         "60s",
+        "--env",
+        *(f"{k}={v}" for k, v in KCOORD_NO_INITIAL_DELAY.items()),
         KCOORD_TAG,
         "serve",
         "--listen",
@@ -129,7 +147,14 @@ def test_compose_stack_kafka_kcoord_prometheus() -> None:
     base = free_port_block(4)
     env = {"HOST_PORT_KCOORD": str(base), "HOST_PORT_BROKER": str(base + 1),
            "HOST_PORT_METRICS": str(base + 2), "HOST_PORT_PROMETHEUS": str(base + 3)}  # fmt: skip
-    project = ComposeProject(REPO / "docker-compose.yml", env)
+    project = ComposeProject(REPO / "docker-compose.yml", env, {"kcoord": KCOORD_SPEEDUPS})
+    # deploy/prometheus.yml as it is but for the scrape interval, mounted where the file mounts it
+    config = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
+    config["global"]["scrape_interval"] = SCRAPE_INTERVAL
+    mounted = project.private_file("prometheus.yml", yaml.safe_dump(config))
+    project.files.append(project.private_file("scrape.yml", json.dumps(
+        {"services": {"prometheus": {"volumes": [f"{mounted}:/etc/prometheus/prometheus.yml:ro"]}}}
+    )))  # fmt: skip
     with project.up():
         containers = {s: project.container(s) for s in ("kafka", "kcoord")}
         wait_healthy(containers, timeout=240, logs=project.logs)
@@ -191,7 +216,11 @@ def test_cluster_compose_survives_a_killed_and_a_cut_off_node() -> None:
     require_images(KCOORD_TAG, KAFKA)
     env = cluster_ports()
     node_port = {n: int(env[f"HOST_PORTS_KCOORD{n}"] + "92") for n in (1, 2, 3)}
-    project = ComposeProject(REPO / "deploy" / "docker-compose.cluster.yml", env)
+    project = ComposeProject(
+        REPO / "deploy" / "docker-compose.cluster.yml",
+        env,
+        {f"kcoord{n}": KCOORD_SPEEDUPS for n in (1, 2, 3)},
+    )
     started = time.monotonic()
 
     def phase(what: str) -> None:  # where the minutes go (shown with pytest -s or on failure)

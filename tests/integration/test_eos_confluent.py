@@ -42,7 +42,10 @@ class Kcoord:
         self.bootstrap = self.proc.bootstrap
 
     def _new(self, port: int | None = None) -> KcoordProcess:
+        # No initial rebalance delay: every group here has one member, whose first join the
+        # default 3 s only holds back.
         return KcoordProcess("--shards", "3", "--storage", "kafka", "--internal-topic", self.topic,
+                             "--group-initial-rebalance-delay-ms", "0",
                              bootstrap=self.upstream.bootstrap, port=port)  # fmt: skip
 
     def restart(self, kill: bool = False) -> None:

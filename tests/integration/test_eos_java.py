@@ -48,8 +48,11 @@ TANSU_ABORTED_REASON = (
 
 
 def kcoord_args(internal_topic: str) -> list[str]:
+    # No initial rebalance delay: the members here join one at a time (the first one alone, which
+    # the default 3 s only holds back; the second joins a group that is not Empty, never delayed).
     return ["--shards", "3", "--storage", "kafka", "--internal-topic", internal_topic,
-            "--group-consumer-session-timeout-ms", "10000", "--group-consumer-heartbeat-interval-ms", "1000"]  # fmt: skip
+            "--group-consumer-session-timeout-ms", "10000", "--group-consumer-heartbeat-interval-ms", "1000",
+            "--group-initial-rebalance-delay-ms", "0"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,9 @@ PARTITIONS = 4
 def kcoord(upstream: Upstream) -> Iterator[KcoordProcess]:
     with KcoordProcess(
         "--shards", "1", "--storage", "kafka", "--internal-topic", unique("__kcoord_mig"),
+        # the classic member joins alone, then the other joins a group that is not Empty: the
+        # default 3 s initial rebalance delay only holds the first join back
+        "--group-initial-rebalance-delay-ms", "0",
         bootstrap=upstream.bootstrap,
     ) as proc:  # fmt: skip
         yield proc

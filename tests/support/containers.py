@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -112,9 +113,11 @@ def http_get(url: str, timeout: float = 5) -> tuple[int, bytes]:
 
 
 class ComposeProject:
-    """``docker-compose -p NAME -f FILE`` with its own project name (containers, network, volumes)."""
+    """``docker-compose -p NAME -f FILE [-f OVERRIDE]`` with its own project name (containers,
+    network, volumes). ``override`` (service -> settings, merged over FILE the way docker-compose
+    merges a second ``-f`` file) is how a test changes what it must without editing FILE."""
 
-    def __init__(self, file: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, file: Path, env: Mapping[str, str], override: Mapping[str, Any] | None = None) -> None:
         compose = shutil.which("docker-compose")
         if compose is None:
             pytest.skip(f"no docker-compose ({BUILD_HINT})")
@@ -123,10 +126,25 @@ class ComposeProject:
         self.name = f"kcoordtest{uuid.uuid4().hex[:10]}"
         # Only what compose needs: the port variables, and no KCOORD_* leaking from the test process.
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("KCOORD_")} | dict(env)
+        self.files = [file]
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        if override:
+            extra = self._tmp / "override.yml"
+            extra.write_text(json.dumps({"services": override}))  # JSON is YAML
+            self.files.append(extra)
+
+    def private_file(self, name: str, text: str) -> Path:
+        """A file of this project's own (world-readable: containers may run as another user), to mount."""
+        path = self._tmp / name
+        path.write_text(text)
+        path.chmod(0o644)
+        self._tmp.chmod(0o755)
+        return path
 
     def run(self, *args: str, timeout: float = 300, check: bool = True) -> str:
+        files = [arg for f in self.files for arg in ("-f", str(f))]
         proc = subprocess.run(
-            [self.cli, "-p", self.name, "-f", str(self.file), *args],
+            [self.cli, "-p", self.name, *files, *args],
             capture_output=True,
             timeout=timeout,
             env=self.env,
@@ -160,6 +178,7 @@ class ComposeProject:
             yield self
         finally:
             self.run("down", "-v", "--remove-orphans", "-t", "5", check=False, timeout=300)
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 # -- a consumer group round trip from the host (confluent-kafka / librdkafka) -------------------------

@@ -3,7 +3,8 @@
 
 - ``tansu``: one TansuBroker per test session (memory storage, free loopback port).
 - ``kafka``: one Apache Kafka 4.0 KRaft node per test session (support.kafka_broker); skips
-  with the reason where Java or a Kafka distribution cannot be had. It also has an SSL listener
+  with the reason where Java or a Kafka distribution cannot be had. Kafka's defaults, except that
+  a group's own KIP-848 heartbeat interval may be set as low as ``GROUP_HEARTBEAT_FLOOR_MS``. It also has an SSL listener
   (``ssl_bootstrap``, certificates of ``kafka.tls`` made with openssl) where openssl is there.
 - ``upstream``: the same test once per upstream broker, ``[tansu]`` and ``[kafka]``: the suites that
   define kcoord run against both, with the same assertions. ``KCOORD_TEST_UPSTREAMS=tansu`` (or
@@ -31,9 +32,20 @@ from support.certs import OpensslUnavailable, make_pki
 from support.java import SKIP_REASON, JavaPeer, compile_peers, java_available
 from support.kafka_broker import KafkaBroker, KafkaUnavailable
 
-__all__ = ["java_peer", "java_peers", "kafka", "running_kafka", "tansu", "upstream", "Upstream"]
+__all__ = [
+    "GROUP_HEARTBEAT_FLOOR_MS",
+    "java_peer",
+    "java_peers",
+    "kafka",
+    "running_kafka",
+    "tansu",
+    "upstream",
+    "Upstream",
+]
 
 Upstream = TansuBroker | KafkaBroker
+# The session Kafka's group.consumer.min.heartbeat.interval.ms (Kafka's default is 5000).
+GROUP_HEARTBEAT_FLOOR_MS = 500
 UPSTREAMS = [
     u.strip() for u in os.environ.get("KCOORD_TEST_UPSTREAMS", "tansu,kafka").split(",") if u.strip()
 ]
@@ -56,7 +68,14 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     except OpensslUnavailable:
         tls = None  # no SSL listener: the TLS tests skip, saying why
     try:
-        broker = KafkaBroker(log_dir=tmp_path_factory.mktemp("kafka"), tls=tls)
+        # Kafka's defaults, but for the floor of a group's own KIP-848 heartbeat interval (5 s by
+        # default, as is the interval itself): a test may set its Kafka-coordinated groups' interval
+        # lower (consumer.heartbeat.interval.ms, a group config), e.g. test_analytics_kafka_offsets.
+        broker = KafkaBroker(
+            log_dir=tmp_path_factory.mktemp("kafka"),
+            tls=tls,
+            overrides={"group.consumer.min.heartbeat.interval.ms": str(GROUP_HEARTBEAT_FLOOR_MS)},
+        )
         broker.start()
     except KafkaUnavailable as exc:
         pytest.skip(str(exc))
