@@ -1135,15 +1135,20 @@ static Py_ssize_t varint_size(int64_t v)
     return n;
 }
 
-static unsigned char *put_varint(unsigned char *p, int64_t v)
+/* Unsigned LEB128 (the protocol's uvarint), at most 10 bytes. */
+static unsigned char *put_uvarint(unsigned char *p, uint64_t u)
 {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
     while (u >= 0x80) {
         *p++ = (unsigned char)((u & 0x7F) | 0x80);
         u >>= 7;
     }
     *p++ = (unsigned char)u;
     return p;
+}
+
+static unsigned char *put_varint(unsigned char *p, int64_t v)
+{
+    return put_uvarint(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); /* zig-zag */
 }
 
 /* A record's key or value: its varint length and bytes, or varint -1 for None (null). */
@@ -1354,11 +1359,7 @@ static void out_be(OutBuf *b, uint64_t v, int bytes) /* room reserved by the cal
 
 static void out_uvarint(OutBuf *b, uint64_t v) /* room for 10 bytes reserved by the caller */
 {
-    while (v >= 0x80) {
-        b->data[b->len++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    b->data[b->len++] = (unsigned char)v;
+    b->len = put_uvarint(b->data + b->len, v) - b->data;
 }
 
 static PyObject *s_throttle_time_ms, *s_topics, *s_name, *s_partitions, *s_partition_index, *s_error_code,
@@ -1416,6 +1417,27 @@ static int out_array_len(OutBuf *b, Py_ssize_t n, int flexible)
     return 1;
 }
 
+/* A list's length, then each item by ``out_item`` (1 written, 0 fall back, -1 error, as it returns).
+ * The length written is the list's now; an item's attribute read (a subclass's Python code) that
+ * changes the list's length falls back. */
+static int out_list(OutBuf *b, PyObject *list, int (*out_item)(OutBuf *, PyObject *, int), int flexible)
+{
+    Py_ssize_t i, n = PyList_GET_SIZE(list);
+    int r = out_array_len(b, n, flexible) ? 1 : -1;
+    for (i = 0; r == 1 && i < n; i++) {
+        PyObject *item;
+        if (PyList_GET_SIZE(list) != n)
+            return 0;
+        item = PyList_GET_ITEM(list, i);
+        Py_INCREF(item);
+        r = out_item(b, item, flexible);
+        Py_DECREF(item);
+    }
+    if (r == 1 && PyList_GET_SIZE(list) != n)
+        r = 0;
+    return r;
+}
+
 /* 1 written, 0 fall back, -1 error. */
 static int out_partition(OutBuf *b, PyObject *p, int flexible)
 {
@@ -1440,7 +1462,7 @@ static int out_topic(OutBuf *b, PyObject *t, int flexible)
 {
     PyObject *name, *parts;
     const char *data;
-    Py_ssize_t len, i;
+    Py_ssize_t len;
     int r = 0;
     if (flexible && (r = attr_no_tags(t)) != 1)
         return r;
@@ -1469,22 +1491,7 @@ static int out_topic(OutBuf *b, PyObject *t, int flexible)
         Py_DECREF(parts);
         return 0;
     }
-    r = out_array_len(b, PyList_GET_SIZE(parts), flexible) ? 1 : -1;
-    /* The length written is the list's now; a subclass's attribute read that changed it falls back. */
-    Py_ssize_t n = PyList_GET_SIZE(parts);
-    for (i = 0; r == 1 && i < n; i++) {
-        PyObject *p;
-        if (PyList_GET_SIZE(parts) != n) {
-            r = 0;
-            break;
-        }
-        p = PyList_GET_ITEM(parts, i);
-        Py_INCREF(p);
-        r = out_partition(b, p, flexible);
-        Py_DECREF(p);
-    }
-    if (r == 1 && PyList_GET_SIZE(parts) != n)
-        r = 0;
+    r = out_list(b, parts, out_partition, flexible);
     Py_DECREF(parts);
     if (r == 1 && flexible) {
         if (!out_reserve(b, 1))
@@ -1500,7 +1507,7 @@ static PyObject *mod_offset_commit_response(PyObject *Py_UNUSED(module), PyObjec
     long long version, correlation, throttle = 0;
     PyObject *resp, *topics, *frame = NULL;
     OutBuf b = {NULL, 0, 0};
-    Py_ssize_t i, n;
+    Py_ssize_t n;
     int flexible, r = 1;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "offset_commit_response takes 3 arguments");
@@ -1538,21 +1545,7 @@ static PyObject *mod_offset_commit_response(PyObject *Py_UNUSED(module), PyObjec
         b.data[b.len++] = 0; /* response header v1: no tagged fields */
     if (version >= 3)
         out_be(&b, (uint64_t)throttle, 4);
-    if (!out_array_len(&b, n, flexible))
-        r = -1;
-    for (i = 0; r == 1 && i < n; i++) {
-        PyObject *t;
-        if (PyList_GET_SIZE(topics) != n) {
-            r = 0;
-            break;
-        }
-        t = PyList_GET_ITEM(topics, i);
-        Py_INCREF(t);
-        r = out_topic(&b, t, flexible);
-        Py_DECREF(t);
-    }
-    if (r == 1 && PyList_GET_SIZE(topics) != n)
-        r = 0;
+    r = out_list(&b, topics, out_topic, flexible);
     Py_DECREF(topics);
     if (r == 1 && flexible) {
         if (out_reserve(&b, 1))
