@@ -441,11 +441,20 @@ def decode_request_body(frame_bytes: bytes, api_key: int, api_version: int) -> t
     The server's hot path: the same checks as :func:`decode_request`, without building a
     :class:`RequestHeader` or looking the message class up twice.
     """
-    cls = REQUESTS.get(api_key)
-    if cls is None:
-        raise CodecError(f"unknown api key {api_key}")
-    client_id, pos = client_id_and_body_start(frame_bytes, api_version in cls.SCHEMA.flexible)
+    known = _REQUEST_CLASS_FLEXIBLE.get((api_key, api_version))
+    if known is None:  # once per (api key, version) asked: a bounded set (api keys are int16s)
+        cls = REQUESTS.get(api_key)
+        if cls is None:
+            raise CodecError(f"unknown api key {api_key}")
+        known = _REQUEST_CLASS_FLEXIBLE[(api_key, api_version)] = (cls, api_version in cls.SCHEMA.flexible)
+    cls, flexible = known
+    client_id, pos = client_id_and_body_start(frame_bytes, flexible)
     return client_id, cls.decode_from(frame_bytes, pos, api_version)[0]
+
+
+# (api key, version) -> (request class, whether its header is flexible): asked for every request
+# served; the version range's ``in`` is a Python-level call, this a dict lookup.
+_REQUEST_CLASS_FLEXIBLE: dict[tuple[int, int], tuple[type[Message], bool]] = {}
 
 
 def response_header_flexible(api_key: int, api_version: int) -> bool:

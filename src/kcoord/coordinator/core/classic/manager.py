@@ -62,10 +62,6 @@ def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("classic-heartbeat", group_id, member_id)
 
 
-# The states in which a valid offset commit keeps its member's session alive (Kafka's commitOffset).
-_SESSION_KEPT_BY_COMMITS = frozenset((ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE))
-
-
 def join_key(group_id: str) -> tuple[str, str]:
     return ("classic-join", group_id)
 
@@ -903,7 +899,9 @@ class ClassicGroupManager:
         rebalancing, as in Kafka (a commit between JoinGroup and SyncGroup does not). ``now_ms``: the
         commit's own timestamp (one clock read per commit)."""
         member = group.members.get(member_id)
-        if member is not None and group.state in _SESSION_KEPT_BY_COMMITS:
+        state = group.state
+        # identity, not a set: an Enum member's hash is a Python-level call, and this runs per commit
+        if member is not None and (state is S.STABLE or state is S.PREPARING_REBALANCE):
             self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms, now_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Result) -> None:
