@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -225,6 +226,22 @@ def _ratio(mine: list[float] | None, base: list[float] | None, higher: bool) -> 
     return report.ratio(a, b, higher) if a is not None and b is not None else "n/a"
 
 
+def interpreters(given: list[str] | None) -> list[tuple[str, str]]:
+    """(target name suffix, python) per ``--kcoord-python``: none given, this interpreter, unnamed.
+    The interpreter's build counts: a CPython without PGO and LTO (pyenv's default build, this
+    machine's ``.venv``) spent ~22% more CPU per commit in process than Debian's python3.11 (what
+    the container image runs), bench/RESULTS.md."""
+    if not given:
+        return [("", sys.executable)]
+    out = []
+    for i, item in enumerate(given):
+        label, sep, path = item.rpartition("=")
+        if not sep:
+            label = str(i + 1) if len(given) > 1 else ""
+        out.append((f"@{label}" if label else "", path))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=2)
@@ -232,6 +249,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row's size (a quick run: 0.1)")
     ap.add_argument("--clients", default="librdkafka,java", help="relay rows' clients")
     ap.add_argument("--timeout", type=float, default=900.0, help="per load generator run, seconds")
+    ap.add_argument(
+        "--kcoord-python",
+        action="append",
+        metavar="[LABEL=]PATH",
+        help="the interpreter kcoord runs under (a venv's python with kcoord installed; default this one); "
+        "given twice or more, each is a pair of targets, its label appended to their names",
+    )
     ap.add_argument("--json", help="write every raw result here")
     args = ap.parse_args(argv)
     plan = rows(args.scale)
@@ -250,12 +274,14 @@ def main(argv: list[str] | None = None) -> None:
         kafka_pids = [broker.process.pid] if broker.process is not None else []
         # The broker here runs with group.initial.rebalance.delay.ms=0 (support/kafka_broker.py): so do the kcoords.
         same = ["--group-initial-rebalance-delay-ms", "0"]
-        one, one_at, one_pids = start_kcoord("kcoord", broker.bootstrap, 1, same)
-        two, two_at, two_pids = start_kcoord("kcoord-workers-2", broker.bootstrap, 2, same)
+        targets = [Target("kafka-4.0", broker.bootstrap, kafka_pids, [])]
+        started_kcoords = []
         try:
-            targets = [Target("kafka-4.0", broker.bootstrap, kafka_pids, []),
-                       Target("kcoord", one_at, one_pids, kafka_pids),
-                       Target("kcoord-workers-2", two_at, two_pids, kafka_pids)]  # fmt: skip
+            for suffix, python in interpreters(args.kcoord_python):
+                for name, workers in ((f"kcoord{suffix}", 1), (f"kcoord-workers-2{suffix}", 2)):
+                    child, at, pids = start_kcoord(name, broker.bootstrap, workers, same, python)
+                    started_kcoords.append(child)
+                    targets.append(Target(name, at, pids, kafka_pids))
             for round_ in range(args.rounds):
                 order = targets if round_ % 2 == 0 else targets[::-1]
                 for row in plan:
@@ -283,8 +309,8 @@ def main(argv: list[str] | None = None) -> None:
                             print(f"round {round_ + 1} {row.name} {client} {target.label}: {shown} "
                                   f"(load {result.get('load_average')})", flush=True)  # fmt: skip
         finally:
-            two.stop()
-            one.stop()
+            for child in started_kcoords:
+                child.stop()
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1, default=str))
     titles = {r.name: r.title for r in plan}

@@ -38,12 +38,17 @@ from support.workload import unique
 
 
 def start_kcoord(
-    name: str, upstream: str, workers: int, options: list[str] | None = None
+    name: str,
+    upstream: str,
+    workers: int,
+    options: list[str] | None = None,
+    python: str = sys.executable,
 ) -> tuple[procs.Child, str, list[int]]:
-    """(child, its bootstrap address, the pids to charge) once every worker serves."""
+    """(child, its bootstrap address, the pids to charge) once every worker serves. ``python``: the
+    interpreter kcoord runs under (a venv of it with kcoord installed)."""
     listen = f"127.0.0.1:{free_port_block(4)}"
     extra = ["--internal-topic", unique("__kcoord_bench"), "--workers", str(workers), *(options or [])]
-    child = procs.Child(name, serve_command(listen, upstream, extra), None).start()
+    child = procs.Child(name, serve_command(listen, upstream, extra, python), None).start()
     child.wait_for_log("kcoord workers serving on" if workers > 1 else "kcoord serving on", 120)
     assert child.proc is not None
     pids = [child.proc.pid]
