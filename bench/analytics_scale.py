@@ -32,6 +32,7 @@ import random
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -252,13 +253,38 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
             parent, name, rss, cpu = procs[p]
             out[p] = (parent, name, _pss(str(p), rss), cpu)
         stack.extend(children.get(p, []))
-    # A child that shares its parent's address space is not more memory: the JVM starts Spark's
-    # Python workers by posix_spawn (a vfork), and until the child execs, /proc shows it with all of
-    # the JVM's pages under the forking Java thread's name. A sample then counted the JVM twice
-    # (this session's 10M run: "java" and "Thread-3", 2,642 MiB each; s39's 5.5 GiB peaks are twice
-    # its 2.7 GiB JVM). Two processes of their own never have the same PSS to the KiB.
-    for p, (parent, _, mem, _) in list(out.items()):
-        if parent in out and mem > 0 and out[parent][2] == mem:
+    return without_spawned_copies(out, _exe)
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def without_spawned_copies(
+    procs: dict[int, tuple[int, str, int, float]], exe: Callable[[int], str | None]
+) -> dict[int, tuple[int, str, int, float]]:
+    """``procs`` (a process tree, as :func:`tree`) without the children that share their parent's
+    address space, which are not more memory.
+
+    The JVM starts Spark's Python workers by posix_spawn (a vfork), and until the child execs,
+    /proc shows it with all of the JVM's pages under the forking Java thread's name: a sample
+    counted the JVM twice (s40's 10M run: "java" and "Thread-3", 2,642 MiB each; s39's 5.5 GiB
+    peaks were twice its 2.7 GiB JVM). Such a child has exactly its parent's PSS, or (read a moment
+    later, s42: 2,243 MiB against a few MiB more) still the JVM's executable: a JVM never forks a
+    JVM of its own, so a java child of java has not exec'd yet. (A Python worker forked by Spark's
+    Python daemon is a process of its own, its shared pages split by PSS: it stays.)"""
+    out = dict(procs)
+    for p, (parent, _, mem, _) in procs.items():
+        if parent not in procs or mem <= 0:
+            continue
+        if procs[parent][2] == mem:
+            del out[p]
+            continue
+        mine = exe(p)
+        if mine is not None and Path(mine).name == "java" and exe(parent) == mine:
             del out[p]
     return out
 

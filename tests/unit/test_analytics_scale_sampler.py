@@ -1,0 +1,49 @@
+"""bench.analytics_scale's memory sampler: a JVM's posix_spawn child that has not exec'd yet shares
+the JVM's address space and must not count as more memory; real child processes do."""
+
+from __future__ import annotations
+
+from bench.analytics_scale import without_spawned_copies
+
+MIB = 1 << 20
+DRIVER, JVM, SPAWNED, WORKER_DAEMON, WORKER = 10, 11, 12, 13, 14
+EXES = {
+    DRIVER: "/usr/bin/python3.11",
+    JVM: "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+    SPAWNED: "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+    WORKER_DAEMON: "/usr/bin/python3.11",
+    WORKER: "/usr/bin/python3.11",
+}
+
+
+def tree(spawned_pss: int) -> dict[int, tuple[int, str, int, float]]:
+    return {
+        DRIVER: (1, "python3", 600 * MIB, 10.0),
+        JVM: (DRIVER, "java", 2_243 * MIB, 300.0),
+        SPAWNED: (JVM, "Executor task l", spawned_pss, 0.0),
+        WORKER_DAEMON: (JVM, "python3", 40 * MIB, 1.0),
+        # a fork of the daemon: the same executable, a process of its own (its own PSS)
+        WORKER: (WORKER_DAEMON, "python3", 35 * MIB, 5.0),
+    }
+
+
+def test_a_spawned_child_read_with_the_jvms_exact_pss_is_dropped() -> None:
+    kept = without_spawned_copies(tree(2_243 * MIB), EXES.get)
+    assert sorted(kept) == [DRIVER, JVM, WORKER_DAEMON, WORKER]
+
+
+def test_a_spawned_child_read_a_moment_later_is_dropped_by_its_executable() -> None:
+    # s42: "Executor task l" 2,243 MiB while the JVM's PSS, read a moment apart, differed by a few MiB
+    kept = without_spawned_copies(tree(2_247 * MIB), EXES.get)
+    assert sorted(kept) == [DRIVER, JVM, WORKER_DAEMON, WORKER]
+
+
+def test_a_child_that_execd_or_cannot_be_read_stays() -> None:
+    exes = {**EXES, SPAWNED: "/usr/bin/python3.11"}  # exec'd: Spark's Python worker daemon
+    assert SPAWNED in without_spawned_copies(tree(30 * MIB), exes.get)
+    gone = {p: e for p, e in EXES.items() if p != SPAWNED}  # exited between the two reads
+    assert SPAWNED in without_spawned_copies(tree(30 * MIB), gone.get)
+    assert (
+        sum(m for _, _, m, _ in without_spawned_copies(tree(30 * MIB), exes.get).values())
+        == (600 + 2_243 + 30 + 40 + 35) * MIB
+    )
