@@ -1,9 +1,10 @@
-"""bench.analytics_scale's memory sampler: a JVM's posix_spawn child that has not exec'd yet shares
-the JVM's address space and must not count as more memory; real child processes do."""
+"""A process tree's memory as the benchmarks sample it (support/process_tree.py): a JVM's
+posix_spawn child that has not exec'd yet shares the JVM's address space and must not count as
+more memory; real child processes do."""
 
 from __future__ import annotations
 
-from bench.analytics_scale import without_spawned_copies
+from support.process_tree import without_spawned_copies
 
 MIB = 1 << 20
 DRIVER, JVM, SPAWNED, WORKER_DAEMON, WORKER = 10, 11, 12, 13, 14

@@ -1,0 +1,92 @@
+"""A process tree's memory and CPU as a benchmark samples it, from /proc: every process under a
+pid, its proportional set size (PSS) and CPU-seconds, without the spawned copies that are not
+memory of their own (:func:`without_spawned_copies`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _pss(pid: str, rss: int) -> int:
+    """The process's proportional set size (pages shared by forked processes, such as Spark's
+    Python workers, split between them), else ``rss``."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss
+
+
+def _processes() -> dict[int, tuple[int, str, int, float]]:
+    """Every process: pid → (parent pid, name, resident bytes, user + system CPU-seconds)."""
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[int, str, int, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{d}/stat").read_text()
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            stat = text.rsplit(")", 1)[1].split()
+            found[int(d)] = (
+                int(stat[1]),
+                name,
+                int(stat[21]) * page,
+                (int(stat[11]) + int(stat[12])) / tick,
+            )
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
+    """``pid`` and all its descendants (as :func:`_processes`, with PSS for the resident bytes)."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for p, (parent, _, _, _) in procs.items():
+        children.setdefault(parent, []).append(p)
+    out, stack = {}, [pid]
+    while stack:
+        p = stack.pop()
+        if p in procs:
+            parent, name, rss, cpu = procs[p]
+            out[p] = (parent, name, _pss(str(p), rss), cpu)
+        stack.extend(children.get(p, []))
+    return without_spawned_copies(out, _exe)
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def without_spawned_copies(
+    procs: dict[int, tuple[int, str, int, float]], exe: Callable[[int], str | None]
+) -> dict[int, tuple[int, str, int, float]]:
+    """``procs`` (a process tree, as :func:`tree`) without the children that share their parent's
+    address space, which are not more memory.
+
+    The JVM starts Spark's Python workers by posix_spawn (a vfork), and until the child execs,
+    /proc shows it with all of the JVM's pages under the forking Java thread's name: a sample
+    counted the JVM twice (s40's 10M run: "java" and "Thread-3", 2,642 MiB each; s39's 5.5 GiB
+    peaks were twice its 2.7 GiB JVM). Such a child has exactly its parent's PSS, or (read a moment
+    later, s42: 2,243 MiB against a few MiB more) still the JVM's executable: a JVM never forks a
+    JVM of its own, so a java child of java has not exec'd yet. (A Python worker forked by Spark's
+    Python daemon is a process of its own, its shared pages split by PSS: it stays.)"""
+    out = dict(procs)
+    for p, (parent, _, mem, _) in procs.items():
+        if parent not in procs or mem <= 0:
+            continue
+        if procs[parent][2] == mem:
+            del out[p]
+            continue
+        mine = exe(p)
+        if mine is not None and Path(mine).name == "java" and exe(parent) == mine:
+            del out[p]
+    return out
