@@ -229,7 +229,7 @@ def _ratio(mine: list[float] | None, base: list[float] | None, higher: bool) -> 
 def interpreters(given: list[str] | None) -> list[tuple[str, str]]:
     """(target name suffix, python) per ``--kcoord-python``: none given, this interpreter, unnamed.
     The interpreter's build counts: under Debian's python3.11 (PGO and LTO, what the container image
-    runs) kcoord spent 11-13% less CPU per request in process and 23% less per relayed request than
+    runs) kcoord spent 11-14% less CPU per request in process and 23% less per relayed request than
     under a CPython built without them (pyenv's default, this machine's ``.venv``): bench/RESULTS.md,
     "The interpreter's build"."""
     if not given:
