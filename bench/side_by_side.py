@@ -236,9 +236,11 @@ def interpreters(given: list[str] | None) -> list[tuple[str, str]]:
         return [("", sys.executable)]
     out = []
     for i, item in enumerate(given):
-        label, sep, path = item.rpartition("=")
+        label, sep, path = item.partition(
+            "="
+        )  # as bench.relay_floor's --kcoord NAME=PYTHON: the path may hold "="
         if not sep:
-            label = str(i + 1) if len(given) > 1 else ""
+            label, path = (str(i + 1) if len(given) > 1 else ""), item
         out.append((f"@{label}" if label else "", path))
     return out
 
