@@ -75,8 +75,9 @@ def without_spawned_copies(
     The JVM starts Spark's Python workers by posix_spawn (a vfork), and until the child execs,
     /proc shows it with all of the JVM's pages under the forking Java thread's name: a sample
     counted the JVM twice (s40's 10M run: "java" and "Thread-3", 2,642 MiB each; s39's 5.5 GiB
-    peaks were twice its 2.7 GiB JVM). Such a child has exactly its parent's PSS, or (read a moment
-    later, s42: 2,243 MiB against a few MiB more) still the JVM's executable: a JVM never forks a
+    peaks were twice its 2.7 GiB JVM). Such a child has exactly its parent's PSS, or, read a moment
+    apart from it (s42: "Executor task l" 2,243 MiB against the JVM's 2,232), still the JVM's
+    executable: a JVM never forks a
     JVM of its own, so a java child of java has not exec'd yet. (A Python worker forked by Spark's
     Python daemon is a process of its own, its shared pages split by PSS: it stays.)"""
     out = dict(procs)

@@ -900,7 +900,8 @@ class ClassicGroupManager:
         commit's own timestamp (one clock read per commit)."""
         member = group.members.get(member_id)
         state = group.state
-        # identity, not a set: an Enum member's hash is a Python-level call, and this runs per commit
+        # identity, not a set (an Enum member's hash is a Python-level call) nor group.is_in (a call
+        # too): this runs per commit
         if member is not None and (state is S.STABLE or state is S.PREPARING_REBALANCE):
             self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms, now_ms)
 
