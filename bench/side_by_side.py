@@ -236,9 +236,8 @@ def interpreters(given: list[str] | None) -> list[tuple[str, str]]:
         return [("", sys.executable)]
     out = []
     for i, item in enumerate(given):
-        label, sep, path = item.partition(
-            "="
-        )  # as bench.relay_floor's --kcoord NAME=PYTHON: the path may hold "="
+        # the first "=", as bench.relay_floor's --kcoord NAME=PYTHON: the path may hold one
+        label, sep, path = item.partition("=")
         if not sep:
             label, path = (str(i + 1) if len(given) > 1 else ""), item
         out.append((f"@{label}" if label else "", path))
