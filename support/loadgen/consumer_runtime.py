@@ -35,7 +35,7 @@ from kcoord.protocol.messages import ApiKey
 
 from .conn import Stats, open_connection
 from .consumer_member import COMMIT_VERSION, DESCRIBE_VERSION, HEARTBEAT_VERSION, ConsumerMember, CState, Step
-from .runtime import HeartbeatWheel, check_descriptor_budget, close_all, open_in_batches
+from .runtime import HeartbeatWheel, SharedConnections, check_descriptor_budget, close_all, open_in_batches
 
 log = logging.getLogger("loadgen.consumer")
 
@@ -60,10 +60,11 @@ class ConsumerRuntime:
         self.group_coordinators = group_coordinators or {}
         self.stats = stats
         self.per_member = connections is None
-        self.connections_n = 0 if connections is None else max(1, connections)
         self.client_id = client_id
         self.backoff_s = backoff_s
-        self.shared: list[Connection] = []
+        self.shared = SharedConnections(
+            0 if connections is None else max(1, connections), self.group_coordinators, coordinator
+        )
         self.members: list[ConsumerMember] = []
         self.wheel: HeartbeatWheel | None = None
         self.committing = False
@@ -82,10 +83,7 @@ class ConsumerRuntime:
     async def start(self) -> ConsumerRuntime:
         self._loop = asyncio.get_running_loop()
         self.first_interval = self._loop.create_future()
-        self.shared = await open_in_batches(
-            self.connections_n,
-            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"cg{i}"),
-        )
+        await self.shared.open(self.stats, self.client_id, "cg")
         return self
 
     async def open_member_connections(self) -> None:
@@ -113,7 +111,7 @@ class ConsumerRuntime:
     def connections(self) -> list[Connection]:
         """Every connection the members use (each once)."""
         if not self.per_member:
-            return list(self.shared)
+            return self.shared.all()
         return [mb.conn for mb in self.members if mb.conn is not None]
 
     def start_wheel(self, interval_s: float) -> None:
@@ -138,7 +136,7 @@ class ConsumerRuntime:
     def attach(self, member: ConsumerMember) -> ConsumerMember:
         """Take the member in; in the per-member shape its connection is opened by
         :meth:`open_member_connections`, before the member is admitted."""
-        member.conn = None if self.per_member else self.shared[member.index % self.connections_n]
+        member.conn = None if self.per_member else self.shared.for_member(member.group_id, member.index)
         member.hb_callback = functools.partial(self._on_heartbeat, member)
         member.commit_callback = functools.partial(self._on_commit, member)
         member.admitted = False
@@ -265,7 +263,8 @@ class ConsumerRuntime:
                 if mb.conn is not None and not mb.conn.closed:
                     conns.setdefault(self.coordinator_of(mb.group_id), []).append(mb.conn)
         else:
-            conns[(self.host, self.port)] = [c for c in self.shared if not c.closed]
+            for address, shared in self.shared.by_address.items():
+                conns[address] = [c for c in shared if not c.closed]
         by_coordinator: dict[tuple[str, int], list[str]] = {}
         for group_id in group_ids:
             by_coordinator.setdefault(self.coordinator_of(group_id), []).append(group_id)

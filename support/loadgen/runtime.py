@@ -72,6 +72,56 @@ async def open_in_batches(count: int, open_one: Any, batch: int = OPEN_BATCH) ->
     return out
 
 
+Address = tuple[str, int]
+
+
+def shares(total: int, group_coordinators: dict[str, Address], default: Address) -> dict[Address, int]:
+    """``total`` connections (or lanes) split among the groups' coordinators in proportion to how
+    many groups each one has, at least one each (all of them to ``default`` when no group names one).
+
+    Why: in the shared shape a connection carries the traffic of many members, and a coordinator
+    answers only for its own groups (the workers of ``kcoord serve --workers N``, a kcoord cluster,
+    NOT_COORDINATOR elsewhere), so each coordinator needs connections of its own."""
+    groups: dict[Address, int] = {}
+    for address in group_coordinators.values():
+        groups[address] = groups.get(address, 0) + 1
+    if not groups:
+        return {default: total}
+    count = sum(groups.values())
+    return {address: max(1, total * n // count) for address, n in groups.items()}
+
+
+class SharedConnections:
+    """The shared shape's connections, each coordinator's own (see :func:`shares`); a member of
+    group G uses connection ``i % C_G`` of G's coordinator."""
+
+    def __init__(self, total: int, group_coordinators: dict[str, Address], default: Address) -> None:
+        self.group_coordinators = group_coordinators
+        self.default = default
+        self.counts = shares(total, group_coordinators, default) if total else {}
+        self.by_address: dict[Address, list[Connection]] = {}
+
+    async def open(self, stats: Stats, client_id: str, prefix: str) -> None:
+        for address, count in self.counts.items():
+            self.by_address[address] = await open_in_batches(
+                count, functools.partial(self._open_one, address, stats, client_id, prefix)
+            )
+
+    @staticmethod
+    async def _open_one(address: Address, stats: Stats, client_id: str, prefix: str, i: int) -> Connection:
+        return await open_connection(*address, stats, client_id, name=f"{prefix}{address[1]}-{i}")
+
+    def of(self, address: Address) -> list[Connection]:
+        return self.by_address.get(address, [])
+
+    def for_member(self, group_id: str, index: int) -> Connection:
+        conns = self.by_address[self.group_coordinators.get(group_id, self.default)]
+        return conns[index % len(conns)]
+
+    def all(self) -> list[Connection]:
+        return [conn for conns in self.by_address.values() for conn in conns]
+
+
 class Admission:
     """At most ``size`` members joining at once, admitted k at a time in FIFO order (per-member shape).
 
@@ -251,10 +301,16 @@ class Runtime:
         self.group_coordinators = group_coordinators or {}
         self.stats = stats
         self.per_member = connections is None
-        self.connections_n = 0 if connections is None else max(1, connections)
         self.client_id = client_id
-        self.shared: list[Connection] = []
-        self.lanes = LanePool(self.host, self.port, stats, max(1, lanes), client_id)
+        self.shared = SharedConnections(
+            0 if connections is None else max(1, connections), self.group_coordinators, coordinator
+        )
+        # Lanes per coordinator, in the same proportions (shared shape; groups join on their own
+        # coordinator's lanes).
+        self.lane_pools = {
+            address: LanePool(*address, stats, size, client_id)
+            for address, size in shares(max(1, lanes), self.group_coordinators, coordinator).items()
+        }
         self.admission = Admission(max(1, lanes))
         self.wheel = HeartbeatWheel(heartbeat_interval_s, self.send_heartbeat)
         self.members: list[Member] = []
@@ -266,10 +322,7 @@ class Runtime:
         self._wheel_task: asyncio.Task[None] | None = None
 
     async def start(self) -> Runtime:
-        self.shared = await open_in_batches(
-            self.connections_n,
-            lambda i: open_connection(self.host, self.port, self.stats, self.client_id, name=f"shared{i}"),
-        )
+        await self.shared.open(self.stats, self.client_id, "shared")
         self._wheel_task = asyncio.get_running_loop().create_task(self.wheel.run())
         return self
 
@@ -301,10 +354,20 @@ class Runtime:
     def coordinator_of(self, member: Member) -> tuple[str, int]:
         return self.group_coordinators.get(member.group_id, (self.host, self.port))
 
+    def lanes_of(self, member: Member) -> LanePool:
+        """The lanes of the member's coordinator (shared shape)."""
+        pools = self.lane_pools
+        return pools.get(self.coordinator_of(member)) or next(iter(pools.values()))
+
+    async def warm_lanes(self, n: int) -> None:
+        """Open up to ``n`` lanes now, each coordinator's pool its share of them."""
+        for pool in self.lane_pools.values():
+            await pool.warm(n)
+
     def connections(self) -> list[Connection]:
         """Every connection the members use for heartbeats and commits (each once)."""
         if not self.per_member:
-            return list(self.shared)
+            return self.shared.all()
         return [mem.conn for mem in self.members if mem.conn is not None]
 
     async def close(self, leave: bool = True) -> None:
@@ -320,7 +383,8 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.leave_all(), 20.0)
         await close_all(self.connections())
-        await self.lanes.close()
+        for pool in self.lane_pools.values():
+            await pool.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -332,7 +396,7 @@ class Runtime:
     def attach(self, member: Member) -> Member:
         """Take the member in; in the per-member shape its connection is opened later
         (:meth:`open_member_connections`, or its first join)."""
-        member.conn = None if self.per_member else self.shared[member.index % self.connections_n]
+        member.conn = None if self.per_member else self.shared.for_member(member.group_id, member.index)
         member.hb_callback = functools.partial(self._on_heartbeat, member)
         self.members.append(member)
         self.wheel.add(member)
@@ -348,11 +412,12 @@ class Runtime:
                 self.admission.release(1)
             self._after_join(member)
             return
-        (lane,) = await self.lanes.acquire(1)
+        lanes = self.lanes_of(member)
+        (lane,) = await lanes.acquire(1)
         try:
             await member.join(lane)
         finally:
-            self.lanes.release(lane)
+            lanes.release(lane)
         self._after_join(member)
 
     async def join_group(self, members: Sequence[Member]) -> None:
@@ -370,13 +435,14 @@ class Runtime:
 
             await asyncio.gather(*(own(mem) for mem in members))
             return
-        lanes = await self.lanes.acquire(len(members))
+        pool = self.lanes_of(members[0])  # a group's members share its coordinator
+        lanes = await pool.acquire(len(members))
 
         async def one(member: Member, lane: Connection) -> None:
             try:
                 await member.join(lane)
             finally:
-                self.lanes.release(lane)
+                pool.release(lane)
             self._after_join(member)
 
         await asyncio.gather(*(one(mem, lane) for mem, lane in zip(members, lanes, strict=True)))
@@ -420,13 +486,14 @@ class Runtime:
                 conn.close()
             return
         if request is not None:
-            (lane,) = await self.lanes.acquire(1)
+            pool = self.lanes_of(member)
+            (lane,) = await pool.acquire(1)
             try:
                 resp = await lane.call(request, LEAVE_VERSION)
                 if resp.error_code:
                     self.stats.error(ApiKey.LEAVE_GROUP, resp.error_code)
             finally:
-                self.lanes.release(lane)
+                pool.release(lane)
 
     async def leave_all(self, batch: int = 500) -> None:
         """Batched LeaveGroup (v3+) for every member still in a group, so the next run starts clean.
@@ -446,7 +513,7 @@ class Runtime:
                 if conn is None:
                     continue
             else:
-                conn = self.shared[i % self.connections_n]
+                conn = self.shared.for_member(group_id, i)
             if conn.closed:
                 continue
             for j in range(0, len(mems), batch):

@@ -23,7 +23,7 @@ from support.loadgen.histogram import Histogram, bucket_bounds, bucket_of
 from support.loadgen.member import Member, MemberListener, Next, State
 from support.loadgen.ownership import OwnershipTracker
 from support.loadgen.plan import Run, plan, shared_everywhere
-from support.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape
+from support.loadgen.runtime import Admission, HeartbeatWheel, Runtime, shape, shares
 from support.loadgen.targets import targets
 
 # -- histogram -------------------------------------------------------------------------------------
@@ -330,12 +330,30 @@ def test_per_member_runtime_gives_members_no_shared_connection() -> None:
         from support.loadgen.conn import Stats
 
         per_member = Runtime(("127.0.0.1", 1), Stats(), None)
-        assert per_member.per_member and per_member.connections_n == 0
+        assert per_member.per_member and per_member.shared.counts == {}
         mem = per_member.attach(Member(0, "g", ["t"], {"t": 1}))
         assert mem.conn is None  # opened by open_member_connections() or its first join
         per_member.send_heartbeat(mem)  # not stable, no connection: nothing sent, nothing raised
         assert per_member.connections() == []
         assert shape(None) == "per-member" and shape(16) == 16
+
+    asyncio.run(run())
+
+
+def test_shared_connections_are_split_among_the_groups_coordinators() -> None:
+    a, b, default = ("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 9)
+    # one coordinator per worker of `kcoord serve --workers 2`: each its groups' share, at least one
+    assert shares(16, {"g1": a, "g2": a, "g3": a, "g4": b}, default) == {a: 12, b: 4}
+    assert shares(2, {"g1": a, "g2": a, "g3": a, "g4": a, "g5": b}, default) == {a: 1, b: 1}
+    assert shares(16, {}, default) == {default: 16}  # no group named: every connection to the default
+
+    async def run() -> None:
+        from support.loadgen.conn import Stats
+
+        rt = Runtime(default, Stats(), 16, 100, group_coordinators={"g1": a, "g2": b})
+        assert rt.shared.counts == {a: 8, b: 8}
+        assert {addr: pool.size for addr, pool in rt.lane_pools.items()} == {a: 50, b: 50}
+        assert rt.lanes_of(Member(0, "g2", ["t"], {"t": 1})) is rt.lane_pools[b]
 
     asyncio.run(run())
 
