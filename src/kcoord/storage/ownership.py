@@ -290,7 +290,11 @@ class Ownership:
         if start < 0:
             return None
         try:
-            records, high_watermark, log_start = await self.reads.fetch_once(start)
+            # min_bytes=0: at the tail (the usual case) Kafka would otherwise park the Fetch for its
+            # max wait, and the shards' appends on the same connection wait behind it: every
+            # shard's check, once a second, held the appends ~1 ms each, 50-60 ms in all
+            # (bench/RESULTS.md, commit latency under relayed traffic, 2026-11-28).
+            records, high_watermark, log_start = await self.reads.fetch_once(start, min_bytes=0)
         except StorageError as exc:
             log.debug("shard %d: tail check at %d failed: %s", self.partition, start, exc)
             return None

@@ -56,12 +56,14 @@ class PartitionReads:
         resp = await self._leader_request(req, lambda r: int(r.topics[0].partitions[0].error_code))
         return int(resp.topics[0].partitions[0].offset)
 
-    def _fetch_request(self, offset: int, max_wait_ms: int, max_bytes: int) -> sm.FetchRequest:
+    def _fetch_request(
+        self, offset: int, max_wait_ms: int, max_bytes: int, min_bytes: int = 1
+    ) -> sm.FetchRequest:
         F = sm.FetchRequest
         return F(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
-            min_bytes=1,
+            min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation_level=0,
             topics=[
@@ -99,11 +101,16 @@ class PartitionReads:
                     return p.records or b"", int(p.high_watermark)
         return b"", -1  # some brokers (tansu) answer an idle fetch with no partitions at all
 
-    async def fetch_once(self, offset: int, max_wait_ms: int = 1) -> tuple[bytes | None, int, int]:
+    async def fetch_once(
+        self, offset: int, max_wait_ms: int = 1, min_bytes: int = 1
+    ) -> tuple[bytes | None, int, int]:
         """One Fetch from ``offset`` that hardly waits for data: ``(records, high watermark, log
         start)``, records None when ``offset`` is out of range. Errors raise StorageError (no retry).
-        (``max_wait_ms=1``, not 0: tansu answers a zero-wait Fetch with no partitions at all.)"""
-        req = self._fetch_request(offset, max_wait_ms, 1 << 20)
+        (``max_wait_ms=1``, not 0: tansu answers a zero-wait Fetch with no partitions at all.)
+        ``min_bytes=0``: answered at once even at the log's end, never parked for ``max_wait_ms``
+        (what a check wants: the connection carries the shards' appends too, and a broker answers
+        one connection's requests in order)."""
+        req = self._fetch_request(offset, max_wait_ms, 1 << 20, min_bytes)
         conn = await self.cluster.leader(self.partition)
         resp = await request(conn, req, self.request_timeout)
         if resp.error_code:
