@@ -15,8 +15,8 @@ fenced: append and read raise :class:`FencedError` until the process restarts (o
 mode, until :meth:`Ownership.reacquire`) — two kcoord processes never take a shard back and forth.
 
 Finding out without a write (:meth:`Ownership.check_tail`, every ``ownership.check.interval.ms``
-through :class:`OwnershipWatch`): each serving shard fetches its partition's tail past what it
-loaded and wrote (``checked``). Another owner's fence, or a write with our producer id at an epoch
+through :class:`OwnershipWatch`): each serving shard reads its partition's tail past what it
+loaded and wrote (``checked``), all shards together in one Fetch per leader (:func:`tail_checks`). Another owner's fence, or a write with our producer id at an epoch
 we never used, fences the shard; a high watermark below ``checked`` or a log start past what was
 loaded means the log is lost (:class:`LogLostError`). Either way :attr:`Ownership.on_lost` tells
 the runtime at once.
@@ -285,19 +285,24 @@ class Ownership:
         backwards (high watermark below what we loaded) or whose start moved past what we loaded
         is lost. Transient errors return None: the next check tries again.
         """
-        position = self.position
-        start = position.checked
+        start = self.position.checked
         if start < 0:
             return None
         try:
-            # min_bytes=0: at the tail (the usual case) Kafka would otherwise park the Fetch for its
-            # max wait, and the shards' appends on the same connection wait behind it: every
-            # shard's check, once a second, held the appends ~1 ms each, 50-60 ms in all
-            # (bench/RESULTS.md, commit latency under relayed traffic, 2026-11-28).
+            # min_bytes=0: answered at once at the tail, not parked for the max wait on the
+            # connection the shard's appends use (tail_checks below says why).
             records, high_watermark, log_start = await self.reads.fetch_once(start, min_bytes=0)
         except StorageError as exc:
             log.debug("shard %d: tail check at %d failed: %s", self.partition, start, exc)
             return None
+        return self.classify_tail(start, records, high_watermark, log_start, report)
+
+    def classify_tail(
+        self, start: int, records: bytes | None, high_watermark: int, log_start: int, report: bool = True
+    ) -> str | None:
+        """:meth:`check_tail` once the tail past ``start`` was read (``records`` None: ``start`` is
+        below the log start)."""
+        position = self.position
         if position.checked != start or self.fenced is not None or self.lost is not None:
             return None  # the state moved while we waited (an append, a reload): check again next time
         if records is None or (0 <= high_watermark < start):
@@ -412,4 +417,29 @@ class OwnershipWatch:
             for shard in owned:
                 shard.lose(why)
             return
-        await asyncio.gather(*(shard.check_tail() for shard in owned), return_exceptions=True)
+        await tail_checks(owned)
+
+
+async def tail_checks(shards: list[Ownership]) -> None:
+    """Every shard's :meth:`Ownership.check_tail` at once, in one Fetch per partition leader.
+
+    Why one request: a broker answers one connection's requests in order, and the shards' appends
+    share the leader connection with these reads. One Fetch per shard, 50 of them every second,
+    held whatever was sent behind them ~90-100 ms on Kafka 4.0 (each parked ~2 ms at the log's end
+    with min_bytes=1) and still 16-37 ms with min_bytes=0 (bench/RESULTS.md, 2026-11-28); one
+    request with every partition is answered in about the time of one.
+    """
+    starts = {shard.partition: shard.position.checked for shard in shards if shard.position.checked >= 0}
+    if not starts:
+        return
+    first = shards[0]
+    answers = await first.reads.fetch_tails(starts)
+    for shard in shards:
+        start = starts.get(shard.partition)
+        answer = answers.get(shard.partition)
+        if start is None or answer is None:
+            continue  # not loaded yet, or a transient failure: the next check tries again
+        try:
+            shard.classify_tail(start, *answer)
+        except Exception:  # one shard's bug must not cost the others their check
+            log.exception("shard %d: tail check failed", shard.partition)
