@@ -225,7 +225,12 @@ class ShardLoader:
         target = -1  # the high watermark of the first answer: what this call reads up to
         wait_ms, empty = 1, 0
         while True:
-            records, high_watermark, _ = await self.reads.fetch_once(offset, wait_ms)
+            # The first attempt needs no data (min_bytes=0): at the log's end, the usual case every
+            # follow interval, Kafka would park it for its max wait on the connection the shards'
+            # appends use (ownership.tail_checks says why that matters).
+            records, high_watermark, _ = await self.reads.fetch_once(
+                offset, wait_ms, min_bytes=0 if wait_ms == 1 else 1
+            )
             if records is None:
                 return []  # below the log start: the tail check finds the log lost
             if target < 0:
