@@ -61,22 +61,23 @@ class PartitionReads:
         return int(resp.topics[0].partitions[0].offset)
 
     def _fetch_request(
-        self, offset: int, max_wait_ms: int, max_bytes: int, min_bytes: int = 1
+        self, offsets: dict[int, int], max_wait_ms: int, max_bytes: int, min_bytes: int = 1
     ) -> sm.FetchRequest:
+        """A Fetch of this topic's partitions from ``offsets`` (partition -> offset), up to
+        ``max_bytes`` each (and 50 MiB in all when there are several)."""
         F = sm.FetchRequest
         return F(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
-            max_bytes=max_bytes,
+            max_bytes=max(max_bytes, min(max_bytes * len(offsets), 50 << 20)),
             isolation_level=0,
             topics=[
                 F.FetchTopic(
                     topic=self.topic,
                     partitions=[
-                        F.FetchPartition(
-                            partition=self.partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                        )
+                        F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=max_bytes)
+                        for p, o in offsets.items()
                     ],
                 )
             ],
@@ -84,7 +85,7 @@ class PartitionReads:
 
     async def fetch(self, offset: int) -> tuple[bytes | None, int]:
         """``(records, high_watermark)``; records is None when ``offset`` is below the log start."""
-        req = self._fetch_request(offset, 500, self.fetch_max_bytes)
+        req = self._fetch_request({self.partition: offset}, 500, self.fetch_max_bytes)
 
         def error_of(resp: Any) -> int:
             if resp.error_code:
@@ -114,7 +115,7 @@ class PartitionReads:
         ``min_bytes=0``: answered at once even at the log's end, never parked for ``max_wait_ms``
         (what a check wants: the connection carries the shards' appends too, and a broker answers
         one connection's requests in order)."""
-        req = self._fetch_request(offset, max_wait_ms, 1 << 20, min_bytes)
+        req = self._fetch_request({self.partition: offset}, max_wait_ms, 1 << 20, min_bytes)
         conn = await self.cluster.leader(self.partition)
         resp = await request(conn, req, self.request_timeout)
         if resp.error_code:
@@ -147,26 +148,7 @@ class PartitionReads:
         answers: dict[int, tuple[bytes | None, int, int]] = {}
 
         async def one(conn: Any, partitions: list[int]) -> None:
-            F = sm.FetchRequest
-            per_partition = 1 << 20
-            req = F(
-                replica_id=-1,
-                max_wait_ms=1,
-                min_bytes=0,
-                max_bytes=min(per_partition * len(partitions), 50 << 20),
-                isolation_level=0,
-                topics=[
-                    F.FetchTopic(
-                        topic=self.topic,
-                        partitions=[
-                            F.FetchPartition(
-                                partition=p, fetch_offset=starts[p], partition_max_bytes=per_partition
-                            )
-                            for p in partitions
-                        ],
-                    )
-                ],
-            )
+            req = self._fetch_request({p: starts[p] for p in partitions}, 1, 1 << 20, min_bytes=0)
             try:
                 resp = await request(conn, req, self.request_timeout)
             except StorageError as exc:
