@@ -110,3 +110,20 @@ async def test_a_shard_not_loaded_yet_is_not_asked_for() -> None:
     assert [[p.partition for t in r.topics for p in t.partitions] for r in conn.requests] == [[1]]
     await tail_checks([shard(cluster, 0, -1)])
     assert len(conn.requests) == 1  # nothing to check: no request
+
+
+class BrokenConn(FakeConn):
+    async def request(self, body: Any, timeout: float) -> Any:
+        self.requests.append(body)
+        raise RuntimeError("a bug in reading the answer")
+
+
+async def test_a_failing_request_costs_only_its_own_partitions_their_check(caplog: Any) -> None:
+    broken = BrokenConn("broken", {})
+    good = FakeConn("good", {1: (0, 5)})
+    cluster = FakeCluster({0: broken, 1: good})
+    shards = [shard(cluster, 0, 20), shard(cluster, 1, 20)]
+    await tail_checks(shards)  # does not raise: the periodic check lives on to its next round
+    assert shards[0].lost is None  # no answer: nothing concluded
+    assert shards[1].lost is not None  # its own leader answered: high watermark 5 below 20
+    assert "tail checks failed" in caplog.text

@@ -16,9 +16,10 @@ mode, until :meth:`Ownership.reacquire`) — two kcoord processes never take a s
 
 Finding out without a write (:meth:`Ownership.check_tail`, every ``ownership.check.interval.ms``
 through :class:`OwnershipWatch`): each serving shard reads its partition's tail past what it
-loaded and wrote (``checked``), all shards together in one Fetch per leader (:func:`tail_checks`). Another owner's fence, or a write with our producer id at an epoch
-we never used, fences the shard; a high watermark below ``checked`` or a log start past what was
-loaded means the log is lost (:class:`LogLostError`). Either way :attr:`Ownership.on_lost` tells
+loaded and wrote (``checked``), all shards together in one Fetch per leader (:func:`tail_checks`).
+Another owner's fence, or a write with our producer id at an epoch we never used, fences the
+shard; a high watermark below ``checked`` or a log start past what was loaded means the log is lost
+(:class:`LogLostError`). Either way :attr:`Ownership.on_lost` tells
 the runtime at once.
 
 Ownership is re-taken every ``ownership.refresh.interval.ms`` (:meth:`Ownership.refresh`) so the
@@ -432,8 +433,14 @@ async def tail_checks(shards: list[Ownership]) -> None:
     starts = {shard.partition: shard.position.checked for shard in shards if shard.position.checked >= 0}
     if not starts:
         return
-    first = shards[0]
-    answers = await first.reads.fetch_tails(starts)
+    try:
+        answers = await shards[0].reads.fetch_tails(starts)
+    except StorageError as exc:  # no leader map, the cluster unreachable: the next check tries again
+        log.debug("internal topic %s: tail checks failed: %s", shards[0].topic, exc)
+        return
+    except Exception:  # a bug: say so, and keep the periodic check alive for the next round
+        log.exception("internal topic %s: tail checks failed", shards[0].topic)
+        return
     for shard in shards:
         start = starts.get(shard.partition)
         answer = answers.get(shard.partition)

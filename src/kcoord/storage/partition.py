@@ -169,7 +169,12 @@ class PartitionReads:
             # A broker that leaves an idle partition out (tansu) gave no answer for it: fetch_once
             # reads that as nothing new; so does the caller here, by leaving it out.
 
-        await asyncio.gather(*(one(conn, parts) for conn, parts in by_leader.items()))
+        results = await asyncio.gather(
+            *(one(conn, parts) for conn, parts in by_leader.items()), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, Exception):  # not a broker's failure (those are StorageErrors): a bug
+                log.error("%s: tail checks failed: %r", self.topic, result)
         return answers
 
     async def _leader_request(self, req: Message, error_of: Callable[[Any], int]) -> Any:
