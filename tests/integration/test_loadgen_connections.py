@@ -70,7 +70,7 @@ def test_per_member_shape_gives_each_member_its_own_connection(kcoord: KcoordPro
         stats = Stats()
         rt = await Runtime(coordinator, stats, None, lanes=members, heartbeat_interval_s=0.5).start()
         try:
-            assert rt.per_member and rt.shared == []
+            assert rt.per_member and rt.shared.all() == []
             groups: list[list[Member]] = [[] for _ in group_ids]
             for i in range(members):
                 g = i % len(group_ids)
