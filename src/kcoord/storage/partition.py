@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kcoord.protocol import storage_messages as sm
@@ -23,6 +23,24 @@ from .kafka_client import KafkaCluster, request
 from .retry import Retry, Verdict
 
 log = logging.getLogger("kcoord.storage")
+
+
+def _check_answers(resp: Any) -> Iterator[tuple[int, int, tuple[bytes | None, int, int]]]:
+    """Each partition of a check's Fetch answer: ``(partition, error, (records, high watermark,
+    log start))``. Below the log start is an answer (records None, error 0: the caller restarts),
+    not an error; records are ``b""`` when there is nothing new."""
+    for t in resp.responses:
+        for p in t.partitions:
+            error = int(p.error_code)
+            out_of_range = error == ErrorCode.OFFSET_OUT_OF_RANGE
+            records = None if out_of_range else (p.records or b"")
+            log_start = int(getattr(p, "log_start_offset", -1))
+            yield (
+                int(p.partition_index),
+                0 if out_of_range else error,
+                (records, int(p.high_watermark), log_start),
+            )
+
 
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
@@ -120,16 +138,12 @@ class PartitionReads:
         resp = await request(conn, req, self.request_timeout)
         if resp.error_code:
             raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {resp.error_code}")
-        for t in resp.responses:
-            for p in t.partitions:
-                if p.partition_index != self.partition:
-                    continue
-                log_start = int(getattr(p, "log_start_offset", -1))
-                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    return None, int(p.high_watermark), log_start
-                if p.error_code != ErrorCode.NONE:
-                    raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {p.error_code}")
-                return p.records or b"", int(p.high_watermark), log_start
+        for index, error, answer in _check_answers(resp):
+            if index != self.partition:
+                continue
+            if error:
+                raise StorageError(f"Fetch on {self.topic}[{self.partition}]: error {error}")
+            return answer
         return b"", -1, -1  # tansu answers an idle fetch with no partitions at all
 
     async def fetch_tails(self, starts: dict[int, int]) -> dict[int, tuple[bytes | None, int, int]]:
@@ -156,16 +170,9 @@ class PartitionReads:
                 return
             if resp.error_code:
                 return
-            for t in resp.responses:
-                for p in t.partitions:
-                    index = int(p.partition_index)
-                    if index not in starts:
-                        continue
-                    log_start = int(getattr(p, "log_start_offset", -1))
-                    if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                        answers[index] = (None, int(p.high_watermark), log_start)
-                    elif p.error_code == ErrorCode.NONE:
-                        answers[index] = (p.records or b"", int(p.high_watermark), log_start)
+            for index, error, answer in _check_answers(resp):
+                if index in starts and not error:
+                    answers[index] = answer
             # A broker that leaves an idle partition out (tansu) gave no answer for it: fetch_once
             # reads that as nothing new; so does the caller here, by leaving it out.
 
