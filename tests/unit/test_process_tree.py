@@ -4,6 +4,10 @@ more memory; real child processes do."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from support.process_tree import without_spawned_copies
 
 MIB = 1 << 20
@@ -48,3 +52,41 @@ def test_a_child_that_execd_or_cannot_be_read_stays() -> None:
         sum(m for _, _, m, _ in without_spawned_copies(tree(30 * MIB), exes.get).values())
         == (600 + 2_243 + 30 + 40 + 35) * MIB
     )
+
+
+def test_the_kernel_tells_a_shared_address_space_from_a_process_of_its_own() -> None:
+    """kcmp(2): a thread shares its process's address space (as a vfork child does until it
+    exec's); a forked child has its own."""
+    import os
+    import threading
+
+    from support.process_tree import shares_address_space
+
+    me = os.getpid()
+    if shares_address_space(me, me) is None:
+        pytest.skip("this kernel has no kcmp(2): the sampler falls back on without_spawned_copies")
+    thread_id: list[int] = []
+    ready, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        thread_id.append(threading.get_native_id())
+        ready.set()
+        done.wait()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    ready.wait()
+    try:
+        assert shares_address_space(thread_id[0], me) is True
+    finally:
+        done.set()
+        t.join()
+    child = os.fork()
+    if child == 0:
+        time.sleep(5)  # killed long before
+        os._exit(0)
+    try:
+        assert shares_address_space(child, me) is False
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
