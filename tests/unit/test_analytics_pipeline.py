@@ -200,6 +200,13 @@ def bad_records() -> list[tuple[bytes | None, str, str | None]]:
         (js({**joined, "kind": "zombie"}), "out_of_range", "kind"),
         (js({**assigned, "assignment": [{"member": "z", "partitions": ["t-no-partition"]}]}),
          "out_of_range", "assignment"),
+        (js({**sums, "fenced": {"ILLEGAL_GENERATION": None}}), "out_of_range", "fenced"),
+        (js({**sums, "rejected": {"A": 1, "B": -2}}), "out_of_range", "rejected"),
+        (js({**assigned, "assignment": [None]}), "out_of_range", "assignment"),
+        (js({**assigned, "assignment": [{"member": "z", "bytes": -1, "partitions": None}]}),
+         "out_of_range", "assignment"),
+        (js({**assigned, "assignment": [{"member": "z", "partitions": ["t:1", None]}]}),
+         "out_of_range", "assignment"),
     ]  # fmt: skip
 
 
@@ -271,6 +278,24 @@ def test_bad_records_each_named_with_its_problem_and_fields(tables: dict[str, An
     samples = set(bad["sample"].dropna())
     assert "not json{" in samples
     assert "hex:" + GARBAGE.hex().upper() in samples  # not UTF-8: shown as hex, never as a broken string
+
+
+def test_assignments_that_kcoord_writes_are_no_bad_records(spark: Any) -> None:
+    """Any legal topic name, a member of another protocol (partitions null), a member with none, an
+    empty group: events, not bad records."""
+    assignment = [
+        {"member": "a", "instance": None, "bytes": 40, "partitions": ["orders.v2_EU-1:11", "t:0"]},
+        {"member": "b", "instance": "i-b", "bytes": 0, "partitions": []},
+        {"member": "c", "instance": None, "bytes": 12, "partitions": None},
+        {"member": "d", "instance": None, "bytes": None, "partitions": None},
+    ]
+    values: list[bytes | None] = [
+        json.dumps(ev("assignment", T0, group="g", generation=1, members=4, assignment=assignment)).encode(),
+        json.dumps(ev("assignment", T0, group="g", generation=2, members=0, assignment=[])).encode(),
+    ]
+    built = pipeline.build(spark, raw_frame(spark, values), None)
+    assert built["bad_events"].count() == 0
+    assert built["events"].count() == 2
 
 
 def test_a_parse_kept_as_parquet_gives_the_cached_parse_tables(
