@@ -26,16 +26,21 @@ def shares_address_space(pid: int, other: int) -> bool | None:
     return None if answer < 0 else answer == 0
 
 
-def _pss(pid: str, rss: int) -> int:
+def _pss(pid: str, rss: int) -> int | None:
     """The process's proportional set size (pages shared by forked processes, such as Spark's
-    Python workers, split between them), else ``rss``."""
+    Python workers, split between them), else ``rss`` (a kernel without smaps_rollup); None when
+    the process is gone.
+
+    A process that went between the listing and this read has no memory to count: not the
+    resident size the listing read (s46: a JVM's posix_spawn child, listed before it exec'd and
+    gone by the time it was asked, counted at the JVM's 2,110 MiB: a 4,481 MiB peak)."""
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return rss
+    return rss if Path(f"/proc/{pid}").exists() else None
 
 
 def _processes() -> dict[int, tuple[int, str, int, float]]:
@@ -74,7 +79,9 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
             # Asked before the memory is read: a child that exec's in between has its own pages
             # by then. (A sample once counted such a child at the JVM's 2.6 GiB: s45's first 10M run.)
             if p == pid or not shares_address_space(p, parent):
-                out[p] = (parent, name, _pss(str(p), rss), cpu)
+                mem = _pss(str(p), rss)
+                if mem is not None:
+                    out[p] = (parent, name, mem, cpu)
         stack.extend(children.get(p, []))
     return without_spawned_copies(out, _exe)
 

@@ -90,3 +90,18 @@ def test_the_kernel_tells_a_shared_address_space_from_a_process_of_its_own() -> 
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
+
+
+def test_a_process_gone_before_its_memory_is_read_counts_nothing() -> None:
+    """Not the resident size listed before it went (s46: a posix_spawn child listed at the JVM's
+    2,110 MiB, gone when its PSS was read, made a 4,481 MiB peak of a 2.1 GiB run)."""
+    import os
+
+    from support.process_tree import _pss
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)  # reaped: its /proc entry is gone
+    assert _pss(str(child), 2_110 * MIB) is None
+    assert _pss(str(os.getpid()), 1) not in (None, 1)  # a live process: its own PSS, read now
