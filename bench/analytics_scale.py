@@ -40,6 +40,8 @@ import pyarrow.parquet as pq
 from support.process_tree import tree
 
 T0 = 1_790_000_000_000
+# kcoord.analytics.run.TABLE_TAG, spelled here: the checkout compared (--compare) may predate it
+TABLE_TAG = "kcoord-table-"
 
 
 def _events(n: int, seed: int, gen: dict[str, int]) -> list[bytes]:
@@ -252,6 +254,7 @@ def event_log_cpu(directory: Path, windows: dict[str, tuple[float, float]]) -> d
     if not logs:
         return {}
     job_time: dict[int, float] = {}
+    job_table: dict[int, str] = {}
     stage_job: dict[int, int] = {}
     stages: dict[int, dict[str, float]] = {}
     for log in logs:
@@ -260,6 +263,10 @@ def event_log_cpu(directory: Path, windows: dict[str, tuple[float, float]]) -> d
             ev = e["Event"]
             if ev == "SparkListenerJobStart":
                 job_time[e["Job ID"]] = e["Submission Time"] / 1000
+                tags = (e.get("Properties") or {}).get("spark.job.tags") or ""
+                named = [t.split(TABLE_TAG, 1)[1] for t in tags.split(",") if TABLE_TAG in t]
+                if named:  # tagged by the table it wrote (tables are written two at a time)
+                    job_table[e["Job ID"]] = named[0]
                 for s in e["Stage IDs"]:
                     stage_job[s] = e["Job ID"]
             elif ev == "SparkListenerStageCompleted":
@@ -274,8 +281,9 @@ def event_log_cpu(directory: Path, windows: dict[str, tuple[float, float]]) -> d
     per_table: dict[str, float] = {}
     biggest: dict[str, float] = {}
     for s, st in stages.items():
-        when = job_time.get(stage_job.get(s, -1), 0.0)
-        name = next((n for n, (a, b) in windows.items() if a <= when <= b), "other")
+        job = stage_job.get(s, -1)
+        when = job_time.get(job, 0.0)
+        name = job_table.get(job) or next((n for n, (a, b) in windows.items() if a <= when <= b), "other")
         per_table[name] = per_table.get(name, 0.0) + st["cpu"]
         if name == "events" and st["cpu"] > biggest.get("cpu", 0.0):
             biggest = st
