@@ -341,21 +341,27 @@ def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
 
     c = _table(spark, out, "commits")
     r.h2("Commit rate")
-    span = None if c is None else c.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).collect()[0]
-    if span is None or span["lo"] is None:
+    # a row per group (the time span from them too: one pass over the commits, not two)
+    groups = (
+        None
+        if c is None
+        else c.groupBy("group")
+        .agg(F.sum("partitions").alias("commits"), F.sum("requests").alias("requests"),
+             F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+        .toPandas()
+    )  # fmt: skip
+    if groups is None or groups.empty or groups["first_ts"].isna().all():
         r.p("No commits in this period.")
         return
-    step_ms = 60_000 if span["hi"] - span["lo"] > 3_600_000 else 1000
+    lo, hi = groups["first_ts"].min(), groups["last_ts"].max()
+    step_ms = 60_000 if hi - lo > 3_600_000 else 1000
     step = "1min" if step_ms == 60_000 else "1s"
     per_step = step_ms / 1000
     totals = (
-        c.groupBy("group")
-        .agg(F.sum("partitions").alias("commits"), F.sum("requests").alias("requests"),
-             F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
-        .orderBy(F.col("commits").desc(), "group")
-        .limit(max(TOP, TABLE_ROWS))
-        .toPandas()
-    )  # fmt: skip
+        groups.sort_values(["commits", "group"], ascending=[False, True])
+        .head(max(TOP, TABLE_ROWS))
+        .reset_index(drop=True)
+    )
     busiest = [str(group) for group in totals["group"].head(TOP)]
     sums = (
         c.where(F.col("group").isin(busiest))
