@@ -163,9 +163,10 @@ def kafka_python_consume(proc: KcoordProcess, pki: Pki, topic: str, group: str) 
                            auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
     try:
         # The topic's metadata before the first poll joins: kafka-python waits for it only for a
-        # pattern subscription. A leader that joins without it assigns nothing, and a static
-        # member's rejoin once it arrives changes nothing (KIP-345: no rebalance, as on Kafka), so
-        # the member sat with no partition for the whole deadline (a CI run, s46).
+        # pattern subscription. A leader that assigns before its first metadata answer assigns
+        # nothing and keeps no metadata snapshot of the assignment (None), and with none it never
+        # sees the metadata change that should make it rejoin: it sat with no partition for the
+        # whole deadline (a CI run, s46; a client race, the coordinator's answers aside).
         reader.partitions_for_topic(topic)
         got, deadline = 0, time.monotonic() + 30
         while got < RECORDS and time.monotonic() < deadline:
