@@ -38,6 +38,8 @@ CLUSTER_SESSION_MS = 6000
 # Kafka waits for the live members' rejoin, a heartbeat interval) -> the new owner loads the shard
 # -> the client rediscovers and retries (about a second each).
 FAILOVER_BOUND_S = CLUSTER_SESSION_MS / 1000 * 1.5 + 12
+# The client members' session: long enough that no failover in these tests expires one.
+MEMBER_SESSION_MS = 30_000
 
 
 @pytest.fixture
@@ -98,7 +100,7 @@ class KafkaPythonMember(Member):
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
-            session_timeout_ms=30000,
+            session_timeout_ms=MEMBER_SESSION_MS,
             heartbeat_interval_ms=1000,
             max_poll_records=20,
             retry_backoff_ms=200,
@@ -136,7 +138,7 @@ class AiokafkaMember(Member):
             group_id=self.group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
-            session_timeout_ms=30000,
+            session_timeout_ms=MEMBER_SESSION_MS,
             heartbeat_interval_ms=1000,
             max_poll_records=20,
             retry_backoff_ms=200,
@@ -168,7 +170,7 @@ class ConfluentMember(Member):
                 "group.instance.id": instance_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-                "session.timeout.ms": 30000,
+                "session.timeout.ms": MEMBER_SESSION_MS,
                 "heartbeat.interval.ms": 1000,
             }
         )

@@ -163,10 +163,11 @@ def kafka_python_consume(proc: KcoordProcess, pki: Pki, topic: str, group: str) 
                            auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
     try:
         # The topic's metadata before the first poll joins: kafka-python waits for it only for a
-        # pattern subscription. A leader that assigns before its first metadata answer assigns
-        # nothing and keeps no metadata snapshot of the assignment (None), and with none it never
-        # sees the metadata change that should make it rejoin: it sat with no partition for the
-        # whole deadline (a CI run, s46; a client race, the coordinator's answers aside).
+        # pattern subscription. In one CI run (s46) this consumer, the group's leader, logged "No
+        # partition metadata for topic", assigned itself nothing and read 0 of 12 records in 30 s.
+        # Why it did not rejoin once the metadata came (kafka-python compares the metadata it
+        # assigned with against each update) was not established; with the metadata fetched
+        # first the assignor never meets the topic without it.
         reader.partitions_for_topic(topic)
         got, deadline = 0, time.monotonic() + 30
         while got < RECORDS and time.monotonic() < deadline:

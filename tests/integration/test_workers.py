@@ -27,7 +27,12 @@ from support.kcoord_cluster import BASE_NODE_ID, committed_offsets, coordinator_
 from support.kcoord_process import KcoordProcess
 from support.ports import free_port
 from support.workload import create_topic, produce_numbered, unique, wait_until
-from tests.integration.test_cluster_failover import ConfluentMember, KafkaPythonMember, Member
+from tests.integration.test_cluster_failover import (
+    MEMBER_SESSION_MS,
+    ConfluentMember,
+    KafkaPythonMember,
+    Member,
+)
 from tests.support.fixtures import Upstream
 
 pytestmark = pytest.mark.integration
@@ -42,6 +47,7 @@ CLUSTER_SESSION_MS = 6000
 # holds the rebalance (session / 2; Kafka waits for the members' rejoin) -> the replacement (same
 # node id) loads the shards -> the client rediscovers its coordinator and retries.
 RECOVERY_BOUND_S = 15.0
+MEMBER_SESSION_S = MEMBER_SESSION_MS / 1000
 KILLS = int(os.environ.get("KCOORD_WORKERS_KILLS", "1"))
 _WORKER_SERVES = re.compile(r"worker (\d+) \(node (\d+), pid (\d+)\) serves on port (\d+)")
 
@@ -157,6 +163,15 @@ def test_two_workers_serve_stock_clients_and_replace_a_killed_worker_losing_no_c
         recoveries: list[float] = []
         recoveries = [kill_and_recover(workers, members, BASE_NODE_ID + n % 2) for n in range(KILLS)]
         print(f"recovery after kill -9 of a worker (s): {[round(r, 2) for r in recoveries]}")
+        # The replacement took its shards back from the survivor: each member commits to its
+        # group's coordinator again before it closes, so its LeaveGroup goes there too (a leave
+        # sent to the survivor gets NOT_COORDINATOR, which kafka-python does not retry).
+        settled_at = time.time()
+        wait_until(
+            lambda: all(first_commit_after(m, settled_at) for m in members.values()),
+            RECOVERY_BOUND_S,
+            "every group committing once every worker is back",
+        )
     finally:
         for member in members.values():
             member.stop_flag.set()
@@ -174,7 +189,9 @@ def test_two_workers_serve_stock_clients_and_replace_a_killed_worker_losing_no_c
         committed = committed_offsets(bootstrap, group)
         consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
         try:
-            deadline = time.monotonic() + 20
+            # A member whose LeaveGroup still met a moved coordinator stays until its session ends
+            # (Kafka's rule too), and the join waits for it: the bound covers that session.
+            deadline = time.monotonic() + MEMBER_SESSION_S + 15
             while not consumer.assignment() and time.monotonic() < deadline:
                 consumer.poll(timeout_ms=200, max_records=1)
             assert len(consumer.assignment()) == PARTITIONS, (group, consumer.assignment())
