@@ -8,6 +8,7 @@ carry group or member ids; lifecycle events reach the (JSON) log.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -102,7 +103,19 @@ def test_readyz_reports_every_shard_loaded_and_the_upstream_answering(kcoord: Kc
     assert get(kcoord.metrics_url + "/nope")[0] == 404  # type: ignore[attr-defined]
 
 
-def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: KcoordProcess) -> None:
+def heartbeat_answers(samples: Samples) -> dict[str, float]:
+    """kcoord's Heartbeat responses by error code."""
+    answers: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        if name == "kcoord_responses_total" and dict(labels).get("api") == "heartbeat":
+            error = dict(labels)["error"]
+            answers[error] = answers.get(error, 0.0) + value
+    return answers
+
+
+def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(
+    kcoord: KcoordProcess, caplog: pytest.LogCaptureFixture
+) -> None:
     topic, group = unique("metrics-topic"), unique("metrics-group")
     create_topic(kcoord.bootstrap, topic, 2)
     produce_numbered(kcoord.bootstrap, topic, 200, 2)
@@ -115,7 +128,12 @@ def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: Kc
         session_timeout_ms=6000,
         heartbeat_interval_ms=200,
     )
+    # kafka-python's heartbeat loop says what it did: shown only if the test fails.
+    caplog.set_level(logging.DEBUG, logger="kafka.coordinator")
     try:
+        # The topic's metadata before the first poll joins, so the group has one rebalance, not two
+        # (a leader that joins without it assigns nothing and rejoins once it arrives).
+        consumer.partitions_for_topic(topic)
         consumed = 0
         deadline = time.monotonic() + 60
         while consumed < 200 and time.monotonic() < deadline:
@@ -125,9 +143,21 @@ def test_a_consumer_group_shows_up_in_the_metrics_with_bounded_labels(kcoord: Kc
                 consumer.commit()
         assert consumed == 200
         member_id = consumer._coordinator._generation.member_id  # noqa: SLF001 - to prove it is not a label
-        end = time.monotonic() + 2.0  # let heartbeats flow
-        while time.monotonic() < end:
-            consumer.poll(timeout_ms=100)
+        # Heartbeats every 200 ms: wait until kcoord has answered three of them NONE. A bound, not a
+        # fixed window: a CI run on a loaded machine saw none answered in a fixed 2 s.
+        deadline = time.monotonic() + 30
+        while heartbeat_answers(scrape(kcoord)[1]).get("NONE", 0) < 3 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        answers = heartbeat_answers(scrape(kcoord)[1])
+        hb = consumer._coordinator.heartbeat  # noqa: SLF001 - the client's side of the story
+        assert answers.get("NONE", 0) >= 3, (
+            answers,
+            consumer._coordinator.state,  # noqa: SLF001
+            {
+                "since_send": time.monotonic() - hb.last_send,
+                "since_receive": time.monotonic() - hb.last_receive,
+            },
+        )
         with WireClient(kcoord.bootstrap) as wire:  # a heartbeat from a member the group does not know
             fenced = wire.request(ApiKey.HEARTBEAT, 4, m.HeartbeatRequest(
                 group_id=group, generation_id=1, member_id="ghost", group_instance_id=None))  # fmt: skip
