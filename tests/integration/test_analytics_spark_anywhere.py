@@ -8,6 +8,8 @@ those counts.
 - ``--incremental``: a first run reads everything; a second over the unchanged topic reads nothing
   and touches no file; after more events, a third reads exactly them, appends their rows and
   rebuilds the rebalances (one started in the first batch and completed in the second is paired).
+  A run stopped before its checkpoint leaves rows the rebuilt tables count once; an events table an
+  older kcoord wrote is written again.
 - ``spark-submit --master local[2]`` (pyspark's own), with kcoord shipped to the executors as a
   zip (``--py-files``): the Python workers run an interpreter that cannot import kcoord otherwise.
 - Spark Connect: a local Spark Connect server (pyspark's bundled ``SparkConnectServer``) and the
@@ -154,6 +156,64 @@ def test_incremental_runs_read_only_what_arrived(kcoord: KcoordProcess, spark: A
     movement = spark.read.parquet(str(out / "movement")).toPandas().sort_values("generation")
     # the same owner every generation: only the first assigns from nobody, also across the runs
     assert list(movement["assigned_from_nobody"]) == [2, 0, 0, 0]
+
+
+def rebuilt_tables(spark: Any, out: Path) -> tuple[list[int], list[int]]:
+    """(rebalances' generations, movement's partitions assigned from nobody), by generation."""
+    rebalances = spark.read.parquet(str(out / "rebalances")).toPandas().sort_values("generation")
+    movement = spark.read.parquet(str(out / "movement")).toPandas().sort_values("generation")
+    return list(rebalances["generation"]), list(movement["assigned_from_nobody"])
+
+
+@pytest.mark.timeout(900)  # four pipeline runs in one test
+def test_incremental_runs_count_a_stopped_runs_rows_once_and_rewrite_an_older_events_table(
+    kcoord: KcoordProcess, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events table is appended in the parse's own pass and the rebuilt tables read it. A run
+    that stops before its checkpoint leaves its rows there: the next run reads those records again,
+    and each counts once in the rebuilt tables. An events table without the fields the others read
+    (as an older kcoord wrote it) is written again from every record read so far."""
+    from kcoord.analytics import checkpoint, tables
+    from kcoord.analytics.run import run
+
+    topic = unique("an-inc-stop")
+    create_topic(kcoord.bootstrap, topic, 2)
+    first = event_values(1, 2)
+    produce(kcoord.bootstrap, topic, first)
+    out = tmp_path / "out"
+    assert run(args_for(kcoord, topic, str(out), incremental=True))["rows"]["rebalances"] == 2
+
+    second = event_values(3, 1)
+    produce(kcoord.bootstrap, topic, second)
+
+    def stop(*_: Any) -> None:
+        raise RuntimeError("stopped before the checkpoint")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(checkpoint, "commit", stop)
+        with pytest.raises(RuntimeError, match="stopped before the checkpoint"):
+            run(args_for(kcoord, topic, str(out), incremental=True))
+    assert spark.read.parquet(str(out / "events")).count() == len(first) + len(second)  # its rows stay
+    again = run(args_for(kcoord, topic, str(out), incremental=True))
+    assert again["records_read"] == len(second)  # the stopped run's records, read again
+    assert again["rows"]["events"] == len(first) + 2 * len(second)  # appended twice (docs/analytics.md)
+    assert rebuilt_tables(spark, out) == ([1, 2, 3], [2, 0, 0])  # each record once
+
+    # An older kcoord's events table: without the fields the rebuilt tables read.
+    older = spark.createDataFrame(
+        spark.read.parquet(str(out / "events")).drop("assignment", "fenced", "rejected", "date").toPandas()
+    )
+    tables.write_table(spark, older, str(out), "events", "overwrite")
+    third = event_values(4, 1)
+    produce(kcoord.bootstrap, topic, third)
+    last = run(args_for(kcoord, topic, str(out), incremental=True))
+    assert last["records_read"] == len(third)
+    events = spark.read.parquet(str(out / "events"))
+    assert "assignment" in events.columns
+    # written again from the committed runs' records and this one's: each once
+    assert last["rows"]["events"] == len(first) + len(second) + len(third) == events.count()
+    assert rebuilt_tables(spark, out) == ([1, 2, 3, 4], [2, 0, 0, 0])
+    assert last["rows"]["commits"] == 4  # rewritten with the events table, not appended
 
 
 def kcoord_zip(directory: Path) -> Path:

@@ -298,24 +298,38 @@ def test_assignments_that_kcoord_writes_are_no_bad_records(spark: Any) -> None:
     assert built["events"].count() == 2
 
 
-def test_a_parse_kept_as_parquet_gives_the_cached_parse_tables(
-    spark: Any, tables: dict[str, Any], tmp_path: Path
+@pytest.mark.parametrize(
+    "gathered", [pipeline.BAD_ROWS_GATHERED, 2], ids=["bad-gathered", "bad-parsed-again"]
+)
+def test_the_events_table_written_in_the_parse_s_pass_gives_the_cached_parse_tables(
+    spark: Any, tables: dict[str, Any], tmp_path: Path, gathered: int
 ) -> None:
-    """kcoord analytics keeps the parse as Parquet files (``stage``), not in the in-memory cache:
-    every table, good and bad records alike, has the same rows either way."""
+    """kcoord analytics writes the events table in the parse's own pass (pipeline.write_events) and
+    builds every other table from its files: every table, good and bad records alike, has the same
+    rows as from the in-memory parse. The bad records are gathered on the way; when there are more
+    than that takes (2 here), they are parsed again, with the same rows."""
     values: list[bytes | None] = [json.dumps(e).encode() for e in scenario()]
     values += [value for value, _, _ in bad_records()]
-    stage = str(tmp_path / "_parsed")
-    built = pipeline.build(spark, raw_frame(spark, values), None, stage)
-    assert list(Path(stage).glob("*.parquet"))  # the parse was written there, not cached
+    path = str(tmp_path / "events")
+    writes = []
+
+    def write(good: Any) -> Any:
+        writes.append(path)
+        good.write.mode("overwrite").parquet(path)
+        return spark.read.parquet(path)
+
+    built = pipeline.build_from(spark, pipeline.write_events(raw_frame(spark, values), write, gathered), None)
+    assert writes == [path] and list(Path(path).glob("*.parquet"))
+    assert spark.conf.get(pipeline.CONSTRAINT_PROPAGATION, None) is None  # put back after the write
+    assert set(built) == set(tables)
     for name, df in built.items():
-        staged, cached = df.toPandas(), tables[name]
-        assert list(staged.columns) == list(cached.columns), name
+        written, cached = df.toPandas(), tables[name]
+        assert list(written.columns) == list(cached.columns), name
         as_text = [
-            t.astype(str).sort_values(list(t.columns)).reset_index(drop=True) for t in (staged, cached)
+            t.astype(str).sort_values(list(t.columns)).reset_index(drop=True) for t in (written, cached)
         ]
         assert as_text[0].equals(as_text[1]), name
-    assert len(built["bad_events"].toPandas()) == len(bad_records())
+    assert len(built["bad_events"].toPandas()) == len(bad_records()) > 2
 
 
 def test_report_renders_plots_and_says_empty(spark: Any, tmp_path: Path) -> None:

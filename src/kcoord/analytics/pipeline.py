@@ -22,10 +22,10 @@ Definitions (also in the report):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -67,6 +67,8 @@ def protocol_class(protocol_type: Any, protocol: Any) -> Any:
 # -- the event topic ----------------------------------------------------------------------------------
 # The parse cache's columns for bad_events (renamed to problem, detail, sample in that table).
 BAD_PROBLEM, BAD_DETAIL, BAD_SAMPLE = "_problem", "_problem_detail", "_sample"
+EVENT_FIELDS = [f.name for f in event_schema.EVENT_SCHEMA_V1.fields]
+CONSTRAINT_PROPAGATION = "spark.sql.constraintPropagation.enabled"
 # The event types that describe generations, and the one that ends a group's lifetime.
 GENERATION_TYPES = ("assignment", "rebalance_started", "rebalance_completed")
 DELETED = "group_deleted"
@@ -113,21 +115,10 @@ def reconciliations(events: DataFrame) -> DataFrame:
     )
 
 
-def parse_events(raw: DataFrame, stage: str | None = None) -> tuple[DataFrame, DataFrame]:
-    """(events, bad_events): each record checked against its version's strict schema
-    (:mod:`.event_schema`); one that fails goes to bad_events with its problem, the failing fields
-    and a sample. The input is read and parsed once; both tables are filters of that.
-
-    The parse is kept as Parquet files at ``stage`` (written here, at once) when given, else in
-    Spark's in-memory cache. The cache takes ~175 bytes per event (1M events: 173 MiB): at 10M
-    it outgrew the 2g driver's storage memory, went to disk serialized, and every table after the
-    events read it back from there, with the GC busy throughout. Parquet files hold the same
-    columns in a fraction of that, off the heap, and each table reads only the columns (and the
-    fields of a column) it needs.
-
-    The parse holds the event's fields as columns of their own, not as one struct: every table
-    after this reads a few fields of it, and a cached struct is read whole for each (Spark's
-    in-memory cache prunes columns, not fields of a column)."""
+def _parse(raw: DataFrame) -> DataFrame:
+    """Every record, good and bad, with the event's fields as columns of their own (not one struct:
+    every table after this reads a few fields, and a struct is read whole) and bad_events' own
+    columns: null for a good record."""
     text = F.col("value").cast("string")
     parsed = raw.select(
         "partition",
@@ -138,32 +129,97 @@ def parse_events(raw: DataFrame, stage: str | None = None) -> tuple[DataFrame, D
         F.from_json(text, event_schema.PARSE_SCHEMA, event_schema.JSON_OPTIONS).alias("e"),
     )
     parsed = parsed.withColumn("problem", event_schema.problem(F.col("value"), F.col("text"), F.col("e")))
-    fields = [f.name for f in event_schema.EVENT_SCHEMA_V1.fields]
     # bad_events' own columns under names no event field has ("detail" is one)
-    parsed = parsed.select(
+    return parsed.select(
         "partition",
         "offset",
         "record_ts",
         F.col("problem").alias(BAD_PROBLEM),
         event_schema.problem_detail(F.col("problem"), F.col("e")).alias(BAD_DETAIL),
         event_schema.sample(F.col("value"), F.col("text"), F.col("problem")).alias(BAD_SAMPLE),
-        *[F.col("e")[name].alias(name) for name in fields],
+        *[F.col("e")[name].alias(name) for name in EVENT_FIELDS],
     )
-    if stage is None:
-        parsed = parsed.cache()
-    else:
-        parsed.write.mode("overwrite").parquet(stage)
-        parsed = raw.sparkSession.read.parquet(stage)
-    bad = parsed.where(F.col(BAD_PROBLEM).isNotNull()).select(
-        "partition",
-        "offset",
-        "record_ts",
+
+
+def _bad_columns() -> list[Column]:
+    """bad_events' columns, from the parse's."""
+    return [
+        F.col("partition"),
+        F.col("offset"),
+        F.col("record_ts"),
         F.col(BAD_PROBLEM).alias("problem"),
         F.col(BAD_DETAIL).alias("detail"),
         F.col(BAD_SAMPLE).alias("sample"),
+    ]
+
+
+def _good(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col(BAD_PROBLEM).isNull()).select("partition", "offset", *EVENT_FIELDS)
+
+
+def _bad(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col(BAD_PROBLEM).isNotNull()).select(*_bad_columns())
+
+
+def parse_events(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(events, bad_events) in Spark's in-memory cache: each record checked against its version's
+    strict schema (:mod:`.event_schema`); one that fails goes to bad_events with its problem, the
+    failing fields and a sample. The input is read and parsed once; both tables are filters of that.
+
+    For tests and small inputs: at 10M events the cache (~175 bytes per event) outgrew the driver's
+    storage memory. ``kcoord analytics`` writes the events table in the parse's own pass instead
+    (:func:`write_events`)."""
+    parsed = _parse(raw).cache()
+    return _good(parsed), _bad(parsed)
+
+
+# Bad records gathered in the parse's own pass (write_events); should there be more, they are parsed
+# again, from the raw records, in a pass of their own.
+BAD_ROWS_GATHERED = 10_000
+
+
+def write_events(
+    raw: DataFrame, write: Callable[[DataFrame], DataFrame], gathered: int = BAD_ROWS_GATHERED
+) -> tuple[DataFrame, DataFrame]:
+    """(events, bad_events) with the events table written in the parse's own pass: ``write`` writes
+    the good records as the events table and gives the table read back. The bad records are gathered
+    on the way as an observed metric (the first ``gathered`` of them by partition and offset, and
+    their count); more than that are parsed again from ``raw``.
+
+    One pass: the parse is neither kept (a cache or a stage's files) nor read a second time, and
+    every table after this reads the events table's files: of each only the columns it needs.
+
+    An observed metric over this plan sent Catalyst's constraint propagation into a search that
+    filled a 2g heap before any row was read (the strict schema's large expressions); it is off for
+    the write (bench/RESULTS.md, "The one-pass parse's out-of-memory, found")."""
+    spark = raw.sparkSession
+    parsed = _parse(raw)
+    is_bad = F.col(BAD_PROBLEM).isNotNull()
+    observation = Observation("kcoord-bad-events")
+    observed = parsed.observe(
+        observation,
+        F.count_if(is_bad).alias("bad"),
+        F.min_by(
+            F.when(is_bad, F.struct(*_bad_columns())),
+            F.when(is_bad, F.struct("partition", "offset")),
+            gathered,
+        ).alias("rows"),
     )
-    events = parsed.where(F.col(BAD_PROBLEM).isNull()).select("partition", "offset", *fields)
-    return events, bad
+    before = spark.conf.get(CONSTRAINT_PROPAGATION, None)
+    spark.conf.set(CONSTRAINT_PROPAGATION, "false")
+    try:
+        events = write(_good(observed))
+    finally:
+        if before is None:
+            spark.conf.unset(CONSTRAINT_PROPAGATION)
+        else:
+            spark.conf.set(CONSTRAINT_PROPAGATION, before)
+    seen = observation.get
+    bad_schema = _bad(parsed).schema
+    if seen["bad"] > len(seen["rows"] or []):
+        return events, _bad(_parse(raw))
+    rows = [tuple(row) for row in seen["rows"] or []]
+    return events, spark.createDataFrame(rows, bad_schema)
 
 
 def assignment_generations(events: DataFrame) -> DataFrame:
@@ -768,23 +824,45 @@ def decode_offsets_topic(spark: SparkSession, raw: DataFrame) -> DataFrame:
     )
 
 
+# The tables built from the event topic (build_from), the others from the offsets topic.
+EVENT_TABLES = frozenset(
+    {
+        "events",
+        "bad_events",
+        "movement",
+        "rebalances",
+        "reconciliations",
+        "commits",
+        "fencing",
+        "zombies",
+        "churn",
+        "shard_loads",
+    }
+)
+
+
 def build(
-    spark: SparkSession,
-    raw_events: DataFrame | None,
-    raw_offsets: DataFrame | None,
-    stage: str | None = None,
+    spark: SparkSession, raw_events: DataFrame | None, raw_offsets: DataFrame | None
 ) -> dict[str, DataFrame]:
-    """The tables (not yet computed, but for the events' parse when ``stage`` names where it goes:
-    :func:`parse_events`)."""
+    """Every table from the raw records, the events' parse in the in-memory cache (tests, small
+    inputs: :func:`parse_events`)."""
+    return build_from(spark, None if raw_events is None else parse_events(raw_events), raw_offsets)
+
+
+def build_from(
+    spark: SparkSession, parsed: tuple[DataFrame, DataFrame] | None, raw_offsets: DataFrame | None
+) -> dict[str, DataFrame]:
+    """The tables (not yet computed) from the events' (events, bad_events), when there are events,
+    and the offsets topic's raw records."""
     tables: dict[str, DataFrame] = {}
-    if raw_events is not None:
-        events, bad = parse_events(raw_events, stage)
-        # not cached: a broadcast join over the parse cache, cheaper to do again than to keep
+    if parsed is not None:
+        events, bad = parsed
+        # not cached: a broadcast join over the events, cheaper to do again than to keep
         lives = with_lifetimes(events)
         moves = movement(assignment_generations(lives)).cache()
+        tables["events"] = events
+        tables["bad_events"] = bad
         tables.update(
-            events=events.drop("assignment", "fenced", "rejected"),
-            bad_events=bad,
             movement=moves,
             rebalances=rebalances(events, lives, moves),
             reconciliations=reconciliations(events),

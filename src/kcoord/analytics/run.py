@@ -410,10 +410,10 @@ def _read_sources(
 
 def _incremental_sources(
     spark: Any, args: argparse.Namespace, since: int | None, summary: dict[str, Any], run_id: int
-) -> tuple[dict[str, tuple[Any, Any]], dict[str, dict[int, int]]] | None:
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, dict[int, int]], dict[str, dict[int, int]]] | None:
     """Read what arrived since the checkpoint into ``_raw`` and give, per role ("events",
-    "offsets"), the (new, all committed + new) records, and the end offsets to commit; None when
-    nothing arrived (no work at all)."""
+    "offsets"), the (new, all committed + new) records, and per topic the offsets this run starts
+    reading at and the end offsets to commit; None when nothing arrived (no work at all)."""
     from . import checkpoint, kafka_io
 
     if args.input_parquet:
@@ -452,25 +452,28 @@ def _incremental_sources(
         # a first run's history is its own records: the same DataFrame, built once
         every = checkpoint.raw_records(spark, args.out, topic, ckpt.runs | {run_id}) if ckpt.runs else new
         sources[role] = (new, every)
-    return sources, ends
+    return sources, starts, ends
 
 
-# Where the events' parse is kept while the tables are computed (pipeline.parse_events): beside the
-# tables (any path Spark writes to), emptied when they are written.
-STAGE_DIR = "_parsed"
+def _events_writer(spark: Any, args: argparse.Namespace, mode: str) -> Any:
+    """The events table's write for :func:`pipeline.write_events`: ``mode`` "overwrite" or
+    "append"; it gives the whole table read back (without its partition column)."""
+
+    def write(good: Any) -> Any:
+        tables.write_table(spark, good, args.out, "events", mode, args.partition_by_group)
+        return tables.read_table(spark, args.out, "events").drop(tables.PARTITION_DATE)
+
+    return write
 
 
-def _stage(args: argparse.Namespace, which: str) -> str:
-    return tables.join(tables.join(args.out, STAGE_DIR), which)
+def _from_offsets(events: Any, starts: dict[int, int]) -> Any:
+    """The events at or after ``starts`` (partition -> offset; a partition not there from 0)."""
+    from pyspark.sql import functions as F
 
-
-def _clear_stages(spark: Any, args: argparse.Namespace) -> None:
-    """Empty each stage this run wrote (through Spark: ``--out`` may be any file system)."""
-    for which in ("new", "all"):
-        path = _stage(args, which)
-        stored = tables.read_table(spark, tables.join(args.out, STAGE_DIR), which)
-        if stored is not None:
-            spark.createDataFrame([], stored.schema).write.mode("overwrite").parquet(path)
+    if not starts:
+        return events
+    start = F.create_map(*[F.lit(x) for p, o in sorted(starts.items()) for x in (p, o)])[F.col("partition")]
+    return events.where(F.col("offset") >= F.coalesce(start, F.lit(0)))
 
 
 # Tables written at a time. One job alone leaves cores idle while the driver plans the next and
@@ -522,27 +525,53 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "out": args.out,
     }
     written: dict[str, tuple[Any, str]] = {}
+    events_written = False  # the events table is written by the parse, not with the others
     if args.incremental:
         found = _incremental_sources(spark, args, since, summary, run_id)
         if found is None:  # nothing new: no table, report or checkpoint is touched
             summary.update(rows={}, table_seconds={}, records_read=0, no_work=True)
             summary["total_seconds"] = summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
             return summary
-        sources, ends = found
+        sources, starts, ends = found
         events_new, events_all = sources.get("events", (None, None))
         offsets_new, offsets_all = sources.get("offsets", (None, None))
-        t = time.monotonic()
-        new_tables = pipeline.build(spark, events_new, offsets_new, _stage(args, "new"))
         first_run = events_all is events_new and offsets_all is offsets_new
-        all_tables = (
-            new_tables if first_run else pipeline.build(spark, events_all, offsets_all, _stage(args, "all"))
+        t = time.monotonic()
+        # The events table is written in the parse's own pass and every other events table read
+        # from it. One written by an older kcoord lacks fields the others read (assignment, fenced,
+        # rejected), and one removed by hand lacks every event: either is written again, from every
+        # record read so far, with the tables appended from it.
+        stored = None if first_run or events_new is None else tables.read_table(spark, args.out, "events")
+        rewrite = (
+            not first_run
+            and events_new is not None
+            and (stored is None or "assignment" not in stored.columns)
         )
+        new_parse = every_parse = None
+        if events_new is not None:
+            mode = "overwrite" if first_run or rewrite else "append"
+            every, bad = pipeline.write_events(
+                events_all if rewrite else events_new, _events_writer(spark, args, mode)
+            )
+            if not (first_run or rewrite):
+                # The table holds every event now: the committed runs' and this one's, and a stopped
+                # run's rows, appended before it could commit: each record is counted once.
+                every = every.dropDuplicates(["partition", "offset"])
+            fresh = every if first_run or rewrite else _from_offsets(every, starts[args.events_topic])
+            # bad_events is appended from this run's records alone (every_parse's is not written)
+            new_parse, every_parse = (fresh, bad), (every, bad)
+            events_written = True
+        new_tables = pipeline.build_from(spark, new_parse, offsets_new)
+        all_tables = new_tables if first_run else pipeline.build_from(spark, every_parse, offsets_all)
         summary["parse_seconds"] = round(time.monotonic() - t, 2)
         for name, df in all_tables.items():
+            if name == "events":
+                continue  # written by the parse
             if name in APPENDED_TABLES:
                 if name in new_tables:  # absent: that topic had no record to read this time
                     # a first run replaces what a whole (not incremental) run may have left there
-                    written[name] = (new_tables[name], "overwrite" if first_run else "append")
+                    whole = first_run or (rewrite and name in pipeline.EVENT_TABLES)
+                    written[name] = (new_tables[name], "overwrite" if whole else "append")
             else:
                 written[name] = (df, "overwrite")
         commits_for_lag = all_tables.get("offset_commits")
@@ -550,19 +579,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         raw_events, raw_offsets = _read_sources(spark, args, since, summary)
         t = time.monotonic()
-        built = pipeline.build(spark, raw_events, raw_offsets, _stage(args, "all"))
+        parsed = None
+        if raw_events is not None:
+            parsed = pipeline.write_events(raw_events, _events_writer(spark, args, "overwrite"))
+            events_written = True
+        built = pipeline.build_from(spark, parsed, raw_offsets)
         summary["parse_seconds"] = round(time.monotonic() - t, 2)
-        written = {name: (df, "overwrite") for name, df in built.items()}
+        written = {name: (df, "overwrite") for name, df in built.items() if name != "events"}
         commits_for_lag = built.get("offset_commits")
     if commits_for_lag is not None and args.bootstrap_server:
         lag = lag_table(spark, args.bootstrap_server, commits_for_lag, args.lag_points)
         if lag is not None:
             written["lag"] = (lag, "overwrite")
     _write_tables(spark, args, written, summary)
-    # The parse and the movement's cache are no use to the report (it reads the written tables):
-    # the memory and the disk they took go back before it runs.
+    if events_written:
+        summary["rows"] = {"events": tables.read_table(spark, args.out, "events").count(), **summary["rows"]}
+    # The movement's cache is no use to the report (it reads the written tables): the memory and
+    # the disk it took go back before it runs.
     spark.catalog.clearCache()
-    _clear_stages(spark, args)
     if args.incremental:
         checkpoint.commit(spark, args.out, run_id, ends)  # last: the run counts once all is written
     summary["pipeline_seconds"] = round(time.monotonic() - started, 2)
