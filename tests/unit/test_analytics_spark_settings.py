@@ -65,3 +65,16 @@ def test_bad_spark_options_are_one_line_and_exit_2(
 def test_a_remote_out_needs_a_local_report_dir(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--bootstrap-server", "127.0.0.1:1", "--out", "s3a://bucket/kcoord"]) == 2
     assert "give --report-dir for the report, or --no-report" in capsys.readouterr().err
+
+
+def test_the_movement_is_written_first_and_the_tables_reading_its_cache_last() -> None:
+    """The other writer has tables of its own while the movement's cache is computed: the
+    rebalances (which read it) come after every other table; the rest keep their order."""
+    from kcoord.analytics.run import write_order
+
+    built = ["bad_events", "movement", "rebalances", "reconciliations", "commits", "zombies", "lag"]
+    assert write_order(dict.fromkeys(built)) == [
+        "movement", "bad_events", "reconciliations", "commits", "zombies", "lag", "rebalances",
+    ]  # fmt: skip
+    offsets_only = ["offset_commits", "generations", "generation_movement"]
+    assert write_order(dict.fromkeys(offsets_only)) == offsets_only
