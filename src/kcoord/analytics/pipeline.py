@@ -215,11 +215,10 @@ def write_events(
         else:
             spark.conf.set(CONSTRAINT_PROPAGATION, before)
     seen = observation.get
-    bad_schema = _bad(parsed).schema
-    if seen["bad"] > len(seen["rows"] or []):
-        return events, _bad(_parse(raw))
     rows = [tuple(row) for row in seen["rows"] or []]
-    return events, spark.createDataFrame(rows, bad_schema)
+    if seen["bad"] > len(rows):
+        return events, _bad(_parse(raw))
+    return events, spark.createDataFrame(rows, _bad(parsed).schema)
 
 
 def assignment_generations(events: DataFrame) -> DataFrame:

@@ -540,7 +540,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "out": args.out,
     }
     written: dict[str, tuple[Any, str]] = {}
-    events_written = False  # the events table is written by the parse, not with the others
+    events_table = None  # written by the parse, not with the others; as read back after its write
     if args.incremental:
         found = _incremental_sources(spark, args, since, summary, run_id)
         if found is None:  # nothing new: no table, report or checkpoint is touched
@@ -556,26 +556,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # from it. One written by an older kcoord lacks fields the others read (assignment, fenced,
         # rejected), and one removed by hand lacks every event: either is written again, from every
         # record read so far, with the tables appended from it.
-        stored = None if first_run or events_new is None else tables.read_table(spark, args.out, "events")
-        rewrite = (
-            not first_run
-            and events_new is not None
-            and (stored is None or "assignment" not in stored.columns)
-        )
+        rewrite = False
         new_parse = every_parse = None
         if events_new is not None:
+            stored = None if first_run else tables.read_table(spark, args.out, "events")
+            rewrite = not first_run and (stored is None or "assignment" not in stored.columns)
             mode = "overwrite" if first_run or rewrite else "append"
-            every, bad = pipeline.write_events(
+            events_table, bad = pipeline.write_events(
                 events_all if rewrite else events_new, _events_writer(spark, args, mode)
             )
-            if not (first_run or rewrite):
+            if first_run or rewrite:
+                every = fresh = events_table
+            else:
                 # The table holds every event now: the committed runs' and this one's, and a stopped
                 # run's rows, appended before it could commit: each record is counted once.
-                every = every.dropDuplicates(["partition", "offset"])
-            fresh = every if first_run or rewrite else _from_offsets(every, starts[args.events_topic])
+                every = events_table.dropDuplicates(["partition", "offset"])
+                fresh = _from_offsets(every, starts[args.events_topic])
             # bad_events is appended from this run's records alone (every_parse's is not written)
             new_parse, every_parse = (fresh, bad), (every, bad)
-            events_written = True
         new_tables = pipeline.build_from(spark, new_parse, offsets_new)
         all_tables = new_tables if first_run else pipeline.build_from(spark, every_parse, offsets_all)
         summary["parse_seconds"] = round(time.monotonic() - t, 2)
@@ -597,7 +595,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         parsed = None
         if raw_events is not None:
             parsed = pipeline.write_events(raw_events, _events_writer(spark, args, "overwrite"))
-            events_written = True
+            events_table = parsed[0]
         built = pipeline.build_from(spark, parsed, raw_offsets)
         summary["parse_seconds"] = round(time.monotonic() - t, 2)
         written = {name: (df, "overwrite") for name, df in built.items() if name != "events"}
@@ -607,8 +605,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if lag is not None:
             written["lag"] = (lag, "overwrite")
     _write_tables(spark, args, written, summary)
-    if events_written:
-        summary["rows"] = {"events": tables.read_table(spark, args.out, "events").count(), **summary["rows"]}
+    if events_table is not None:
+        summary["rows"] = {"events": events_table.count(), **summary["rows"]}
     # The movement's cache is no use to the report (it reads the written tables): the memory and
     # the disk it took go back before it runs.
     spark.catalog.clearCache()
