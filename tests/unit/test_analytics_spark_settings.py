@@ -4,6 +4,7 @@ them before Spark starts (no Spark session needed)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,10 +28,17 @@ def test_packages_jars_py_files_and_conf_are_passed_to_spark() -> None:
     assert settings["spark.sql.session.timeZone"] == "UTC"
 
 
+def test_the_driver_jvm_kcoord_starts_runs_the_throughput_collector_unless_told_otherwise() -> None:
+    assert session_conf()["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC"
+    mine = session_conf(conf=["spark.driver.extraJavaOptions=-XX:+UseG1GC -Dx=1"])
+    assert mine["spark.driver.extraJavaOptions"] == "-XX:+UseG1GC -Dx=1"
+
+
 def test_a_session_someone_else_launched_gets_only_sql_settings_from_us() -> None:
     """spark-submit or a Spark Connect server owns memory and the UI; kcoord asks for neither."""
     settings = session_conf(launching=False)
     assert "spark.driver.memory" not in settings and "spark.ui.enabled" not in settings
+    assert "spark.driver.extraJavaOptions" not in settings
     assert settings["spark.sql.mapKeyDedupPolicy"] == "LAST_WIN"
     # a SQL setting, so it reaches a Spark Connect server's session too: the strict schema's
     # checks compile to a method too large for the JVM's JIT without it
@@ -78,3 +86,10 @@ def test_the_movement_is_written_first_and_the_tables_reading_its_cache_last() -
     ]  # fmt: skip
     offsets_only = ["offset_commits", "generations", "generation_movement"]
     assert write_order(dict.fromkeys(offsets_only)) == offsets_only
+
+
+def test_the_session_kcoord_starts_has_a_parallel_collector(spark: Any) -> None:
+    """The setting reaches the JVM: its collectors are the Parallel ones (G1's would be G1 Young/Old)."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    names = sorted(str(bean.getName()) for bean in beans)
+    assert names == ["PS MarkSweep", "PS Scavenge"], names

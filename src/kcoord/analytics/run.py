@@ -155,6 +155,14 @@ RUNTIME_CONF = {
 }
 
 
+# The driver JVM kcoord starts (in local mode it runs every task too): the throughput collector, not
+# JDK 17's default G1, whose concurrent marking and refinement threads take cores from the tasks on a
+# batch job's full heap. 10M events, two pairs side by side: the whole run 117.4 / 124.9 s against
+# 147.1 / 138.0, the process tree 202.5 / 215.5 CPU-s against 258.0 / 239.4 (bench/RESULTS.md,
+# "Analytics: the driver's garbage collector"). A ``--conf spark.driver.extraJavaOptions=...`` replaces it.
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+
 def with_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with every option set (callers that build a Namespace by hand name only some)."""
     return argparse.Namespace(**{**OPTION_DEFAULTS, **vars(args)})
@@ -185,6 +193,7 @@ def session_conf(
                 "spark.ui.showConsoleProgress": "false",
                 "spark.log.level": "ERROR",
                 "spark.driver.memory": driver_memory or os.environ.get("KCOORD_SPARK_DRIVER_MEMORY", "2g"),
+                "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
             }
         )
     for key, value in (
