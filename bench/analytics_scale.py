@@ -13,10 +13,11 @@ corrupt.
 Each size runs ``kcoord analytics`` in a child process of its own (a fresh interpreter and JVM, so
 the wall time includes the Spark session's start, and nothing a run before it grew is counted):
 memory is the peak proportional set size (PSS) of that child's process tree (its Python, the JVM,
-Spark's Python workers), sampled every 0.2 s, with the processes that made up the peak; CPU-seconds are the tree's
-user + system time (``/proc``, every process seen) and, per table, the Spark tasks' CPU time from
-Spark's event log (``executorCpuTime`` of the jobs run while the table was written: a loaded
-machine inflates wall time, much less task CPU).
+Spark's Python workers), sampled every second, with the processes that made up the peak; CPU-seconds are the tree's
+user + system time (``/proc``, every process seen) and, with ``--event-log``, per table, the Spark
+tasks' CPU time from Spark's event log (``executorCpuTime`` of the jobs run while the table was
+written: a loaded machine inflates wall time, much less task CPU). The event log is off by default:
+writing it costs the run time of its own, and without it the run is the command a user runs.
 
 Beside each Spark run, the floor: :mod:`bench.analytics_duckdb` (DuckDB, the same files, the core
 tables) in another child process, its peak memory sampled the same way (``--no-duckdb`` skips
@@ -210,8 +211,16 @@ def generate(n: int, directory: Path, chunk: int = 500_000) -> None:
 
 
 class TreeSampler:
-    """Samples ``pid``'s process tree every 0.2 s until :meth:`stop`: the peak memory (PSS, and
-    the processes then), and the CPU-seconds of every process seen (its last sample)."""
+    """Samples ``pid``'s process tree until :meth:`stop`: the CPU-seconds of every process seen (its
+    last sample, every 0.2 s) and the peak memory (PSS, and the processes then, every second).
+
+    PSS is read once a second, not every 0.2 s: each read of a 2-3 GiB JVM's costs ~30 ms of CPU
+    and its memory map's lock (:func:`support.process_tree.tree`), and five a second made a 10M run
+    take 121.6 s of wall instead of 104.4 (2026-11-29, bench/RESULTS.md). The JVM's memory grows
+    and shrinks over seconds, not fractions of one."""
+
+    CPU_EVERY = 0.2  # seconds
+    MEMORY_EVERY = 5  # CPU samples
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -222,21 +231,25 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _sample(self) -> None:
-        procs = tree(self.pid)
+    def _sample(self, memory: bool) -> None:
+        procs = tree(self.pid, pss=memory)
         for p, (_, _, _, cpu) in procs.items():
             self.cpu[p] = cpu
-        rss = sum(r for _, _, r, _ in procs.values())
-        if rss > self.peak:
-            self.peak = rss
+        if not memory:
+            return
+        pss = sum(r for _, _, r, _ in procs.values())
+        if pss > self.peak:
+            self.peak = pss
             self.at_peak = sorted(((name, r >> 20) for _, name, r, _ in procs.values()), key=lambda x: -x[1])
 
     def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self._sample()
+        samples = 0
+        while not self._stop.wait(self.CPU_EVERY):
+            samples += 1
+            self._sample(memory=samples % self.MEMORY_EVERY == 0)
 
     def stop(self) -> None:
-        self._sample()
+        self._sample(memory=True)
         self._stop.set()
         self._thread.join()
 
@@ -325,7 +338,14 @@ def run_one(args: argparse.Namespace, n: int) -> dict[str, object]:
     work = Path(args.work)
     log_dir = work / f"eventlog-{n}-{args.tag}"
     shutil.rmtree(log_dir, ignore_errors=True)
-    log_dir.mkdir(parents=True)
+    event_log = []
+    if args.event_log:
+        log_dir.mkdir(parents=True)
+        event_log = [
+            "spark.eventLog.enabled=true",
+            "spark.eventLog.compress=false",
+            f"spark.eventLog.dir={log_dir}",
+        ]
     windows: dict[str, tuple[float, float]] = {}
     write_table = tables.write_table
 
@@ -348,12 +368,7 @@ def run_one(args: argparse.Namespace, n: int) -> dict[str, object]:
             no_report=False,
             lag_points=5,
             driver_memory=args.driver_memory,
-            conf=[
-                *args.conf,
-                "spark.eventLog.enabled=true",
-                "spark.eventLog.compress=false",
-                f"spark.eventLog.dir={log_dir}",
-            ],
+            conf=[*args.conf, *event_log],
         )
     )
     from pyspark.sql import SparkSession
@@ -361,7 +376,7 @@ def run_one(args: argparse.Namespace, n: int) -> dict[str, object]:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()  # flushes the event log
-    summary["event_log"] = event_log_cpu(log_dir, windows)
+    summary["event_log"] = event_log_cpu(log_dir, windows) if args.event_log else {}
     return summary
 
 
@@ -389,6 +404,8 @@ def spark_run(
         args.work,
     ]
     cmd += ["--master", args.master] + [f"--conf={c}" for c in args.conf]
+    if args.event_log:
+        cmd.append("--event-log")
     if args.driver_memory:
         cmd += ["--driver-memory", args.driver_memory]
     started = time.monotonic()
@@ -416,6 +433,11 @@ def main() -> None:
     p.add_argument("--work", default="/tmp/kcoord-analytics-scale")
     p.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB floor")
     p.add_argument("--driver-memory", help="spark.driver.memory (default: kcoord analytics' own)")
+    p.add_argument(
+        "--event-log",
+        action="store_true",
+        help="Spark's event log on: the tasks' CPU per table (it costs the run time of its own)",
+    )
     p.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
     )

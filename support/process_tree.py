@@ -65,8 +65,12 @@ def _processes() -> dict[int, tuple[int, str, int, float]]:
     return found
 
 
-def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
-    """``pid`` and all its descendants (as :func:`_processes`, with PSS for the resident bytes)."""
+def tree(pid: int, pss: bool = True) -> dict[int, tuple[int, str, int, float]]:
+    """``pid`` and all its descendants (as :func:`_processes`, with PSS for the resident bytes;
+    ``pss=False``: the resident bytes as the listing read them, for a sample of CPU alone).
+
+    PSS is not free: the kernel walks the process's page tables for it (``smaps_rollup``), ~30 ms
+    of CPU for a 2 GiB JVM, holding its memory map's lock meanwhile."""
     procs = _processes()
     children: dict[int, list[int]] = {}
     for p, (parent, _, _, _) in procs.items():
@@ -79,7 +83,7 @@ def tree(pid: int) -> dict[int, tuple[int, str, int, float]]:
             # Asked before the memory is read: a child that exec's in between has its own pages
             # by then. (A sample once counted such a child at the JVM's 2.6 GiB: s45's first 10M run.)
             if p == pid or not shares_address_space(p, parent):
-                mem = _pss(str(p), rss)
+                mem = _pss(str(p), rss) if pss else rss
                 if mem is not None:
                     out[p] = (parent, name, mem, cpu)
         stack.extend(children.get(p, []))
