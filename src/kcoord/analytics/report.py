@@ -6,6 +6,9 @@ import base64
 import html
 import json
 import textwrap
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,54 @@ def _pdf(df: Any, columns: tuple[str, ...] = ()) -> Any:
     return (df.select(*columns) if columns else df).toPandas()
 
 
+@dataclass(frozen=True)
+class CommitRates:
+    """What the commit rate section shows: the busiest groups' totals and their sums per step."""
+
+    totals: Any  # pandas: group, commits, requests, first_ts, last_ts (the busiest first)
+    busiest: list[str]  # the groups plotted
+    sums: Any  # pandas: group, step_ts, partitions
+    step_ms: int
+
+
+# What the report reads of the fencing table.
+FENCING_COLUMNS = ("ts", "mode", "error", "n", "outcome", "api", "source")
+# Tables read (and brought to pandas) at a time while the report is drawn. Drawing is the
+# driver's Python alone; reading is Spark's jobs and Arrow's transfers: each table is read in
+# another thread while the sections before it are drawn, in the order they are drawn.
+REPORT_READERS = 2
+
+
+class Frames:
+    """The report's tables as pandas, each read in ``pool`` as soon as a reader is free, in the
+    order the sections use them; :meth:`get` waits for one. (Every plot is drawn by the calling
+    thread: pyplot is not thread-safe.)"""
+
+    def __init__(self, pool: ThreadPoolExecutor, spark: Any, out: str, with_events: bool) -> None:
+        def table(name: str, columns: tuple[str, ...] = ()) -> Callable[[], Any]:
+            return lambda: _pdf(_table(spark, out, name), columns)
+
+        readers: dict[str, Callable[[], Any]] = {
+            "bad_events": table("bad_events"),
+            "bad_offset_records": table("bad_offset_records"),
+            "other_offset_records": table("other_offset_records"),
+        }
+        if with_events:
+            readers.update(
+                rebalances=table("rebalances", REBALANCE_COLUMNS),
+                reconciliations=table("reconciliations"),
+                commit_rate=lambda: commit_rates(_table(spark, out, "commits")),
+                fencing=table("fencing", FENCING_COLUMNS),
+                zombies=table("zombies"),
+                churn=table("churn"),
+            )
+        readers["lag"] = table("lag")
+        self._futures: dict[str, Future[Any]] = {name: pool.submit(read) for name, read in readers.items()}
+
+    def get(self, name: str) -> Any:
+        return self._futures[name].result()
+
+
 class Report:
     def __init__(self, out: Path) -> None:
         self.out = out
@@ -126,8 +177,6 @@ def write_report(
     (default: ``out``, when it is a local directory)."""
     report_dir = Path(out) if report_dir is None else report_dir
     out = str(out)
-    from pyspark.sql import functions as F
-
     r = Report(report_dir)
     rows = summary.get("rows", {})
     since = summary.get("since_ms")
@@ -136,27 +185,28 @@ def write_report(
         f"pipeline {summary.get('pipeline_seconds')} s. Rows: {json.dumps(rows)}"
     )
     n_events = rows.get("events", 0)
-    bad = _pdf(_table(spark, out, "bad_events"))
-    if n_events == 0 and rows.get("offset_commits", 0) == 0:
-        r.h2("No events")
-        r.p(
-            "The event topic holds no events for this period (and the offsets topic no commits): "
-            "nothing to report. Is kcoord running with --events-topic set?"
-        )
-    _bad_input_section(r, bad, _pdf(_table(spark, out, "bad_offset_records")), summary)
-    other = _pdf(_table(spark, out, "other_offset_records"))
-    if not other.empty:
-        r.p(
-            f"{summary.get('offsets_topic') or 'offsets topic'}: {int(other['records'].sum())} records of "
-            "share or streams groups (or kcoord's shard fences), counted by type, not analysed."
-        )
-        r.table(other.groupby("record_type")["records"].sum().reset_index())
-    if n_events:
-        _rebalance_section(r, spark, out, F)
-        _commit_rate_section(r, spark, out)
-        _fencing_section(r, spark, out)
-        _churn_section(r, spark, out)
-    _lag_section(r, spark, out)
+    with ThreadPoolExecutor(REPORT_READERS, thread_name_prefix="kcoord-report") as pool:
+        frames = Frames(pool, spark, out, with_events=bool(n_events))
+        if n_events == 0 and rows.get("offset_commits", 0) == 0:
+            r.h2("No events")
+            r.p(
+                "The event topic holds no events for this period (and the offsets topic no commits): "
+                "nothing to report. Is kcoord running with --events-topic set?"
+            )
+        _bad_input_section(r, frames.get("bad_events"), frames.get("bad_offset_records"), summary)
+        other = frames.get("other_offset_records")
+        if not other.empty:
+            r.p(
+                f"{summary.get('offsets_topic') or 'offsets topic'}: {int(other['records'].sum())} records of "
+                "share or streams groups (or kcoord's shard fences), counted by type, not analysed."
+            )
+            r.table(other.groupby("record_type")["records"].sum().reset_index())
+        if n_events:
+            _rebalance_section(r, frames.get("rebalances"), frames.get("reconciliations"))
+            _commit_rate_section(r, frames.get("commit_rate"))
+            _fencing_section(r, frames.get("fencing"), frames.get("zombies"))
+            _churn_section(r, frames.get("churn"))
+        _lag_section(r, frames.get("lag"))
     path = r.write("kcoord analytics")
     summary["plots"] = [str(p) for p in r.pngs]
     if r.pngs:
@@ -236,8 +286,7 @@ REBALANCE_COLUMNS = (
 )
 
 
-def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
-    reb = _pdf(_table(spark, out, "rebalances"), REBALANCE_COLUMNS)
+def _rebalance_section(r: Report, reb: Any, rec: Any) -> None:
     r.h2("Rebalances")
     if reb.empty:
         r.p("No rebalance completed in this period.")
@@ -262,7 +311,7 @@ def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
     ax.hist(classic["duration_ms"].clip(lower=0), bins=30)
     ax.set_xlabel("ms")
     r.save(fig, "rebalance_durations")
-    _reconciliation_section(r, spark, out)
+    _reconciliation_section(r, rec)
     fig, ax = r.figure("causes", "Rebalance causes")
     reb["reason"].value_counts().plot.bar(ax=ax)
     short_category_labels(ax)
@@ -293,8 +342,7 @@ def _rebalance_section(r: Report, spark: Any, out: str, F: Any) -> None:
     r.save(fig, "partitions_moved")
 
 
-def _reconciliation_section(r: Report, spark: Any, out: str) -> None:
-    rec = _pdf(_table(spark, out, "reconciliations"))
+def _reconciliation_section(r: Report, rec: Any) -> None:
     if rec is None or rec.empty:
         return
     r.h2("KIP-848 reconciliation")
@@ -331,32 +379,25 @@ def short_category_labels(ax: Any, width: int = 24) -> None:
         label.set_horizontalalignment("right")
 
 
-def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
-    """Committed partitions per second for each group over time (from the per-second commit sums),
-    the busiest groups; a minute's mean when the history is longer than an hour. Summed in Spark:
-    the commits table has a row per group and second (most of the events), the plot a point per
-    busy group and step."""
-    import pandas as pd
+def commit_rates(c: Any) -> CommitRates | None:
+    """The commit rate section's numbers from the commits table ``c`` (None: no commits). Summed in
+    Spark: the table has a row per group and second (most of the events), the plot a point per busy
+    group and step."""
     from pyspark.sql import functions as F
 
-    c = _table(spark, out, "commits")
-    r.h2("Commit rate")
+    if c is None:
+        return None
     # a row per group (the time span from them too: one pass over the commits, not two)
     groups = (
-        None
-        if c is None
-        else c.groupBy("group")
+        c.groupBy("group")
         .agg(F.sum("partitions").alias("commits"), F.sum("requests").alias("requests"),
              F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
         .toPandas()
     )  # fmt: skip
-    if groups is None or groups.empty or groups["first_ts"].isna().all():
-        r.p("No commits in this period.")
-        return
+    if groups.empty or groups["first_ts"].isna().all():
+        return None
     lo, hi = groups["first_ts"].min(), groups["last_ts"].max()
     step_ms = 60_000 if hi - lo > 3_600_000 else 1000
-    step = "1min" if step_ms == 60_000 else "1s"
-    per_step = step_ms / 1000
     totals = (
         groups.sort_values(["commits", "group"], ascending=[False, True])
         .head(max(TOP, TABLE_ROWS))
@@ -369,6 +410,21 @@ def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
         .agg(F.sum("partitions").alias("partitions"))
         .toPandas()
     )
+    return CommitRates(totals, busiest, sums, step_ms)
+
+
+def _commit_rate_section(r: Report, rates: CommitRates | None) -> None:
+    """Committed partitions per second for each group over time (from the per-second commit sums),
+    the busiest groups; a minute's mean when the history is longer than an hour."""
+    import pandas as pd
+
+    r.h2("Commit rate")
+    if rates is None:
+        r.p("No commits in this period.")
+        return
+    totals, busiest, sums, step_ms = rates.totals, rates.busiest, rates.sums, rates.step_ms
+    step = "1min" if step_ms == 60_000 else "1s"
+    per_step = step_ms / 1000
     fig, ax = r.figure("commit_rate", f"Committed partitions per second per group ({step} steps)")
     for group in busiest:
         g = sums[sums["group"] == group].set_index("step_ts")["partitions"].sort_index()
@@ -384,8 +440,7 @@ def _commit_rate_section(r: Report, spark: Any, out: str) -> None:
     r.table(totals)
 
 
-def _fencing_section(r: Report, spark: Any, out: str) -> None:
-    f = _pdf(_table(spark, out, "fencing"), ("ts", "mode", "error", "n", "outcome", "api", "source"))
+def _fencing_section(r: Report, f: Any, z: Any) -> None:
     r.h2("Fenced and rejected commits")
     if f.empty:
         r.p("No fenced or rejected requests.")
@@ -401,7 +456,6 @@ def _fencing_section(r: Report, spark: Any, out: str) -> None:
             r.save(fig, "fenced_commits")
             _fencing_over_time(r, f)
         r.table(f[f["source"] == "member_fenced"].groupby(["api", "error", "mode"])["n"].sum().reset_index())
-    z = _pdf(_table(spark, out, "zombies"))
     r.h2("Zombie members")
     if z.empty:
         r.p("No fenced members.")
@@ -429,8 +483,7 @@ def _fencing_over_time(r: Report, fencing: Any) -> None:
     r.save(fig, "fenced_over_time")
 
 
-def _churn_section(r: Report, spark: Any, out: str) -> None:
-    c = _pdf(_table(spark, out, "churn"))
+def _churn_section(r: Report, c: Any) -> None:
     r.h2("Member churn")
     if c.empty:
         r.p("No members joined or left.")
@@ -444,8 +497,7 @@ def _churn_section(r: Report, spark: Any, out: str) -> None:
     r.save(fig, "member_churn")
 
 
-def _lag_section(r: Report, spark: Any, out: str) -> None:
-    lag = _pdf(_table(spark, out, "lag"))
+def _lag_section(r: Report, lag: Any) -> None:
     r.h2("Consumer lag")
     if lag.empty:
         r.p("No committed offsets (or no end offsets) in this period.")
