@@ -159,7 +159,7 @@ RUNTIME_CONF = {
 # JDK 17's default G1, whose concurrent marking and refinement threads take cores from the tasks on a
 # batch job's full heap. 10M events, two pairs side by side: the whole run 117.4 / 124.9 s against
 # 147.1 / 138.0, the process tree 202.5 / 215.5 CPU-s against 258.0 / 239.4 (bench/RESULTS.md,
-# "Analytics: the driver's garbage collector"). A ``--conf spark.driver.extraJavaOptions=...`` replaces it.
+# analytics, "2026-11-29 10:03-11:04 UTC"). A ``--conf spark.driver.extraJavaOptions=...`` replaces it.
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
