@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 TOP = 12
 TABLE_ROWS = 20  # rows a table of the report shows
@@ -54,6 +55,13 @@ def time_axis(ax: Any) -> None:
     locator = matplotlib.dates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+
+
+def count_axis(axis: Any) -> None:
+    """Counts on an axis as whole numbers with thousands separators (``1,400,000``), five ticks at
+    most: not matplotlib's ``1e6`` offset, nor long labels run into each other."""
+    axis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5, integer=True))
+    axis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
 
 
 def _table(spark: Any, out: str, name: str) -> Any:
@@ -301,6 +309,7 @@ def _rebalance_section(r: Report, reb: Any, rec: Any) -> None:
         g = reb[reb["group"] == group].sort_values("time")
         ax.step(g["time"], range(1, len(g) + 1), where="post", label=str(group)[:30])
     ax.set_ylabel("rebalances (cumulative)")
+    count_axis(ax.yaxis)
     time_axis(ax)
     ax.legend(fontsize=7)
     r.save(fig, "rebalances_over_time")
@@ -309,11 +318,13 @@ def _rebalance_section(r: Report, reb: Any, rec: Any) -> None:
     classic = reb[reb["protocol_class"] != "kip848"]
     fig, ax = r.figure("durations", "Rebalance duration distribution (classic protocol: join to stable)")
     ax.hist(classic["duration_ms"].clip(lower=0), bins=30)
+    count_axis(ax.yaxis)
     ax.set_xlabel("ms")
     r.save(fig, "rebalance_durations")
     _reconciliation_section(r, rec)
     fig, ax = r.figure("causes", "Rebalance causes")
     reb["reason"].value_counts().plot.bar(ax=ax)
+    count_axis(ax.yaxis)
     short_category_labels(ax)
     r.save(fig, "rebalance_causes")
     fig, ax = r.figure("stw", "Stop-the-world partition-seconds per group")
@@ -338,6 +349,7 @@ def _rebalance_section(r: Report, reb: Any, rec: Any) -> None:
     r.table(shuffle)
     fig, ax = r.figure("moved", "Partitions moved per group")
     per_group.head(TOP).set_index("group")["moved"].plot.bar(ax=ax)
+    count_axis(ax.yaxis)
     short_category_labels(ax)
     r.save(fig, "partitions_moved")
 
@@ -366,6 +378,7 @@ def _reconciliation_section(r: Report, rec: Any) -> None:
         "reconciliation", "KIP-848 reconciliation time (epoch bump to every member reconciled)"
     )
     ax.hist(rec["duration_ms"].clip(lower=0), bins=30)
+    count_axis(ax.yaxis)
     ax.set_xlabel("ms")
     r.save(fig, "reconciliation_durations")
 
@@ -452,6 +465,7 @@ def _fencing_section(r: Report, f: Any, z: Any) -> None:
             fig, ax = r.figure("fenced", "Refused commits by error and fencing mode")
             labels = by["outcome"] + ": " + by["error"] + " (" + by["mode"].fillna("?") + ")"
             ax.barh(labels, by["n"])
+            count_axis(ax.xaxis)
             ax.set_xlabel("commits")
             r.save(fig, "fenced_commits")
             _fencing_over_time(r, f)
@@ -478,6 +492,7 @@ def _fencing_over_time(r: Report, fencing: Any) -> None:
     for mode, g in fenced.sort_values("time").groupby("mode"):
         ax.step(g["time"], g["n"].cumsum(), where="post", marker="o", markersize=3, label=str(mode))
     ax.set_ylabel("fenced (cumulative)")
+    count_axis(ax.yaxis)
     time_axis(ax)
     ax.legend(fontsize=7)
     r.save(fig, "fenced_over_time")
@@ -493,6 +508,7 @@ def _churn_section(r: Report, c: Any) -> None:
     fig, ax = r.figure("churn", "Joins, leaves and session expiries per client id")
     by = c.groupby("client_id")[["joins", "static_rejoins", "leaves", "expiries"]].sum().head(TOP)
     by.plot.bar(ax=ax, stacked=True)
+    count_axis(ax.yaxis)
     short_category_labels(ax)
     r.save(fig, "member_churn")
 
