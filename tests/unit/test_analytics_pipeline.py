@@ -569,6 +569,30 @@ def test_readable_times_and_wrapped_titles() -> None:
     assert len(lines) > 1 and max(len(line) for line in lines) <= TITLE_WIDTH
 
 
+def test_a_time_axis_of_one_moment_spans_a_minute_either_side_and_counts_have_separators() -> None:
+    """A group that committed within one second is one point: its axis spans two minutes, not the
+    years matplotlib would give it; a longer history keeps matplotlib's own limits."""
+    import matplotlib.dates
+
+    from kcoord.analytics.report import Report, count_axis, time_axis
+
+    fig, ax = Report.figure(None, "x", "one moment")  # type: ignore[arg-type]
+    ax.plot(pd.to_datetime([T0, T0], unit="ms"), [600, 600], marker="o")
+    time_axis(ax, pd.Series([T0, T0, None]))
+    lo, hi = (matplotlib.dates.num2date(x).timestamp() for x in ax.get_xlim())
+    assert (lo, hi) == pytest.approx((T0 / 1000 - 60, T0 / 1000 + 60))
+    fig, ax = Report.figure(None, "x", "a day")  # type: ignore[arg-type]
+    ax.plot(pd.to_datetime([T0, T0 + 86_400_000], unit="ms"), [1_400_000, 2])
+    time_axis(ax, pd.Series([T0, T0 + 86_400_000]))
+    lo, hi = (matplotlib.dates.num2date(x).timestamp() for x in ax.get_xlim())
+    assert lo <= T0 / 1000 and hi >= T0 / 1000 + 86_400 and hi - lo < 2 * 86_400
+    count_axis(ax.yaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "1,400,000" in labels or any("," in t for t in labels), labels
+    assert 2 <= len(labels) <= 6 and ax.yaxis.get_offset_text().get_text() == "", labels
+
+
 def test_kip848_reconciliations_are_a_table_per_group_lifetime(spark: Any) -> None:
     """kcoord's reconciliation_completed events: epoch, duration and members per group lifetime;
     a negative duration is a bad record, never a figure."""

@@ -49,8 +49,17 @@ def with_readable_times(pdf: Any) -> Any:
     return shown
 
 
-def time_axis(ax: Any) -> None:
-    """Dates on an x axis as short readable labels (ConciseDateFormatter), whatever the span."""
+def time_axis(ax: Any, stamps_ms: Any) -> None:
+    """Dates on an x axis as short readable labels (ConciseDateFormatter), whatever the span.
+    ``stamps_ms``: the epoch-ms times plotted. All at one moment (a short history: a group that
+    committed within one second; a broker that answers ListOffsets by timestamp with the log start,
+    as tansu does), the axis spans a minute either side: matplotlib would stretch it over years."""
+    import pandas as pd
+
+    moments = pd.Series(stamps_ms).dropna().unique()
+    if len(moments) == 1:
+        moment = pd.to_datetime(moments[0], unit="ms")
+        ax.set_xlim(moment - pd.Timedelta(minutes=1), moment + pd.Timedelta(minutes=1))
     # matplotlib leaves these two constructors unannotated.
     locator = matplotlib.dates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
@@ -310,7 +319,7 @@ def _rebalance_section(r: Report, reb: Any, rec: Any) -> None:
         ax.step(g["time"], range(1, len(g) + 1), where="post", label=str(group)[:30])
     ax.set_ylabel("rebalances (cumulative)")
     count_axis(ax.yaxis)
-    time_axis(ax)
+    time_axis(ax, reb["completed_ts"])
     ax.legend(fontsize=7)
     r.save(fig, "rebalances_over_time")
     # A KIP-848 rebalance's duration is the epoch bump to the new target assignment, computed at
@@ -447,7 +456,7 @@ def _commit_rate_section(r: Report, rates: CommitRates | None) -> None:
         # markers: a group that committed in one step only is a point, not an invisible line
         ax.plot(pd.to_datetime(g.index, unit="ms"), g.values, marker="o", markersize=3, label=str(group)[:30])
     ax.set_ylabel("partitions committed / s")
-    time_axis(ax)
+    time_axis(ax, sums["step_ts"])
     ax.legend(fontsize=7)
     r.save(fig, "commit_rate")
     r.table(totals)
@@ -493,7 +502,7 @@ def _fencing_over_time(r: Report, fencing: Any) -> None:
         ax.step(g["time"], g["n"].cumsum(), where="post", marker="o", markersize=3, label=str(mode))
     ax.set_ylabel("fenced (cumulative)")
     count_axis(ax.yaxis)
-    time_axis(ax)
+    time_axis(ax, fenced["ts"])
     ax.legend(fontsize=7)
     r.save(fig, "fenced_over_time")
 
@@ -524,12 +533,7 @@ def _lag_section(r: Report, lag: Any) -> None:
     fig, ax = r.figure("lag", "Consumer lag per group over time (records)")
     for group, g in list(per.groupby("group"))[:TOP]:
         ax.plot(pd.to_datetime(g["ts"], unit="ms"), g["lag"], marker="o", label=str(group)[:30])
-    if per["ts"].nunique() == 1:
-        # One point in time (a short history, or a broker that answers ListOffsets by timestamp
-        # with the log start, as tansu does): matplotlib would stretch the axis over years.
-        moment = pd.to_datetime(per["ts"].iloc[0], unit="ms")
-        ax.set_xlim(moment - pd.Timedelta(minutes=1), moment + pd.Timedelta(minutes=1))
-    time_axis(ax)
+    time_axis(ax, per["ts"])
     ax.legend(fontsize=7)
     r.save(fig, "consumer_lag")
     r.table(per.sort_values("ts").groupby("group").tail(1))
