@@ -1,5 +1,6 @@
 """What ``kcoord analytics`` hands Spark: pass-through settings, output paths, and the checks on
-them before Spark starts (no Spark session needed)."""
+them before Spark starts (no Spark session needed, but for the last test: it asks the JVM of the
+session kcoord started which collector it runs)."""
 
 from __future__ import annotations
 
