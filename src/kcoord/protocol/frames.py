@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .codec import Message, c_offset_commit_response
-from .messages import REQUESTS, RESPONSES, ApiKey
+from .messages import REQUESTS, RESPONSES, ApiKey, HeartbeatResponse
 from .primitives import CodecError, decode_uvarint
 
 _SIZE = struct.Struct(">i")
@@ -469,6 +469,11 @@ _RESPONSE_HEADER_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
 _OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)  # a plain int: compared with every response's api key
+_HEARTBEAT = int(ApiKey.HEARTBEAT)
+# A heartbeat's answer is a few fixed-size fields: its whole frame (size prefix, correlation id, the
+# flexible header's empty tagged fields, the body) is one pack. The sizes count what follows the prefix.
+_HEARTBEAT_V1_FRAME = struct.Struct(">iiih")  # 10: correlation id, throttle_time_ms, error_code
+_HEARTBEAT_V4_FRAME = struct.Struct(">iiBihB")  # 12: the same and the header's and body's tag counts (0)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Message) -> bytes:
@@ -477,11 +482,25 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     An OffsetCommit answer (one per commit, the hot path of a commit storm) is written by the C
     extension where it is built, ~8x faster than the generated encoder; it answers None for what only
     the generated encoder handles (v10, unknown tagged fields, non-ASCII names), and gives the same
-    bytes otherwise (tests/unit/test_offset_commit_response_c.py)."""
+    bytes otherwise (tests/unit/test_offset_commit_response_c.py). A Heartbeat answer (one per member
+    every few seconds) is packed in one call, the same bytes as the generated encoder's
+    (tests/unit/test_heartbeat_response_frame.py)."""
     if api_key == _OFFSET_COMMIT and c_offset_commit_response is not None:
         frame = c_offset_commit_response(api_version, correlation_id, response)
         if frame is not None:
             return frame
+    elif api_key == _HEARTBEAT and type(response) is HeartbeatResponse and not response.unknown_tagged:
+        try:
+            if api_version == 4:
+                return _HEARTBEAT_V4_FRAME.pack(
+                    12, correlation_id, 0, response.throttle_time_ms, response.error_code, 0
+                )
+            if 1 <= api_version <= 3:
+                return _HEARTBEAT_V1_FRAME.pack(
+                    10, correlation_id, response.throttle_time_ms, response.error_code
+                )
+        except struct.error:
+            pass  # a field out of its range: the generated encoder says which
     return encode_response_generic(api_key, api_version, correlation_id, response)
 
 

@@ -59,10 +59,18 @@ class TimerQueue:
         The same as scheduling ``key`` again with its own payload, for callers that would otherwise
         build an identical payload on every call (a session re-armed by each heartbeat).
         """
-        live = self._live.get(key)
+        live_timers = self._live
+        live = live_timers.get(key)
         if live is None:
             return False
-        self.schedule(key, deadline_ms, live[2])
+        # schedule()'s body, inlined: every heartbeat and commit comes here, and a deadline moved
+        # later (the common case) is a dict store and no heap push.
+        seq = next(self._seq)
+        live_timers[key] = (deadline_ms, seq, live[2])
+        armed = self._armed.get(key)
+        if armed is None or deadline_ms < armed[0]:
+            self._armed[key] = (deadline_ms, seq)
+            heapq.heappush(self._heap, (deadline_ms, seq, key))
         return True
 
     def cancel(self, key: Hashable) -> bool:

@@ -58,8 +58,11 @@ from .store import ClassicGroups
 S = ClassicGroupState
 
 
+HEARTBEAT_KEY = "classic-heartbeat"
+
+
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("classic-heartbeat", group_id, member_id)
+    return (HEARTBEAT_KEY, group_id, member_id)
 
 
 def join_key(group_id: str) -> tuple[str, str]:
@@ -855,29 +858,39 @@ class ClassicGroupManager:
     # Heartbeat
     # ===============================================================================================
     def heartbeat(self, ctx: RequestContext, req: m.HeartbeatRequest, out: Result) -> None:
-        if not req.group_id:
+        # Kafka's classicGroupHeartbeat. Every live member sends one every few seconds, so the common
+        # case (a dynamic member of a live group) makes no call per rule: validate_member's checks are
+        # made here for it, and its session is pushed back without building a new timer.
+        group_id = req.group_id
+        if not group_id:
             out.reply(ctx, r.heartbeat_response(ErrorCode.INVALID_GROUP_ID))
             return
-        group = self.groups.get(req.group_id)
+        group = self.groups.groups.get(group_id)
         if group is None:
             out.reply(ctx, r.heartbeat_response(ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        if group.is_in(S.DEAD):
+        state = group.state
+        if state is S.DEAD:
             out.reply(ctx, r.heartbeat_response(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        error = self.validate_member(group, req.member_id, req.group_instance_id, "heartbeat")
+        member_id = req.member_id
+        member = group.members.get(member_id)
+        instance_id = req.group_instance_id
+        if instance_id is not None or member is None:  # static fencing, or no such member
+            error = self.validate_member(group, member_id, instance_id, "heartbeat")
+        else:
+            error = None
         if error is None and req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
-            ev.emit_fenced(out, group.group_id, req.member_id, req.group_instance_id, error, "heartbeat")
+            ev.emit_fenced(out, group_id, member_id, instance_id, error, "heartbeat")
             out.reply(ctx, r.heartbeat_response(error))
             return
-        if group.is_empty:
+        if state is S.EMPTY or member is None:  # (validate_member found the member: not None here)
             out.reply(ctx, r.heartbeat_response(ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        member = group.member(req.member_id)
-        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
-        if group.is_in(S.PREPARING_REBALANCE):
+        self._schedule_heartbeat(group_id, member_id, member.session_timeout_ms)
+        if state is S.PREPARING_REBALANCE:
             out.reply(ctx, r.heartbeat_response(ErrorCode.REBALANCE_IN_PROGRESS))
         else:
             # CompletingRebalance too: clients heartbeat between their JoinGroup and SyncGroup.
@@ -887,7 +900,7 @@ class ClassicGroupManager:
         self, group_id: str, member_id: str, timeout_ms: int, now_ms: int | None = None
     ) -> None:
         """``now_ms``: the time the caller already read (a commit's timestamp), else the clock's."""
-        key = heartbeat_key(group_id, member_id)
+        key = (HEARTBEAT_KEY, group_id, member_id)  # heartbeat_key(), without its call
         deadline = (self.now_ms() if now_ms is None else now_ms) + timeout_ms
         if not self.timers.push_back(key, deadline):  # the common case: a live session moves on
             self.timers.schedule(
