@@ -126,6 +126,30 @@ def test_one_member_joins_and_gets_everything() -> None:
     ctx.assert_replays()
 
 
+def test_a_heartbeat_repeating_the_members_fields_writes_nothing_and_a_change_writes_its_record() -> None:
+    """Null fields and fields equal to the member's leave it as it is (the steady heartbeat keeps the
+    member itself); a changed field the member's record holds writes that record, and nothing else."""
+    ctx = Context()
+    ok(ctx.join("a", ["foo"], rack_id="r1"))
+    member = ctx.member("a")
+    before = len(ctx.records)
+    ok(ctx.heartbeat(member_id="a", member_epoch=1))
+    ok(ctx.heartbeat(member_id="a", member_epoch=1, rack_id="r1", rebalance_timeout_ms=60_000,
+                     subscribed_topic_names=["foo"]))  # fmt: skip
+    assert len(ctx.records) == before
+    assert ctx.member("a") is member
+
+    ok(ctx.heartbeat(member_id="a", member_epoch=1, rack_id="r2"))
+    assert [type(r.key) for r in ctx.records[before:]] == [ConsumerGroupMemberMetadataKey]
+    changed = ctx.member("a")
+    assert (changed.rack_id, changed.client_id, changed.assigned_partitions) == (
+        "r2",
+        "client",
+        member.assigned_partitions,
+    )
+    ctx.assert_replays()
+
+
 def test_v0_server_generates_the_member_id() -> None:
     ctx = Context()
     response = ok(ctx.join("", version=0))

@@ -141,6 +141,10 @@ class ConsumerGroup:
     ) -> set[str]:
         """The regular expressions members subscribe with once ``removed`` are gone and ``added``
         is in (replacing the member of its id, if any): the subscriber counts, adjusted."""
+        if not self._regex_subscribers and (added is None or added.subscribed_regex is None):
+            # Nobody subscribes by a regular expression, nor will ``added``: none after (removing
+            # members only lowers counts). Every heartbeat of a group subscribing by name asks.
+            return set()
         counts = self._regex_subscribers.copy()
         for member in self._replaced(removed, added):
             if member.subscribed_regex is not None:

@@ -59,6 +59,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any, Literal
 
 import re2  # type: ignore[import-untyped]
@@ -189,13 +190,12 @@ def _response_assignment(member: ConsumerGroupMember) -> m.ConsumerGroupHeartbea
     )
 
 
-def _subscription_fields(member: ConsumerGroupMember) -> tuple[Any, ...]:
-    """What the ConsumerGroupMemberMetadata record holds."""
-    return (
-        member.instance_id, member.rack_id, member.client_id, member.client_host,
-        member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
-        member.rebalance_timeout_ms, member.classic_member_metadata,
-    )  # fmt: skip
+# What the ConsumerGroupMemberMetadata record holds, in the order of the tuple a heartbeat builds.
+_SUBSCRIPTION_FIELDS = (
+    "instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex",
+    "server_assignor", "rebalance_timeout_ms", "classic_member_metadata",
+)  # fmt: skip
+_subscription_fields: Callable[[ConsumerGroupMember], tuple[Any, ...]] = attrgetter(*_SUBSCRIPTION_FIELDS)
 
 
 class ConsumerGroupManager:
@@ -351,24 +351,27 @@ class ConsumerGroupManager:
                 )
             )
 
-        # 1. The member as the request updates it (null: unchanged).
-        updated = replace(
-            member,
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
-            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=(
+        # 1. The member as the request updates it (null: unchanged). A steady heartbeat changes
+        # nothing: the member itself then (it is frozen), not a copy made field by field.
+        fields = (
+            req.instance_id if req.instance_id is not None else member.instance_id,
+            req.rack_id if req.rack_id is not None else member.rack_id,
+            ctx.client_id,
+            ctx.client_host,
+            (
                 frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None
                 else member.subscribed_topic_names
             ),
-            subscribed_topic_regex=(
-                req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
-            ),
-            client_id=ctx.client_id,
-            client_host=ctx.client_host,
-            classic_member_metadata=None,
+            req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
+            req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            None,  # classic_member_metadata: a member heartbeating this way speaks the consumer protocol
         )  # fmt: skip
+        if fields == _subscription_fields(member):
+            updated = member
+        else:
+            changes: dict[str, Any] = dict(zip(_SUBSCRIPTION_FIELDS, fields, strict=True))
+            updated = replace(member, **changes)
         reconciled, assignment_changed, deferred_ms = self._update_member(
             ctx, group, member, updated, replaced, owned, records
         )
@@ -509,7 +512,9 @@ class ConsumerGroupManager:
                 )
             except FencedMemberEpoch as error:
                 raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, str(error)) from None
-        assignment_changed = reconciled != updated or (replaced is None and member_id not in group.members)
+        assignment_changed = (reconciled is not updated and reconciled != updated) or (
+            replaced is None and member_id not in group.members
+        )
         if assignment_changed:
             records.append(rec.consumer_group_current_assignment_record(group_id, reconciled))
         if group_id in self._unreconciled_since:

@@ -84,10 +84,10 @@ def assigned_topics_are_subscribed(
     by a subscribed name that the image maps back to that id."""
     for topic_id in member.assigned_partitions:
         metadata = topics.get(topic_id)
-        if (
-            metadata is None
-            or metadata.name not in subscribed_names
-            or ids_by_name.get(metadata.name) != topic_id
-        ):
+        if metadata is None or metadata.name not in subscribed_names:
+            return False
+        # The image's own id object, as a rule: identity first (a UUID's == is a Python-level call).
+        named = ids_by_name.get(metadata.name)
+        if named is not topic_id and named != topic_id:
             return False
     return True
