@@ -18,6 +18,14 @@ from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.codec import c_offset_commit_response
 from kcoord.protocol.messages import ApiKey
+from tests.unit.response_frames import (
+    INT32,
+    assert_encodes_as_generated,
+    generic_or_error,
+    int16s,
+    int32s,
+    tags,
+)
 
 R = m.OffsetCommitResponse
 T = R.OffsetCommitResponseTopic
@@ -28,18 +36,10 @@ needs_c = pytest.mark.skipif(
     c_offset_commit_response is None, reason="the C extension is not built or KCOORD_PURE_PYTHON=1"
 )
 
-INT32 = st.integers(-(2**31), 2**31 - 1)
-INT16 = st.integers(-(2**15), 2**15 - 1)
-# Mostly in range; now and then one past a bound, which the generated encoder refuses.
-int32s = st.one_of(INT32, INT32, INT32, st.sampled_from([2**31, -(2**31) - 1]))
-int16s = st.one_of(INT16, INT16, INT16, st.sampled_from([2**15, -(2**15) - 1]))
 names = st.one_of(
     st.text(alphabet=st.characters(max_codepoint=127), max_size=200),
     st.text(max_size=20),  # non-ASCII too: the generated encoder's UTF-8
     st.just("t" * 300),
-)
-tags: st.SearchStrategy[list[tuple[int, bytes]] | None] = st.one_of(
-    st.none(), st.just([]), st.just([(5, b"\x01\x02")])
 )
 
 
@@ -59,24 +59,12 @@ def responses(draw: Any) -> R:
     return R(throttle_time_ms=draw(int32s), topics=topics, unknown_tagged=draw(tags))
 
 
-def generic_or_error(version: int, correlation_id: int, response: R) -> bytes | type[Exception]:
-    try:
-        return frames.encode_response_generic(ApiKey.OFFSET_COMMIT, version, correlation_id, response)
-    except Exception as exc:
-        return type(exc)
-
-
 @settings(max_examples=400, deadline=None)
 @given(responses(), st.sampled_from(VERSIONS), INT32)
 def test_encode_response_gives_the_generated_encoders_bytes(
     response: R, version: int, correlation: int
 ) -> None:
-    expected = generic_or_error(version, correlation, response)
-    if isinstance(expected, bytes):
-        assert frames.encode_response(ApiKey.OFFSET_COMMIT, version, correlation, response) == expected
-    else:
-        with pytest.raises(expected):
-            frames.encode_response(ApiKey.OFFSET_COMMIT, version, correlation, response)
+    assert_encodes_as_generated(ApiKey.OFFSET_COMMIT, version, correlation, response)
 
 
 @needs_c
@@ -86,7 +74,7 @@ def test_c_encoder_same_bytes_or_none(response: R, version: int, correlation: in
     assert c_offset_commit_response is not None
     frame = c_offset_commit_response(version, correlation, response)
     if frame is not None:
-        assert frame == generic_or_error(version, correlation, response)
+        assert frame == generic_or_error(ApiKey.OFFSET_COMMIT, version, correlation, response)
 
 
 def commit_answer(name: str = "topic-a", partitions: int = 3, error: int = 0) -> R:
