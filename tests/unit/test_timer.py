@@ -85,6 +85,13 @@ class _EagerModel:
     def cancel(self, key: str) -> bool:
         return self.live.pop(key, None) is not None
 
+    def push_back(self, key: str, deadline: int) -> bool:
+        """Scheduling a live key again with its own payload."""
+        if key not in self.live:
+            return False
+        self.schedule(key, deadline, self.live[key][2])
+        return True
+
     def next_deadline(self) -> int | None:
         return min((d for d, _, _ in self.live.values()), default=None)
 
@@ -103,6 +110,7 @@ class _EagerModel:
         st.one_of(
             st.tuples(st.just("schedule"), st.sampled_from("abcde"), st.integers(0, 50)),
             st.tuples(st.just("cancel"), st.sampled_from("abcde"), st.just(0)),
+            st.tuples(st.just("push_back"), st.sampled_from("abcde"), st.integers(0, 50)),
             st.tuples(st.just("pop"), st.just(""), st.integers(0, 50)),
             st.tuples(st.just("next"), st.just(""), st.just(0)),
         ),
@@ -117,6 +125,10 @@ def test_lazy_heap_matches_eager_semantics(ops: list[tuple[str, str, int]]) -> N
             model.schedule(key, value, i)
         elif op == "cancel":
             assert q.cancel(key) == model.cancel(key)
+        elif (
+            op == "push_back"
+        ):  # its own copy of schedule()'s arming (the hot path): held to the same semantics
+            assert q.push_back(key, value) == model.push_back(key, value)
         elif op == "pop":
             due = q.pop_next_due(value)
             expected = model.pop_next_due(value)
