@@ -242,8 +242,8 @@ class GroupCoordinatorShard:
             self.classic_in_consumer.sync(ctx, req, group, out)
 
     def _heartbeat(self, ctx: RequestContext, req: Any, out: Result) -> None:
-        group = self.consumer.groups.get(req.group_id)  # _consumer_group_in_use, inlined: per heartbeat
-        if group is None or group.is_empty:
+        group = self._consumer_group_in_use(req.group_id)
+        if group is None:
             self.classic_manager.heartbeat(ctx, req, out)
         else:
             self.classic_in_consumer.heartbeat(ctx, req, group, out)

@@ -432,7 +432,8 @@ class ConsumerGroupManager:
         group_id = group.group_id
         member_id = updated.member_id
         bump = group.group_epoch == 0
-        if _subscription_fields(updated) != _subscription_fields(member):
+        # (The heartbeat hands the member itself over when its request changed none of these.)
+        if updated is not member and _subscription_fields(updated) != _subscription_fields(member):
             records.append(rec.consumer_group_member_subscription_record(group_id, updated))
             bump = bump or updated.subscribed_topic_names != member.subscribed_topic_names
 
