@@ -54,6 +54,48 @@ def test_a_read_of_one_whole_frame_gives_what_any_read_gives(payloads: list[byte
     assert all(type(f) is bytes for f in got)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    large=st.integers(frames.LARGE_FRAME + 1, 3 * frames.LARGE_FRAME),
+    small=st.binary(max_size=50),
+    cuts=st.lists(st.integers(1, 3 * frames.LARGE_FRAME), min_size=1, max_size=8),
+)
+def test_a_large_frame_ends_as_its_pieces_and_what_follows_is_fed_on(
+    large: int, small: bytes, cuts: list[int]
+) -> None:
+    """finish_large: the frame a relay streamed is handed over as the pieces it came in, joined
+    nowhere, and the frames behind it in the same read come out of the next feed as ever."""
+    payload = bytes(range(256)) * (large // 256) + b"x" * (large % 256)
+    stream = frames.frame(payload) + frames.frame(small)
+    d = frames.FrameDecoder()
+    edges = sorted({0, *(c for c in cuts if c < len(stream)), len(stream)})
+    reads = [stream[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    got: list[bytes] = []
+    finished = None
+    for data in reads:
+        if d.receiving_large and finished is None:
+            done = d.finish_large(data)
+            if done is not None:
+                finished, data = done
+        got += d.feed(data) if data else []
+    if finished is None:  # the large frame came whole in one read: never partial, never streamed
+        assert got == [payload, small]
+        return
+    assert b"".join(finished) == payload and got == [small]
+    assert not d.receiving_large and d.buffered == 0
+
+
+def test_finish_large_takes_nothing_before_the_frames_end() -> None:
+    d = frames.FrameDecoder()
+    framed = frames.frame(b"a" * (frames.LARGE_FRAME + 10))
+    assert d.finish_large(framed[:100]) is None  # no large frame begun yet
+    assert d.feed(framed[:100]) == []
+    assert d.finish_large(framed[100:-1]) is None  # one byte short
+    assert d.feed(framed[100:-1]) == []
+    done = d.finish_large(framed[-1:] + b"\x00\x00")
+    assert done is not None and b"".join(done[0]) == framed[4:] and done[1] == b"\x00\x00"
+
+
 def test_a_whole_oversized_frame_in_one_read_is_rejected() -> None:
     dec = frames.FrameDecoder(max_frame_size=10)
     with pytest.raises(frames.FrameTooLarge):

@@ -103,15 +103,21 @@ def prepare(request: Message, version: int, client_id: str) -> bytearray:
 
 class StreamingTarget:
     """A :meth:`Connection.send_cb` callback that also takes a large answer while it arrives:
-    ``stream(size, pieces)`` with each read's new pieces of its payload, then the call with the
-    whole payload as for any callback. ``stream`` must not raise."""
+    ``stream(size, pieces)`` with each read's new pieces of its payload. When ``stream`` returned
+    True (the target writes the answer on as it comes), the answer ends with ``finish(pieces)``:
+    every piece, never joined into one buffer. Else with the call with the whole payload, as for
+    any callback (so do a failure's ``None`` and an answer that came in one read). ``stream`` and
+    ``finish`` must not raise."""
 
     __slots__ = ()
 
     def __call__(self, payload: bytes | None) -> None:
         raise NotImplementedError
 
-    def stream(self, size: int, pieces: list[bytes]) -> None:
+    def stream(self, size: int, pieces: list[bytes]) -> bool:
+        raise NotImplementedError
+
+    def finish(self, pieces: list[bytes]) -> None:
         raise NotImplementedError
 
 
@@ -154,6 +160,7 @@ class Connection(asyncio.Protocol):
         # The large answer whose pieces went to a StreamingTarget (the decoder's list), and how many.
         self._streamed_frame: list[bytes] | None = None
         self._streamed = 0
+        self._streaming_to: StreamingTarget | None = None  # it took that answer: it gets the pieces
         self._wbuf_large = False  # _wbuf holds a large frame's rest (_write_parts): writelines, not join
         self._transport: asyncio.Transport | None = None
         self._closing = False
@@ -494,12 +501,17 @@ class Connection(asyncio.Protocol):
 
     # -- receiving ------------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        finished = None
+        if self._streaming_to is not None:  # a streamed answer: its end is not joined (StreamingTarget)
+            finished = self._decoder.finish_large(data)
+            if finished is not None:
+                data = finished[1]
         try:
-            payloads = self._decoder.feed(data)
+            payloads = self._decoder.feed(data) if data else []
         except CodecError as exc:
             self._abort(ConnectionLost(f"{self.name} sent a bad frame ({exc}); closing"))
             return
-        if not payloads:
+        if not payloads and finished is None:
             partial = self._decoder.large_partial
             if partial is not None:
                 self._stream_partial(*partial)
@@ -511,6 +523,8 @@ class Connection(asyncio.Protocol):
         decode = sm.decode_response
         future = asyncio.Future
         self.reading = True
+        if finished is not None:
+            self._finish_streamed(finished[0])
         for payload in payloads:
             if not pending:
                 self._abort(ConnectionLost(f"{self.name} sent an unsolicited response; closing"))
@@ -563,13 +577,27 @@ class Connection(asyncio.Protocol):
         (a :class:`StreamingTarget`: a relay forwarding the answer as it comes)."""
         if pieces is not self._streamed_frame:  # a new frame: nothing of it handed out yet
             self._streamed_frame, self._streamed = pieces, 0
+            self._streaming_to = None
         if self._streamed == len(pieces) or not self._pending:
             return
         target = self._pending[0][5]
         if isinstance(target, StreamingTarget):
             new = pieces[self._streamed :]
             self._streamed = len(pieces)
-            target.stream(size, new)
+            if target.stream(size, new):
+                self._streaming_to = target
+
+    def _finish_streamed(self, pieces: list[bytes]) -> None:
+        """The end of the answer :attr:`_streaming_to` took while it arrived: all its pieces to it."""
+        target, self._streaming_to = self._streaming_to, None
+        self._streamed_frame = None
+        pending = self._pending
+        if target is None or not pending or pending[0][5] is not target:
+            # Not expected: the first answer owed is the one streamed (answers come in order).
+            self._abort(ConnectionLost(f"{self.name}: a streamed answer lost its place; closing"))
+            return
+        pending.popleft()
+        target.finish(pieces)
 
     # -- versions -------------------------------------------------------------------------------------
     async def negotiate(

@@ -9,12 +9,17 @@ The field lives in the root's tagged fields, after every partition. Finding it b
 response would build an object per field and copy every record batch; this module walks to the
 root's tagged-field section without building anything (the C decoder's ``tag_section``) and
 reads only the tag headers. A response that carries no endpoints — almost every one — is relayed
-as it came. Without the C decoder the response is decoded whole instead: slower, same answer.
+as it came. Without the C decoder the response is decoded whole instead: slower, same answer. A
+large Fetch answer that was streamed is held as the pieces it arrived in and walked as they are
+(fetch_pieces.py), never joined.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from . import messages as m
+from .fetch_pieces import fetch_root_tags_at, tail
 from .frames import skip_tagged_fields
 from .messages import RESPONSES, ApiKey
 from .primitives import CodecError, decode_uvarint, encode_uvarint
@@ -48,6 +53,11 @@ def carries_node_endpoints(api_key: int, version: int, frame: bytes) -> bool:
         body, _ = cls.decode_from(frame, pos, version)
         assert isinstance(body, (m.ProduceResponse, m.FetchResponse))
         return bool(body.node_endpoints)
+    return _lists_node_endpoints(frame, tags_at)
+
+
+def _lists_node_endpoints(frame: bytes, tags_at: int) -> bool:
+    """Whether the root tagged fields at ``tags_at`` hold a non-empty NodeEndpoints."""
     count, pos = decode_uvarint(frame, tags_at)
     for _ in range(count):
         tag, pos = decode_uvarint(frame, pos)
@@ -85,6 +95,25 @@ def without_node_endpoints(api_key: int, version: int, frame: bytes, keep: int) 
     if tags_at < keep:
         raise CodecError(f"root tagged fields start at {tags_at}, before the {keep} bytes already sent")
     return frame[keep:tags_at] + filler_tags(len(frame) - tags_at)
+
+
+def streamed_rest(api_key: int, version: int, pieces: Sequence[bytes], keep: int) -> bytes:
+    """:func:`without_node_endpoints` for an answer held as the pieces it arrived in, not joined:
+    its bytes from ``keep`` on, a non-empty NodeEndpoints replaced by a filler of the same length.
+    A Fetch answer is walked piece by piece (fetch_pieces.py: only its end is joined); another
+    answer that can carry the field is joined and checked as a whole."""
+    rest = tail(pieces, keep)
+    since = NODE_ENDPOINTS_SINCE.get(api_key)
+    if since is None or version < since:
+        return rest
+    if api_key != ApiKey.FETCH:
+        return without_node_endpoints(api_key, version, b"".join(pieces), keep) or rest
+    tags_at = fetch_root_tags_at(pieces, version)
+    if not _lists_node_endpoints(rest if tags_at >= keep else tail(pieces, tags_at), max(0, tags_at - keep)):
+        return rest
+    if tags_at < keep:
+        raise CodecError(f"root tagged fields start at {tags_at}, before the {keep} bytes already sent")
+    return rest[: tags_at - keep] + filler_tags(len(rest) + keep - tags_at)
 
 
 def filler_tags(length: int) -> bytes:

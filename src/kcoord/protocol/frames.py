@@ -269,6 +269,25 @@ class FrameDecoder:
                 del buf[:pos]
         return frames
 
+    def finish_large(self, data: bytes) -> tuple[list[bytes], bytes] | None:
+        """When ``data`` completes the large frame being received: that frame as the pieces it
+        came in, not joined (a relay that already wrote most of it needs no copy of the whole),
+        and what follows it in ``data``, still to be fed. None (nothing taken) otherwise."""
+        pieces = self._pieces
+        need = self._need
+        if pieces is None or len(data) < need:
+            return None
+        rest = b""
+        if len(data) == need:
+            pieces.append(data)
+        else:
+            pieces.append(data[:need])
+            rest = data[need:]
+        self._pieces = None
+        self._need = self._large = 0
+        self._large_done()
+        return pieces, rest
+
     def _granted(self) -> None:
         self.reserved, self.waiting = self.waiting, 0
         if self.on_ready is not None:

@@ -28,7 +28,12 @@ from kcoord.client import ConnectionLost as UpstreamClosed
 from kcoord.client import KafkaClientError, StreamingTarget
 from kcoord.protocol import frames
 from kcoord.protocol.codec import DECODER_BACKEND
-from kcoord.protocol.endpoints import NODE_ENDPOINTS_SINCE, carries_node_endpoints, without_node_endpoints
+from kcoord.protocol.endpoints import (
+    NODE_ENDPOINTS_SINCE,
+    carries_node_endpoints,
+    streamed_rest,
+)
+from kcoord.protocol.fetch_pieces import tail
 from kcoord.protocol.frames import LARGE_FRAME
 from kcoord.protocol.messages import ApiKey
 from kcoord.protocol.primitives import CodecError
@@ -52,7 +57,8 @@ log = logging.getLogger("kcoord.connection")
 
 # Relayed answers above this many bytes are written while they arrive (UpstreamRelay._stream), all
 # but their last STREAM_HOLD_BACK bytes, which wait for the whole answer to be checked for
-# KIP-951 NodeEndpoints. Finding that field without decoding the records needs the C decoder.
+# KIP-951 NodeEndpoints. Finding that field without decoding the records needs the C decoder
+# (but in a Fetch answer: protocol/fetch_pieces.py).
 STREAM_ABOVE = 256 * 1024 if DECODER_BACKEND == "c" else 1 << 62
 STREAM_HOLD_BACK = 64 * 1024
 _NOT_STREAMING = -2  # Slot.sent: written when whole, as any answer
@@ -265,20 +271,20 @@ class UpstreamRelay:
             self.conn.close_with(f"upstream {up.address[0]}:{up.address[1]} closed the client's SASL session")
 
     # -- answers ------------------------------------------------------------------------------------
-    def _stream(self, slot: Slot, size: int, pieces: list[bytes]) -> None:
+    def _stream(self, slot: Slot, size: int, pieces: list[bytes]) -> bool:
         """Write the first pieces of a large relayed answer while the rest is still arriving
         (cut-through), when its slot is the next to be written: a client fetching megabytes then
         waits for one transfer, not for kcoord to receive the whole answer before it sends any.
-        The last STREAM_HOLD_BACK bytes wait for the whole answer, which is checked as any other
-        (see _answered): KIP-951's NodeEndpoints sit at its very end."""
+        The last STREAM_HOLD_BACK bytes wait for the whole answer (_finish_streamed): KIP-951's
+        NodeEndpoints sit at its very end. True while the answer is streamed."""
         conn = self.conn
         if slot.sent < 0:  # first pieces: start streaming now or never (its earlier pieces are gone)
             if slot.sent == _NOT_STREAMING or size < STREAM_ABOVE or not conn.start_streaming(slot, size):
                 slot.sent = _NOT_STREAMING
-                return
+                return False
             slot.sent = 0
         elif conn.closed:
-            return
+            return True
         limit = size - STREAM_HOLD_BACK
         sent = slot.sent
         chunks = []
@@ -292,6 +298,24 @@ class UpstreamRelay:
             sent += len(piece)
         slot.sent = sent
         conn.write_streamed(chunks)
+        return True
+
+    def _finish_streamed(self, slot: Slot, pieces: list[bytes], endpoints: tuple[int, int] | None) -> None:
+        """The held-back end of a streamed answer, from the pieces it came in (never joined: the
+        rest of it is with the client already). Its size prefix went out with its first bytes, so
+        a NodeEndpoints field that needs rewriting is replaced by an unknown tagged field of the
+        same length (clients skip unknown tags): the client learns the new leader from Metadata,
+        which kcoord rewrites, instead of from the answer."""
+        sent = slot.sent
+        self._relayed_bytes[1] += sum(map(len, pieces)) + 4
+        try:
+            rest = tail(pieces, sent) if endpoints is None else streamed_rest(*endpoints, pieces, sent)
+        except CodecError as exc:
+            # Its first bytes are with the client already: it cannot be relayed any other way.
+            api_key, version = endpoints or (-1, -1)
+            self.conn.fail(slot, f"cannot relay a streamed api {api_key} v{version} answer: {exc}")
+            return
+        self.conn.fill(slot, rest)
 
     def _answered(self, slot: Slot, raw: bytes | None, endpoints: tuple[int, int] | None) -> None:
         """Fill ``slot`` with a relayed answer; a Produce/Fetch answer naming a leader by address is
@@ -301,10 +325,10 @@ class UpstreamRelay:
             conn.app.metrics.upstream_error()
             conn.fail(slot, "request failed: the upstream connection closed before answering", upstream=True)
             return
-        self._relayed_bytes[1] += len(raw) + 4
-        if slot.sent >= 0:
-            self._streamed_rest(slot, raw, endpoints)
+        if slot.sent >= 0:  # not expected (a streamed answer ends in _finish_streamed): the same there
+            self._finish_streamed(slot, [raw], endpoints)
             return
+        self._relayed_bytes[1] += len(raw) + 4
         if endpoints is not None:
             api_key, version = endpoints
             try:
@@ -323,23 +347,6 @@ class UpstreamRelay:
                 task.add_done_callback(lambda t: self._passthrough_done(slot, t, framed=True))
                 return
         conn.fill(slot, *frames.frame_parts(raw))
-
-    def _streamed_rest(self, slot: Slot, raw: bytes, endpoints: tuple[int, int] | None) -> None:
-        """The held-back end of a streamed answer. Its size prefix went out with its first bytes,
-        so a NodeEndpoints field that needs rewriting is replaced by an unknown tagged field of
-        the same length (clients skip unknown tags): the client learns the new leader from
-        Metadata, which kcoord rewrites, instead of from the answer."""
-        sent = slot.sent
-        rest = raw[sent:]
-        if endpoints is not None:
-            api_key, version = endpoints
-            try:
-                rest = without_node_endpoints(api_key, version, raw, sent) or rest
-            except CodecError as exc:
-                # Its first bytes are with the client already: it cannot be relayed any other way.
-                self.conn.fail(slot, f"cannot relay a streamed api {api_key} v{version} answer: {exc}")
-                return
-        self.conn.fill(slot, rest)
 
     async def _rewritten(self, raw: bytes, api_key: int, version: int, rewrite: Rewrite) -> bytes:
         correlation_id, response = frames.decode_response(api_key, version, raw)
@@ -406,9 +413,17 @@ class _RelayedAnswer(Slot, StreamingTarget):
             log.exception("%s: cannot relay an answer", self.relay.conn.peer)
             self.relay.conn.fail(self, f"cannot relay an answer: {exc!r}")
 
-    def stream(self, size: int, pieces: list[bytes]) -> None:
+    def stream(self, size: int, pieces: list[bytes]) -> bool:
         try:
-            self.relay._stream(self, size, pieces)
+            return self.relay._stream(self, size, pieces)
+        except Exception as exc:
+            log.exception("%s: cannot relay an answer", self.relay.conn.peer)
+            self.relay.conn.fail(self, f"cannot relay an answer: {exc!r}")
+            return False
+
+    def finish(self, pieces: list[bytes]) -> None:
+        try:
+            self.relay._finish_streamed(self, pieces, self.endpoints)
         except Exception as exc:
             log.exception("%s: cannot relay an answer", self.relay.conn.peer)
             self.relay.conn.fail(self, f"cannot relay an answer: {exc!r}")
