@@ -524,3 +524,38 @@ def test_the_kernel_keeps_at_most_unsent_in_kernel_bytes_of_a_client_socket() ->
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT) == c.UNSENT_IN_KERNEL
     with socket.socket(socket.AF_UNIX) as unix:  # no such option: left as it is, no error
         c.limit_unsent_in_kernel(SocketTransport(unix))  # type: ignore[arg-type]
+
+
+async def test_the_kernel_keeps_more_of_a_streamed_answer_until_its_end_is_written() -> None:
+    import socket
+
+    class SocketBackedTransport(FakeTransport):
+        """Writes as FakeTransport; its socket is a real (unconnected) TCP socket, for its options."""
+
+        def __init__(self, protocol: ClientConnection, sock: socket.socket) -> None:
+            super().__init__(protocol)
+            self.sock = sock
+
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return self.sock if name == "socket" else super().get_extra_info(name, default)
+
+    def unsent_limit(sock: socket.socket) -> int:
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT)
+
+    app = app_with()
+    with socket.socket() as sock:
+        conn = ClientConnection(Listener(app, None))
+        t = SocketBackedTransport(conn, sock)
+        conn.connection_made(t)  # type: ignore[arg-type]
+        assert unsent_limit(sock) == c.UNSENT_IN_KERNEL
+        streamed, behind = conn.new_slot(), conn.new_slot()
+        payload = b"p" * 1000
+        assert conn.start_streaming(streamed, len(payload))
+        assert unsent_limit(sock) == c.STREAMING_UNSENT_IN_KERNEL
+        conn.write_streamed([payload[:600]])
+        conn.fill(behind, frames.frame(b"next"))  # waits behind the streamed one: nothing changes
+        assert unsent_limit(sock) == c.STREAMING_UNSENT_IN_KERNEL
+        conn.fill(streamed, payload[600:])
+        assert unsent_limit(sock) == c.UNSENT_IN_KERNEL, "back to the small limit once its end is written"
+        conn.write_out()
+        assert bytes(t.sent) == frames.frame(payload) + frames.frame(b"next")

@@ -26,9 +26,10 @@ Limits. Reading from a connection pauses, and requests already read wait undispa
   connections (``LARGE_READ``, the App's ``read_turns``; the read is kept meanwhile);
 - a costly request waits while the socket does not take the connection's earlier answers (the
   transport holds some), as Kafka's broker reads no request from a connection until its last
-  response went out. The kernel's share of the unsent output is capped (``UNSENT_IN_KERNEL``), so
-  the transport holds some as soon as the client stops reading. (Answers waiting behind a parked
-  request do not count: the client is not the reason they wait.)
+  response went out. The kernel's share of the unsent output is capped (``UNSENT_IN_KERNEL``; more
+  while a large relayed answer streams), so the transport holds some as soon as the client stops
+  reading. (Answers waiting behind a parked request do not count: the client is not the reason
+  they wait.)
 A connection whose unsent output passes ``connection.output.max.bytes`` is closed. The App's sweep
 closes connections idle for ``connections.max.idle.ms`` (no complete request, no answer written,
 nothing in flight) and those whose frame has been arriving for ``request.receive.timeout.ms``
@@ -83,6 +84,13 @@ _DRAIN = 2048  # a costly request waits until the socket took every earlier answ
 # hostile clients). Only unsent bytes count, not those in flight, so a reading client's throughput
 # is not limited; the socket wakes us to write again below half of it.
 UNSENT_IN_KERNEL = 128 * 1024
+# While a large relayed answer streams to the client (start_streaming: bytes the upstream computed,
+# only copied here), the kernel may keep this much of it unsent instead: the socket's largest send
+# buffer by default (tcp_wmem). At 128 KiB the socket woke kcoord for every 64-128 KiB a client
+# took: a stock Java consumer (10 KB records, 10 MB answers) consumed at 0.85-0.89x of its direct
+# rate through kcoord, which spent 0.29 cores on it; at 4 MiB 0.91-0.96x and 0.19-0.22 cores
+# (interleaved rounds with Kafka 4.0, bench/RESULTS.md 2026-11-29).
+STREAMING_UNSENT_IN_KERNEL = 4 * 1024 * 1024
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
@@ -171,6 +179,7 @@ class ClientConnection(asyncio.Protocol):
         self._writes = self.app.writes
         self._dispatching = False
         self._write_scheduled = False
+        self._streaming: Slot | None = None  # the answer start_streaming began, until it is written
         # What to do with each request (dispatch.py) and the paired upstream connection (relay/).
         self.relay = UpstreamRelay(self)
         self._dispatch = ApiDispatcher(self, self.relay).dispatch
@@ -570,8 +579,12 @@ class ClientConnection(asyncio.Protocol):
         out = self._out
         pending = len(out)
         now = 0.0
+        streaming = self._streaming
         while slots and slots[0].data is not None:
             slot = slots.popleft()
+            if slot is streaming:  # its end is written now: the kernel keeps less again
+                self._streaming = streaming = None
+                limit_unsent_in_kernel(transport)
             if slot.failure is not None:
                 self.close_with(slot.failure, upstream=slot.upstream_failure)
                 return
@@ -631,6 +644,9 @@ class ClientConnection(asyncio.Protocol):
             return False
         self.write_out()  # answers before this one, already filled, go first
         transport.write(frames.size_prefix(size))
+        if self._streaming is None:
+            limit_unsent_in_kernel(transport, STREAMING_UNSENT_IN_KERNEL)
+        self._streaming = slot
         return True
 
     def write_streamed(self, pieces: list[bytes]) -> None:
@@ -780,13 +796,13 @@ class ClientConnection(asyncio.Protocol):
         self._resume(_TOTAL)
 
 
-def limit_unsent_in_kernel(transport: asyncio.BaseTransport) -> None:
-    """Cap the kernel's unsent bytes of a client socket at UNSENT_IN_KERNEL (where TCP has the option)."""
+def limit_unsent_in_kernel(transport: asyncio.BaseTransport, limit: int = UNSENT_IN_KERNEL) -> None:
+    """Cap the kernel's unsent bytes of a client socket at ``limit`` (where TCP has the option)."""
     sock = transport.get_extra_info("socket")
     option = getattr(socket, "TCP_NOTSENT_LOWAT", None)
     if sock is None or option is None:
         return
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, option, UNSENT_IN_KERNEL)
+        sock.setsockopt(socket.IPPROTO_TCP, option, limit)
     except OSError as exc:  # not TCP (a Unix socket in a test) or an old kernel: the kernel keeps more
         log.debug("TCP_NOTSENT_LOWAT not set: %s", exc)
