@@ -87,9 +87,9 @@ UNSENT_IN_KERNEL = 128 * 1024
 # While a large relayed answer streams to the client (start_streaming: bytes the upstream computed,
 # only copied here), the kernel may keep this much of it unsent instead: the socket's largest send
 # buffer by default (tcp_wmem). At 128 KiB the socket woke kcoord for every 64-128 KiB a client
-# took: a stock Java consumer (10 KB records, 10 MB answers) consumed at 0.85-0.89x of its direct
-# rate through kcoord, which spent 0.29 cores on it; at 4 MiB 0.91-0.96x and 0.19-0.22 cores
-# (interleaved rounds with Kafka 4.0, bench/RESULTS.md 2026-11-29).
+# took: a stock Java consumer (10 KB records, 10 MB answers) consumed at 0.86x of its direct rate
+# through kcoord, which spent 0.28-0.30 cores on it; at 512 KiB 0.87x; at 4 MiB 0.91x and 0.21-0.23
+# cores (interleaved rounds with Kafka 4.0, bench/RESULTS.md, relay, 2026-11-29).
 STREAMING_UNSENT_IN_KERNEL = 4 * 1024 * 1024
 
 # Linux TCP states (tcp_states.h) in which the peer has closed: a paused connection never reads its EOF.
