@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from bench.relay import _start_kcoord
-from bench.relay_floor import _c_pump_binary
+from bench.relay_floor import PUMPS, _c_pump_binary, start_pump
 from kcoord.client.connection import connect
 from kcoord.protocol import frames
 from kcoord.protocol import storage_messages as sm
@@ -46,7 +46,6 @@ from kcoord.protocol.messages import ApiKey
 from support import procs
 from support.kafka_broker import KafkaBroker
 from support.loadgen import procstat
-from support.ports import free_port_block
 from support.throughput_clients import create_one_partition_topic, librdkafka_produce
 
 TOPIC = "fetch-hop"
@@ -115,7 +114,6 @@ def main(argv: list[str] | None = None) -> None:
         if (os.cpu_count() or 1) > 1:
             pin_threads(broker.process.pid, 1)
         upstream = broker.bootstrap
-        host, port = upstream.rsplit(":", 1)
         create_one_partition_topic(upstream, TOPIC)
         librdkafka_produce(upstream, TOPIC, args.records, args.size)
         targets: dict[str, tuple[str, int]] = {"direct": (upstream, broker.process.pid)}
@@ -124,26 +122,11 @@ def main(argv: list[str] | None = None) -> None:
                 child, _, address = _start_kcoord(str(Path(python).absolute()), upstream)
                 children.append(child)
                 targets[name] = (address, child.pid)
-            pumps: dict[str, list[str]] = {
-                "python": [
-                    sys.executable,
-                    "-m",
-                    "bench.relay_floor",
-                    "--serve-python-pump",
-                    "{port}",
-                    upstream,
-                ]
-            }
             c_binary = _c_pump_binary()
-            if c_binary is not None:
-                pumps["c"] = [c_binary, "{port}", host, port]
-                pumps["c-splice"] = [c_binary, "{port}", host, port, "splice"]
-            for name, cmd in pumps.items():
-                listen = free_port_block(1)
-                child = procs.Child(f"hop-{name}", [str(listen) if a == "{port}" else a for a in cmd], cpu=0)
-                child.start().wait_for_log("serving", 30)
+            for kind in PUMPS if c_binary is not None else ("python",):
+                child, address = start_pump(kind, upstream, c_binary)
                 children.append(child)
-                targets[name] = (f"127.0.0.1:{listen}", child.pid)
+                targets[kind] = (address, child.pid)
             rtts: dict[str, list[float]] = {t: [] for t in targets}
             cpu_per_mb: dict[str, list[float]] = {t: [] for t in targets}
             order = list(targets)

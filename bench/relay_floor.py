@@ -95,6 +95,23 @@ def _c_pump_binary() -> str | None:
     return str(out)
 
 
+PUMPS = ("python", "c", "c-splice")
+
+
+def start_pump(kind: str, upstream: str, c_binary: str | None) -> tuple[procs.Child, str]:
+    """A byte pump of ``kind`` (one of PUMPS; the C ones need ``c_binary``) in front of ``upstream``,
+    on CPU 0, serving: (its process, the address clients connect to)."""
+    port = free_port_block(1)
+    if kind == "python":
+        cmd = [sys.executable, "-m", "bench.relay_floor", "--serve-python-pump", str(port), upstream]
+    else:
+        assert c_binary is not None, "a C pump needs the compiled binary"
+        cmd = [c_binary, str(port), *upstream.rsplit(":", 1), *(["splice"] if kind == "c-splice" else [])]
+    child = procs.Child(f"pump-{kind}", cmd, cpu=0).start()
+    child.wait_for_log("serving", 30)
+    return child, f"127.0.0.1:{port}"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="16x1,1x1,8x16")
@@ -137,22 +154,8 @@ def main(argv: list[str] | None = None) -> None:
                     child, _, address = _start_kcoord(str(Path(kcoords[target]).absolute()), upstream)
                     pid = child.pid
                 else:
-                    port = free_port_block(1)
-                    cmd = (
-                        [c_binary, str(port), *upstream.rsplit(":", 1)]
-                        if target == "c"
-                        else [
-                            sys.executable,
-                            "-m",
-                            "bench.relay_floor",
-                            "--serve-python-pump",
-                            str(port),
-                            upstream,
-                        ]
-                    )
-                    child = procs.Child(f"floor-{target}", cmd, cpu=0).start()
-                    child.wait_for_log("serving", 30)
-                    address, pid = f"127.0.0.1:{port}", child.pid
+                    child, address = start_pump(target, upstream, c_binary)
+                    pid = child.pid
                 try:
                     for shape, rate, cpu, system in small_shapes(address, frame, pid, args):
                         results.setdefault((shape, target), []).append(cpu)

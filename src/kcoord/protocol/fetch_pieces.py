@@ -73,10 +73,10 @@ class PiecesReader:
             self.uvarint()  # the tag
             self.skip(self.uvarint())
 
-    def array_length(self, what: str) -> int:
-        """A compact array's length; null only where the field is nullable (``what`` says)."""
+    def array_length(self, what: str, nullable: bool = False) -> int:
+        """A compact array's (or string's, or bytes') length: -1 for null, where ``nullable``."""
         n = self.uvarint() - 1
-        if n < 0 and not what.endswith("?"):
+        if n < 0 and not nullable:
             raise CodecError(f"non-nullable {what} is null")
         return n
 
@@ -94,14 +94,14 @@ def fetch_root_tags_at(pieces: Sequence[bytes], version: int) -> int:
         if version >= _TOPIC_ID_SINCE:
             r.skip(16)
         else:
-            r.skip(r.array_length("topic"))  # a compact string's length reads the same way
+            r.skip(r.array_length("topic"))
         for _ in range(r.array_length("partitions")):
             r.skip(_PARTITION_HEAD)
-            for _ in range(r.array_length("aborted transactions?")):
+            for _ in range(r.array_length("aborted transactions", nullable=True)):
                 r.skip(_ABORTED_TRANSACTION)
                 r.tagged_fields()
             r.skip(_PREFERRED_READ_REPLICA)
-            size = r.array_length("records?")  # compact nullable bytes: the same length encoding
+            size = r.array_length("records", nullable=True)
             if size > 0:
                 r.skip(size)
             r.tagged_fields()
