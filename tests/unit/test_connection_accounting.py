@@ -259,6 +259,24 @@ async def test_the_sweep_closes_idle_connections_and_slow_frames_only() -> None:
     assert get("kcoord_connections_closed_total", {"reason": "idle"}) == 1
 
 
+async def test_the_sweep_goes_in_slices_and_skips_connections_gone_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kcoord.coordinator.net import server
+
+    monkeypatch.setattr(server, "SWEEP_SLICE", 2)
+    app = app_with(connections_max_idle_ms=10_000)
+    conns = [connect(app) for _ in range(5)]
+    steps = app.sweep_in_steps(time.perf_counter() + 11)
+    next(steps)  # the first slice looked at: two closed, the loop may run now
+    assert sum(t.closed for _, t in conns) == 2
+    gone = next(conn for conn, t in conns if not t.closed)
+    gone.connection_lost(None)  # released while the sweep waits
+    assert sum(1 for _ in steps) == 1  # two more slices, one more yield between them
+    closed = app.metrics.registry.get_sample_value("kcoord_connections_closed_total", {"reason": "idle"})
+    assert closed == 4 and gone not in app.connections
+
+
 async def test_a_paused_connection_is_not_blamed_for_its_half_sent_frame() -> None:
     app = app_with(request_receive_timeout_ms=1_000, connection_output_pause_bytes=ANSWER)
     conn, t = connect(app, accepting=False)
