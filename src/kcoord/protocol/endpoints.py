@@ -92,15 +92,16 @@ def without_node_endpoints(api_key: int, version: int, frame: bytes, keep: int) 
     tags_at = cls.tag_section(frame, body_start(frame, True), version)
     if tags_at is None:
         raise CodecError("NodeEndpoints cannot be located without the C decoder")
-    return _filled_rest(frame[keep:], keep, tags_at)
+    return _filled_rest(frame, 0, keep, tags_at)
 
 
-def _filled_rest(rest: bytes, keep: int, tags_at: int) -> bytes:
-    """``rest``, a frame's bytes from ``keep`` on, with the root tagged fields at ``tags_at`` (in
-    the frame) replaced by a filler of their length: CodecError when they began before ``keep``."""
+def _filled_rest(data: bytes, data_at: int, keep: int, tags_at: int) -> bytes:
+    """A frame's bytes from ``keep`` on, taken from ``data`` (its bytes from ``data_at`` on), with the
+    root tagged fields at ``tags_at`` (in the frame) replaced by a filler of their length: CodecError
+    when they began before ``keep``. One copy of the bytes kept, whichever part of the frame is held."""
     if tags_at < keep:
         raise CodecError(f"root tagged fields start at {tags_at}, before the {keep} bytes already sent")
-    return rest[: tags_at - keep] + filler_tags(len(rest) + keep - tags_at)
+    return data[keep - data_at : tags_at - data_at] + filler_tags(len(data) + data_at - tags_at)
 
 
 def streamed_rest(api_key: int, version: int, pieces: Sequence[bytes], keep: int) -> bytes:
@@ -117,7 +118,7 @@ def streamed_rest(api_key: int, version: int, pieces: Sequence[bytes], keep: int
     tags_at = fetch_root_tags_at(pieces, version)
     if not _lists_node_endpoints(rest if tags_at >= keep else tail(pieces, tags_at), max(0, tags_at - keep)):
         return rest
-    return _filled_rest(rest, keep, tags_at)
+    return _filled_rest(rest, keep, keep, tags_at)
 
 
 def filler_tags(length: int) -> bytes:
