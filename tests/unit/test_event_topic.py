@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -146,3 +147,42 @@ def test_a_backlog_goes_out_in_produces_of_a_bounded_size() -> None:
     asyncio.run(drain())
     assert w.written == 10_000 and sum(counts) == 10_000
     assert len(sent) > 1 and max(sent) < SEND_BYTES + 1024 < 1_000_000
+
+
+def test_an_idle_writer_sleeps_until_an_event_comes_then_lingers() -> None:
+    """Nothing waiting: the background task does not wake every ``linger`` (an idle kcoord's
+    loop woke 5 times a second for it); the first event wakes it, and it still lingers so that
+    the events behind it go out in the same Produce."""
+    w = EventTopicWriter([("x", 1)], "ev", registry=CollectorRegistry(), linger=0.02)
+    rounds: list[float] = []
+    produced: list[int] = []
+
+    async def ready() -> bool:
+        return True
+
+    async def missing() -> bool:  # called once per round of the background task
+        rounds.append(time.monotonic())
+        return False
+
+    async def produce(by_partition: dict[int, list[tuple[bytes, bytes]]]) -> None:
+        produced.append(sum(len(pairs) for pairs in by_partition.values()))
+
+    w._ensure_topic = ready  # type: ignore[method-assign]
+    w._topic_missing = missing  # type: ignore[method-assign]
+    w._produce = produce  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        await w.start()
+        await asyncio.sleep(0.3)  # 15 lingers' time with nothing to write
+        assert rounds == [] and w._idle
+        w.offer(0, [ev.GroupDeleted("g1", "delete_groups")])
+        w.offer(0, [ev.GroupDeleted("g2", "delete_groups")])  # within the linger: the same Produce
+        await asyncio.sleep(0.15)
+        assert produced == [2] and w.written == 2 and w._idle
+        assert len(rounds) == 1  # and asleep again since
+        w.offer(0, [ev.OffsetsCommitted("g1", 3)])  # a commit sum wakes it too (its second ends)
+        await asyncio.sleep(1.2)
+        assert w.written == 3 and w._idle
+        await w.close(timeout=1.0)
+
+    asyncio.run(scenario())
