@@ -4,6 +4,8 @@ succeed, so the node says why and stops instead of looping)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from kcoord.coordinator.runtime.membership import ClusterMembership, _Fatal, _Rediscover
@@ -77,3 +79,21 @@ def test_a_keepalive_that_loses_its_cancellation_is_still_ended() -> None:
     rounds, cancelled = asyncio.run(scenario())
     assert cancelled
     assert rounds >= 1  # the first cancellation was lost indeed: the loop ran
+
+
+def test_each_new_member_id_is_told_once_as_it_changes() -> None:
+    """A worker tells its supervisor its member id from this hook (the supervisor removes a dead
+    worker from the group by it), so the hook sees every change and nothing else."""
+
+    async def scenario() -> list[str]:
+        m = membership()
+        told: list[str] = []
+        m.member_id = "before-the-hook"
+        m.on_member_id = told.append
+        m.member_id = "a"
+        m.member_id = "a"  # a JoinGroup that answers the same id: nothing new
+        await m._gone("JoinGroup answered UNKNOWN_MEMBER_ID")
+        m.member_id = "b"
+        return told
+
+    assert asyncio.run(scenario()) == ["a", "", "b"]

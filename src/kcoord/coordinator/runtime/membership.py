@@ -216,7 +216,10 @@ class ClusterMembership:
         self._apply = apply
         self._on_fatal = on_fatal
         self.started_ms = int(time.time() * 1000)
-        self.member_id = ""
+        self._member_id = ""
+        # Told each new member id ("" once the coordinator forgot this member): a worker tells its
+        # supervisor, which removes a dead worker from the group by it.
+        self.on_member_id: Callable[[str], None] | None = None
         self.generation = -1
         self.owned: frozenset[int] = frozenset()
         self.ownership = Ownership(-1, frozenset(), (NO_OWNER,) * num_shards, {node_id: advertised})
@@ -511,6 +514,17 @@ class ClusterMembership:
             elif resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                 self.lease.revoke()  # out of the group: the watchdog releases the shards now
                 self._lapse_noticed.set()
+
+    @property
+    def member_id(self) -> str:
+        return self._member_id
+
+    @member_id.setter
+    def member_id(self, value: str) -> None:
+        if value != self._member_id:
+            self._member_id = value
+            if self.on_member_id is not None:
+                self.on_member_id(value)
 
     def _close_keepalive(self) -> None:
         if self._keepalive_conn is not None:
