@@ -296,6 +296,26 @@ def test_key_value_lines_quote_only_what_needs_quoting() -> None:
     assert "instance" not in line
     plain = KeyValueFormatter().format(_record(logger, "kcoord serving on %s", "127.0.0.1:9092"))
     assert plain.endswith('msg="kcoord serving on 127.0.0.1:9092"')
+    edges = KeyValueFormatter().format(
+        _record(logger, empty="", newline="a\nb", bare="x[1]@h:9/p,q+r_s-t.u", tail="ok\n", spaced=" x")
+    )
+    assert edges.endswith('empty="" newline="a\\nb" bare=x[1]@h:9/p,q+r_s-t.u tail="ok\\n" spaced=" x"')
+
+
+def test_each_line_has_its_own_timestamp_across_seconds() -> None:
+    """The formatted second is kept for the lines that share it, never for a line of another."""
+    logger = logging.getLogger("test.ts")
+    stamps = []
+    for created in (1795990000.25, 1795990000.999, 1795990001.0, 1795989999.5):
+        record = _record(logger, group="g")
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        stamps.append(KeyValueFormatter().format(record).split(" ", 1)[0])
+    assert stamps == [
+        "ts=2026-11-29T22:06:40.250Z",
+        "ts=2026-11-29T22:06:40.999Z",
+        "ts=2026-11-29T22:06:41.000Z",
+        "ts=2026-11-29T22:06:39.500Z",
+    ]
 
 
 def test_json_lines_parse_and_keep_types() -> None:
