@@ -3,9 +3,10 @@
 The shard runtime's observer hands every :mod:`kcoord.coordinator.core.events` event to
 :meth:`EventTopicWriter.offer`, which only appends to an in-memory queue (a deque append, or a
 counter increment for commits): nothing on a heartbeat's or a commit's path waits for the cluster.
-A background task takes the queue every ``linger`` seconds (or sooner once ``batch`` events wait),
-and sleeps until the next event while nothing waits; it turns the events into JSON records and produces them, one Kafka record batch per partition and one
-Produce request per broker, through the project's own Kafka client (:mod:`kcoord.storage.kafka_client`).
+A background task takes the queue every ``linger`` seconds (or sooner once ``batch`` events wait;
+while nothing waits it sleeps until an event comes), turns the events into JSON records and produces
+them, one Kafka record batch per partition and one Produce request per broker, through the project's
+own Kafka client (:mod:`kcoord.storage.kafka_client`).
 
 A deleted event topic is created again: Apache Kafka refuses a Produce to it
 (UNKNOWN_TOPIC_OR_PARTITION), and every ``check_interval`` seconds Metadata says whether it still
