@@ -27,16 +27,19 @@ def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **f
         logger.log(level, event, extra={_EVENT: event, _FIELDS: clean})
 
 
-_second: list[Any] = [-1, ""]  # the last whole second formatted, and its text
+# The last whole second formatted and its text: one tuple, replaced whole, so that a line logged
+# from another thread never pairs one second with another's text.
+_last_second: tuple[int, str] = (-1, "")
 
 
 def _timestamp(record: logging.LogRecord) -> str:
     # A burst of lines (a mass leave writes two per member) shares its second: formatted once.
+    global _last_second
     second = int(record.created)
-    if second != _second[0]:
-        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _second[0] = second
-    return f"{_second[1]}.{int(record.msecs):03d}Z"
+    last = _last_second
+    if last[0] != second:
+        last = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{last[1]}.{int(record.msecs):03d}Z"
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
