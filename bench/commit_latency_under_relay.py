@@ -402,10 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the kcoord-base target and --base-src go together")
     results: list[dict[str, Any]] = []
     pooled: dict[str, dict[str, list[list[Any]]]] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-relaylat-") as scratch,
-        KafkaBroker(Path(scratch) / "kafka") as kafka,
-    ):
+    with KafkaBroker(Path(tempfile.mkdtemp(prefix="bench-relaylat-")) / "kafka") as kafka:
         kafka_pids = [kafka.process.pid] if kafka.process is not None else []
         started: dict[str, Target] = {"kafka": Target("kafka", kafka.bootstrap, kafka_pids)}
         try:

@@ -109,10 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     kcoords = dict(spec.partition("=")[::2] for spec in args.kcoord) or {"kcoord": sys.executable}
     print(f"load average at start: {os.getloadavg()}", flush=True)
     children: list[procs.Child] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-fetch-hop-") as scratch,
-        KafkaBroker(Path(scratch) / "kafka") as broker,
-    ):
+    with KafkaBroker(Path(tempfile.mkdtemp(prefix="bench-fetch-hop-")) / "kafka") as broker:
         assert broker.process is not None
         if (os.cpu_count() or 1) > 1:
             pin_threads(broker.process.pid, 1)

@@ -272,11 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     table: dict[str, dict[str, dict[str, list[float]]]] = {}
     started = time.monotonic()
     load_before = os.getloadavg()
-    # The broker's data (GBs after the relay rows) goes when the run ends, not left in /tmp.
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-side-") as scratch,
-        KafkaBroker(Path(scratch) / "kafka") as broker,
-    ):
+    with KafkaBroker(Path(tempfile.mkdtemp(prefix="bench-side-")) / "kafka") as broker:
         kafka_pids = [broker.process.pid] if broker.process is not None else []
         # The broker here runs with group.initial.rebalance.delay.ms=0 (support/kafka_broker.py): so do the kcoords.
         same = ["--group-initial-rebalance-delay-ms", "0"]

@@ -126,10 +126,7 @@ def main() -> None:
     ap.add_argument("--json", help="write every run's result here")
     args = ap.parse_args()
     results: list[dict[str, Any]] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-workers-") as scratch,
-        KafkaBroker(Path(scratch) / "kafka") as kafka,
-    ):
+    with KafkaBroker(Path(tempfile.mkdtemp(prefix="bench-workers-")) / "kafka") as kafka:
         kafka_pids = [kafka.process.pid] if kafka.process is not None else []
         one, one_at, one_pids = start_kcoord("kcoord-1", kafka.bootstrap, 1)
         two, two_at, two_pids = start_kcoord("kcoord-workers-2", kafka.bootstrap, 2)

@@ -301,6 +301,14 @@ class KafkaBroker(BrokerProcess):
         require_java()
         return super().start(timeout)
 
+    def stop(self) -> int | None:
+        """Stop (see BrokerProcess.stop), then remove the data: every start formats a fresh data dir
+        (_prepare), so nothing reads it afterwards, and a relay benchmark's broker left GBs in /tmp per
+        run. The log file stays."""
+        code = super().stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        return code
+
     def _pick_ports(self) -> None:
         self.port = free_port_block(5, self.host)
         self.controller_port = self.port + 1
